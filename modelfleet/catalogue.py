@@ -1,0 +1,199 @@
+"""Reading models.yaml into a validated FleetSpec, reporting every problem with its file, line and path.
+
+Also the one place that applies a model's per-environment patch (``environments: {dev: {...}}``), so the
+loader (which validates every patch up front) and the compiler agree byte for byte.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import spec as S
+from .errors import Issue, SpecError
+from .yamlsource import Document, Path, load_yaml, parse_yaml
+
+ModelSpec = S.ClassicModelSpec | S.LlmModelSpec
+
+
+def _vocabulary() -> list[str]:
+    names: set[str] = set()
+    for cls in (S.FleetSpec, S.ClassicModelSpec, S.LlmModelSpec, S.SizeSpec, S.TensorSpec, S.ClassicSlaSpec,
+                S.LlmSlaSpec, S.ClassicProfileSpec, S.LlmProfileSpec, S.ClassicOverridesSpec,
+                S.LlmOverridesSpec, S.ArchitectureSpec, S.EnvironmentPatch):
+        names.update(cls.model_fields)
+    return sorted(names)
+
+
+_VOCABULARY = _vocabulary()
+
+_PATTERN_FIXES = {
+    "name": "use lowercase letters, digits and '-', starting and ending with a letter or digit, "
+    "at most 63 characters (a DNS-1123 label)",
+    "artifact": "write s3://bucket/prefix (Triton model directory) or a Hugging Face id like org/model",
+    "instance_type": "write an EC2 instance type such as g6e.12xlarge",
+}
+
+
+def _fix_for(error: dict[str, Any], path: Path) -> str:
+    kind, last = error["type"], str(path[-1]) if path else ""
+    if kind == "missing":
+        return f"add `{last}:`"
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(last, _VOCABULARY, n=1, cutoff=0.6)
+        return f"did you mean `{close[0]}`?" if close else "remove it; see `modelfleet schema` for allowed keys"
+    if kind == "string_pattern_mismatch":
+        return _PATTERN_FIXES.get(last, "see `modelfleet schema` for the format")
+    if kind == "literal_error":
+        return "use one of the listed values"
+    if kind.startswith(("int_", "float_", "greater", "less", "too_", "bool_", "string_", "tuple_", "dict_")):
+        return "see `modelfleet schema` for the allowed type and range"
+    return "correct the value"
+
+
+def _message_for(error: dict[str, Any]) -> str:
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "string_pattern_mismatch":
+        return f"{error['input']!r} is not in the expected format"
+    if error["type"] == "extra_forbidden":
+        return "unknown key"
+    if error["type"] == "missing":
+        return "required field is missing"
+    if error["type"] not in ("value_error", "assertion_error") and "input" in error:
+        shown = repr(error["input"])
+        if len(shown) <= 60 and not isinstance(error["input"], (dict, list)):
+            msg = f"{msg}, got {shown}"
+    return msg
+
+
+def _clean_loc(loc: Iterable[Any]) -> Path:
+    """Drop pydantic's union tags and function names so the path is the document's own."""
+    return tuple(p for p in loc if not (isinstance(p, str) and (p in S.MODEL_TAGS or p.startswith("function-"))))
+
+
+def issues_from_validation(doc: Document, exc: ValidationError, prefix: Path = (),
+                           remap: Any = None) -> list[Issue]:
+    issues = []
+    errors = exc.errors(include_url=False)
+    locs = [_clean_loc(e["loc"]) for e in errors]
+    for error in errors:
+        loc = _clean_loc(error["loc"])
+        if error["type"] == "too_short" and any(len(o) > len(loc) and o[:len(loc)] == loc for o in locs):
+            continue  # pydantic also says "too short" when it dropped invalid items; the items say why
+        path = prefix + _clean_loc(error["loc"])
+        if remap is not None:
+            path = remap(path)
+        issues.append(doc.issue(path, _message_for(error), _fix_for(error, path)))
+    return issues
+
+
+# ---------------------------------------------------------------------------------------------- environments
+def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in patch.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def apply_environment(model: ModelSpec, environment: str) -> ModelSpec | None:
+    """The model as it runs in ``environment``: its patch merged and re-validated; None when disabled.
+
+    Raises pydantic.ValidationError when the merge is invalid (the loader reports it with positions).
+    """
+    patch = model.environments.get(environment)
+    if patch is None:
+        return model
+    if not patch.enabled:
+        return None
+    base = model.model_dump(mode="python", exclude={"environments"}, exclude_defaults=True)
+    merged = _deep_merge(base, {k: v for k, v in (("sla", patch.sla), ("profile", patch.profile),
+                                                  ("overrides", patch.overrides)) if v})
+    return type(model).model_validate(merged)
+
+
+def _check_environments(doc: Document, fleet: S.FleetSpec, known: tuple[str, ...] | None) -> list[Issue]:
+    issues: list[Issue] = []
+    for index, model in enumerate(fleet.models):
+        for env_name, patch in model.environments.items():
+            where: Path = ("models", index, "environments", env_name)
+            if known is not None and env_name not in known:
+                close = difflib.get_close_matches(env_name, known, n=1)
+                fix = f"did you mean `{close[0]}`?" if close else f"use one of: {', '.join(known)}"
+                issues.append(doc.issue(where, f"no stack named {env_name!r}", fix))
+                continue
+            try:
+                apply_environment(model, env_name)
+            except ValidationError as exc:
+                issues += issues_from_validation(doc, exc, remap=_patch_remap(where, index, patch))
+    return issues
+
+
+def _patch_remap(where: Path, index: int, patch: S.EnvironmentPatch) -> Any:
+    """Point an error at the patch when the patch wrote that field, else at the model's own field."""
+
+    def remap(path: Path) -> Path:
+        section = path[0] if path else None
+        written = getattr(patch, str(section), None) if section in ("sla", "profile", "overrides") else None
+        if isinstance(written, dict) and len(path) > 1 and path[1] in written:
+            return where + path
+        if isinstance(written, dict) and written and len(path) == 1:
+            return where + path
+        return ("models", index) + path
+
+    return remap
+
+
+# ---------------------------------------------------------------------------------------------- entry points
+def _duplicate_names(doc: Document) -> list[Issue]:
+    models = doc.data.get("models") if isinstance(doc.data, dict) else None
+    if not isinstance(models, list):
+        return []
+    seen: dict[str, int] = {}
+    issues = []
+    for index, model in enumerate(models):
+        name = model.get("name") if isinstance(model, dict) else None
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            line = doc.locate(("models", seen[name], "name"))[0]
+            issues.append(doc.issue(("models", index, "name"), f"duplicate model name {name!r} "
+                                    f"(also models[{seen[name]}], line {line})", "give each model a unique name"))
+        else:
+            seen[name] = index
+    return issues
+
+
+def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None) -> S.FleetSpec:
+    """Validate a parsed document as a FleetSpec; every problem is collected and raised once."""
+    issues = list(doc.issues) + _duplicate_names(doc)
+    if doc.data is None:
+        raise SpecError([doc.issue((), "the file is empty", "add `models:` with at least one model")])
+    try:
+        fleet = S.FleetSpec.model_validate(doc.data)
+    except ValidationError as exc:
+        raise SpecError(issues + issues_from_validation(doc, exc)) from None
+    issues += _check_environments(doc, fleet, known_environments)
+    if issues:
+        raise SpecError(issues)
+    return fleet
+
+
+def load_fleet(path: str, known_environments: tuple[str, ...] | None = None) -> S.FleetSpec:
+    """Read models.yaml. ``known_environments``: stack names a per-model patch may refer to."""
+    return parse_fleet(load_yaml(path), known_environments)
+
+
+def parse_fleet_text(text: str, filename: str = "models.yaml",
+                     known_environments: tuple[str, ...] | None = None) -> S.FleetSpec:
+    return parse_fleet(parse_yaml(text, filename), known_environments)
+
+
+def model_schema() -> dict[str, Any]:
+    """JSON Schema of models.yaml, for editors (yaml-language-server) and other tools."""
+    schema = S.FleetSpec.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "modelfleet models.yaml"
+    return schema

@@ -1,0 +1,25 @@
+"""One module per CLI subcommand (see modelfleet.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..plan import FleetPlan
+from ..project import Project
+
+
+def add_project_arguments(parser: argparse.ArgumentParser, stack: bool = True) -> None:
+    if stack:
+        parser.add_argument("--stack", required=True, help="environment: stacks/Pulumi.<STACK>.yaml")
+    parser.add_argument("--models", default=None, help="catalogue file (default: <project>/models.yaml)")
+    parser.add_argument("--prices", default=None, help="instance/price table (default: the shipped one)")
+
+
+def project_from(args: argparse.Namespace) -> Project:
+    return Project(root=args.project, models_file=args.models, prices_file=getattr(args, "prices", None))
+
+
+def print_warnings(plan: FleetPlan) -> None:
+    for warning in plan.warnings:
+        print(f"warning: {warning.model}: {warning.message}", file=sys.stderr)

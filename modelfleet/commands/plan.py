@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..plan import Decision, FleetPlan, TritonModelPlan, VllmModelPlan
+from ..render import plan_document, to_json
+from . import add_project_arguments, print_warnings, project_from
+
+NAME = "plan"
+HELP = "show what one stack needs: node groups, Triton servers, vLLM layouts, and why"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_project_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the whole plan as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = project_from(args).plan(args.stack)
+    if args.json:
+        sys.stdout.write(to_json(plan_document(plan)).decode())
+    else:
+        sys.stdout.write(format_plan(plan))
+    print_warnings(plan)
+    return 0
+
+
+def format_plan(plan: FleetPlan) -> str:
+    lines = [f"environment {plan.environment} ({plan.region}, {plan.capacity_type}; prices as of "
+             f"{plan.catalogue_as_of})", "", "node groups:"]
+    for g in plan.node_groups:
+        lines.append(f"  {g.name:28} {g.instance_type:14} {g.gpus_per_node} x {g.gpu_model:16} "
+                     f"min {g.min_size} / desired {g.desired_size} / max {g.max_size}   {', '.join(g.workloads)}")
+    lines += ["", "triton servers:"]
+    for s in plan.triton_servers:
+        lines.append(f"  {s.name:28} {s.instance_type:14} replicas {s.min_replicas}-{s.replicas}-{s.max_replicas}"
+                     f"  cache {s.cache_size_bytes // 1024**2} MiB  models: {', '.join(s.models)}")
+    decisions = {s.decision.reason: s.decision for s in plan.triton_servers}
+    for decision in decisions.values():
+        lines += _decision_lines(decision, "    ")
+    lines += ["", "models:"]
+    for m in plan.models:
+        lines += _model_lines(m)
+    return "\n".join(lines) + "\n"
+
+
+def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
+    if isinstance(m, TritonModelPlan):
+        head = (f"  {m.name} [triton on {m.server}, {m.instance_type} x{m.replicas}] batch {m.max_batch_size}, "
+                f"window {m.max_queue_delay_us} us, queue timeout {m.queue_timeout_us} us (REJECT), "
+                f"queue <= {m.max_queue_size}, cache {'on' if m.response_cache else 'off'}, GPU share {m.gpu_share:.0%}")
+    else:
+        head = (f"  {m.name} [{m.serving} on {m.instance_type}, tp={m.tensor_parallel_size} "
+                f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
+                f"max_num_seqs {m.max_num_seqs}, max_model_len {m.max_model_len}, KV {m.kv_cache_gib:.0f} GiB")
+    out = [head]
+    for d in m.decisions:
+        out += _decision_lines(d, "      ")
+    return out
+
+
+def _decision_lines(decision: Decision, indent: str, shown: int = 4) -> list[str]:
+    """The reason, the cheapest few rejected alternatives and every infeasible family's reason (JSON has all)."""
+    out = [f"{indent}why: {decision.reason}"]
+    priced = [a for a in decision.rejected if a.usd_per_hour is not None][:shown]
+    unfit = [a for a in decision.rejected if a.usd_per_hour is None][:shown]
+    for alt in priced + unfit:
+        out.append(f"{indent}  - not {alt.option}: {alt.reason}")
+    hidden = len(decision.rejected) - len(priced) - len(unfit)
+    if hidden > 0:
+        out.append(f"{indent}  ({hidden} more alternatives in plan --json)")
+    return out

@@ -1,0 +1,1 @@
+"""Real serving engines run locally (tritonserver from the nvidia-pytriton wheel, the ONNX python runner)."""

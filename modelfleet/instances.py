@@ -1,0 +1,78 @@
+"""The GPU instance catalogue: hardware and dated on-demand prices, shipped as data (data/instances.yaml).
+
+Loading is the only I/O here and happens at the edge (``load_instance_catalogue``); the compiler receives
+the catalogue as a value, so tests can hand it any table they like.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
+from typing import Mapping
+
+import yaml
+
+
+@dataclass(frozen=True)
+class GpuType:
+    key: str
+    name: str
+    memory_gib: float  # usable per GPU
+    fp16_tflops: float  # dense, per GPU
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    family: str
+    gpu: GpuType
+    gpus: int
+    vcpu: int
+    ram_gib: float
+    usd_per_hour: Mapping[str, float]  # on-demand, by region; a region missing here is "unknown"
+
+    @property
+    def gpu_memory_gib(self) -> float:
+        return self.gpu.memory_gib
+
+    @property
+    def total_gpu_memory_gib(self) -> float:
+        return self.gpu.memory_gib * self.gpus
+
+    def price(self, region: str) -> float | None:
+        return self.usd_per_hour.get(region)
+
+
+@dataclass(frozen=True)
+class InstanceCatalogue:
+    as_of: str
+    source: str
+    instances: Mapping[str, InstanceType]
+
+    def in_families(self, families: tuple[str, ...]) -> tuple[InstanceType, ...]:
+        return tuple(sorted((i for i in self.instances.values() if i.family in families), key=lambda i: i.name))
+
+    def families(self) -> tuple[str, ...]:
+        return tuple(sorted({i.family for i in self.instances.values()}))
+
+
+def catalogue_from_data(data: dict) -> InstanceCatalogue:
+    gpus = {key: GpuType(key, g["name"], float(g["memory_gib"]), float(g["fp16_tflops"]))
+            for key, g in data["gpus"].items()}
+    instances = {
+        name: InstanceType(name, i["family"], gpus[i["gpu"]], int(i["gpus"]), int(i["vcpu"]), float(i["ram_gib"]),
+                           MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}))
+        for name, i in data["instances"].items()
+    }
+    return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances))
+
+
+def load_instance_catalogue(path: str | None = None) -> InstanceCatalogue:
+    """The shipped table (or ``path``, e.g. one written by ``modelfleet prices refresh``)."""
+    if path is None:
+        text = resources.files("modelfleet").joinpath("data/instances.yaml").read_text(encoding="utf-8")
+    else:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    return catalogue_from_data(yaml.safe_load(text))

@@ -1,0 +1,23 @@
+"""Stable Kubernetes-safe names derived from model names (never from list positions)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def stable_name(prefix: str, name: str, limit: int = 63) -> str:
+    """``prefix-name`` as a DNS-1123 label; too long -> truncated with an 8-hex hash of the full name."""
+    full = _UNSAFE.sub("-", f"{prefix}-{name}".lower()).strip("-")
+    if len(full) <= limit:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    return f"{full[: limit - 9].rstrip('-')}-{digest}"
+
+
+def node_group_name(instance_type: str, capacity_type: str) -> str:
+    """One node group per instance type and capacity type: ``gpu-g6e-12xlarge-od`` / ``...-spot``."""
+    suffix = "spot" if capacity_type == "spot" else "od"
+    return stable_name("gpu", f"{instance_type.replace('.', '-')}-{suffix}")

@@ -1,0 +1,138 @@
+"""Packing classic models onto shared Triton GPUs, and choosing the GPU instance type they run on.
+
+Each Triton server replica is one pod on one GPU. A model whose peak load needs more than one GPU of
+compute (or that asks for ``dedicated_gpu``) gets its own server, replicated for load. Every other model
+is packed first-fit-decreasing by its larger share (GPU memory or compute) onto shared servers: that is
+Triton's strength, many small models on one GPU with one response cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .compile_llm import PRICE_REFERENCE_REGION, Rejection
+from .environment import EnvironmentSpec
+from .instances import InstanceCatalogue, InstanceType
+from .names import stable_name
+from .sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor, nodes_for_pods
+from .spec import ClassicModelSpec
+from .triton_policy import ClassicSizing, size_classic
+from .units import GIB
+
+# Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
+SYSTEM_RESERVE_GIB = 1.5
+SYSTEM_RESERVE_FRACTION = 0.10
+# Triton's own host memory, plus a host copy of each model's weights while it loads.
+TRITON_HOST_BASE_GIB = 1.0
+MIN_CACHE_BYTES = 64 * 1024**2  # below this a cache is not worth its lookups
+PYTHON_SHM_BYTES = 64 * 1024**2  # python backend shared-memory arena per model instance
+
+
+@dataclass(frozen=True)
+class PackedServer:
+    name: str
+    models: tuple[str, ...]
+    min_replicas: int
+    replicas: int
+    max_replicas: int
+    spread_zones: bool
+    gpu_memory_used_gib: float
+    gpu_compute_used: float
+    cache_size_bytes: int
+    memory_request_gib: float
+    python_shm_bytes: int
+
+
+@dataclass(frozen=True)
+class ClassicPlacement:
+    instance: InstanceType
+    servers: tuple[PackedServer, ...]
+    sizings: dict[str, ClassicSizing]
+    nodes: tuple[int, int, int]  # min, desired, max
+    usd_per_hour: float
+
+
+def _share(sizing: ClassicSizing, capacity_gib: float) -> float:
+    return max(sizing.gpu_memory_gib / capacity_gib, sizing.gpu_demand)
+
+
+def _bins(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], capacity: float) -> list[list[str]]:
+    order = sorted(models, key=lambda m: (-_share(sizings[m.name], capacity), m.name))
+    bins: list[tuple[list[str], list[float]]] = []
+    for model in order:
+        s = sizings[model.name]
+        for names, used in bins:
+            if used[0] + s.gpu_memory_gib <= capacity and used[1] + s.gpu_demand <= 1.0:
+                names.append(model.name)
+                used[0] += s.gpu_memory_gib
+                used[1] += s.gpu_demand
+                break
+        else:
+            bins.append(([model.name], [s.gpu_memory_gib, s.gpu_demand]))
+    return [sorted(names) for names, _ in bins]
+
+
+def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing],
+              env: EnvironmentSpec) -> tuple[int, int, int]:
+    policy = env.replicas
+    if policy.single_replica:
+        return 1, 1, 1
+    floor = max(availability_floor(m.sla.availability, policy.ha_availability, policy.ha3_availability)
+                for m in members)
+    load = math.ceil(sum(sizings[m.name].gpu_demand for m in members) - 1e-9)
+    pinned = max((m.overrides.replicas or 0) for m in members)
+    desired = pinned or max(floor, load)
+    return min(floor, desired), desired, max(desired, math.ceil(desired * policy.max_scale_factor))
+
+
+def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], env: EnvironmentSpec,
+            instance: InstanceType) -> PackedServer | Rejection:
+    names = sorted(m.name for m in members)
+    lo, desired, hi = _replicas(members, sizings, env)
+    ram_share = instance.ram_gib / instance.gpus
+    host = TRITON_HOST_BASE_GIB + sum(sizings[n].weights_gib for n in names)
+    spare = ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share - host
+    if spare < 0:
+        return Rejection(instance.name, f"{', '.join(names)} need {host:.1f} GiB of host RAM, more than the "
+                                        f"{ram_share:.0f} GiB per GPU this instance has")
+    cache = int(spare * env.triton.cache_ram_fraction * GIB) // (1024**2) * (1024**2)
+    cache = cache if cache >= MIN_CACHE_BYTES else 0
+    shm = sum(PYTHON_SHM_BYTES * sizings[m.name].instance_count for m in members if m.framework == "python")
+    return PackedServer(
+        name=stable_name("triton", names[0]), models=tuple(names), min_replicas=lo, replicas=desired,
+        max_replicas=hi, spread_zones=lo >= 2,
+        gpu_memory_used_gib=round(TRITON_GPU_OVERHEAD_GIB + sum(sizings[n].gpu_memory_gib for n in names), 3),
+        gpu_compute_used=round(sum(sizings[n].gpu_demand for n in names), 4) / max(desired, 1),
+        cache_size_bytes=cache, memory_request_gib=round(host + cache / GIB + shm / GIB, 2), python_shm_bytes=shm)
+
+
+def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: InstanceCatalogue,
+            instance: InstanceType) -> ClassicPlacement | Rejection:
+    """Pack every classic model onto GPUs of ``instance``; a Rejection says which model does not fit."""
+    capacity = instance.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB
+    sizings = {m.name: size_classic(m, instance.gpu, catalogue, env.triton.target_utilization) for m in models}
+    too_big = sorted(n for n, s in sizings.items() if s.gpu_memory_gib > capacity)
+    if too_big:
+        return Rejection(instance.name, f"{too_big[0]} needs {sizings[too_big[0]].gpu_memory_gib:.1f} GiB, "
+                                        f"more than the {capacity:.1f} GiB a {instance.gpu.name} has free")
+    alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
+    shared = [m for m in models if m not in alone]
+    groups = [[m] for m in alone] + [[m for m in shared if m.name in b] for b in _bins(shared, sizings, capacity)]
+    servers = []
+    for group in groups:
+        server = _server(group, sizings, env, instance)
+        if isinstance(server, Rejection):
+            return server
+        servers.append(server)
+    servers.sort(key=lambda s: s.name)
+    nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
+                  for attr in ("min_replicas", "replicas", "max_replicas"))
+    price = instance.price(env.region) or instance.price(PRICE_REFERENCE_REGION) or math.inf
+    return ClassicPlacement(instance, tuple(servers), sizings, nodes, nodes[1] * price)  # type: ignore[arg-type]
+
+
+def _nodes(replicas: list[int], servers: list[PackedServer], instance: InstanceType) -> int:
+    pods = [1] * sum(replicas)
+    spread = max((r for r, s in zip(replicas, servers) if s.spread_zones), default=1)
+    return max(nodes_for_pods(pods, instance.gpus), spread) if pods else 0

@@ -1,0 +1,163 @@
+"""What the compiler decided (``*Plan``): frozen, JSON-serialisable, the only input of renderers and components.
+
+Field names are a contract: ``plan --json`` and later tools (cost, Pulumi components) read them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class PlanModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Alternative(PlanModel):
+    """An option the compiler considered and did not take, and why."""
+
+    option: str
+    reason: str
+    usd_per_hour: float | None = None
+
+
+class Decision(PlanModel):
+    """A choice with its reason and the rejected alternatives, so reviewers can check it."""
+
+    choice: str
+    reason: str
+    rejected: tuple[Alternative, ...] = ()
+
+
+class Warning_(PlanModel):
+    model: str
+    message: str
+
+
+class TensorPlan(PlanModel):
+    name: str
+    data_type: str  # Triton's enum name, e.g. TYPE_FP32
+    dims: tuple[int, ...]
+
+
+class NodeGroupPlan(PlanModel):
+    name: str
+    instance_type: str
+    capacity_type: Literal["on-demand", "spot"]
+    min_size: int
+    desired_size: int
+    max_size: int
+    gpus_per_node: int
+    gpu_memory_gib: float
+    gpu_model: str
+    vcpu: int
+    ram_gib: float
+    workloads: tuple[str, ...]  # Triton servers and vLLM models placed here
+
+
+class TritonModelPlan(PlanModel):
+    name: str
+    serving: Literal["triton"] = "triton"
+    type: str
+    server: str
+    node_group: str
+    instance_type: str
+    replicas: int  # = the server's replicas: every replica of a server loads every model on it
+    gpus_per_replica: int  # the GPUs of one server replica (shared with the other models on it)
+    gpu_share: float  # fraction of each replica's GPU this model accounts for (memory or compute, larger)
+    weights_gib: float
+    gpu_memory_gib: float  # all instances of this model on one GPU, with runtime overhead
+    backend: str
+    platform: str
+    artifact: str
+    max_batch_size: int
+    instance_count: int
+    queue_timeout_us: int
+    max_queue_delay_us: int
+    max_queue_size: int
+    response_cache: bool
+    versions: tuple[int, ...] | None
+    inputs: tuple[TensorPlan, ...]
+    outputs: tuple[TensorPlan, ...]
+    peak_rps: float
+    p99_latency_ms: float
+    rps_per_instance: float  # on this GPU, after scaling from the measured GPU
+    compute_ms: float
+    decisions: tuple[Decision, ...]
+
+
+class TritonServerPlan(PlanModel):
+    """One Triton Deployment: a set of models packed onto the same GPU(s), replicated."""
+
+    name: str
+    node_group: str
+    instance_type: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    spread_zones: bool  # replicas must land in different availability zones
+    gpus_per_replica: int
+    models: tuple[str, ...]
+    gpu_memory_used_gib: float
+    gpu_compute_used: float  # fraction of the GPU's compute at peak, after target utilisation
+    cache_size_bytes: int
+    memory_request_gib: float
+    args: tuple[str, ...]
+    image: str
+    python_shm_bytes: int
+    decision: Decision  # why this instance type, and the alternatives
+
+
+class VllmModelPlan(PlanModel):
+    name: str
+    serving: Literal["vllm", "triton"] = "vllm"
+    type: str = "llm"
+    node_group: str
+    instance_type: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    spread_zones: bool
+    gpus_per_replica: int
+    nodes_per_replica: int
+    gpus_per_pod: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_num_seqs: int
+    max_model_len: int
+    weights_gib: float
+    kv_cache_gib: float  # per replica, all GPUs
+    kv_cache_tokens: int  # per replica
+    gpu_memory_utilization: float
+    dtype: str
+    kv_cache_dtype: str
+    estimated_ttft_ms: float
+    artifact: str
+    args: tuple[str, ...]
+    shm_size_gib: float
+    memory_request_gib: float
+    image: str
+    decisions: tuple[Decision, ...]
+
+
+class FleetPlan(PlanModel):
+    environment: str
+    region: str
+    capacity_type: Literal["on-demand", "spot"]
+    kubernetes_version: str
+    namespace: str
+    catalogue_as_of: str
+    node_groups: tuple[NodeGroupPlan, ...]
+    triton_servers: tuple[TritonServerPlan, ...]
+    models: tuple[TritonModelPlan | VllmModelPlan, ...]
+    warnings: tuple[Warning_, ...]
+
+    def model(self, name: str) -> TritonModelPlan | VllmModelPlan:
+        return next(m for m in self.models if m.name == name)
+
+    def node_group(self, name: str) -> NodeGroupPlan:
+        return next(g for g in self.node_groups if g.name == name)
+
+    def server(self, name: str) -> TritonServerPlan:
+        return next(s for s in self.triton_servers if s.name == name)

@@ -1,0 +1,46 @@
+"""Where a project's files live, and loading everything one environment needs (the CLI's and tests' edge)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .catalogue import load_fleet
+from .compiler import compile_fleet
+from .environment import EnvironmentSpec, list_stacks, load_environment
+from .instances import InstanceCatalogue, load_instance_catalogue
+from .plan import FleetPlan
+from .spec import FleetSpec
+
+
+@dataclass(frozen=True)
+class Project:
+    """A modelfleet project directory: models.yaml beside stacks/ (the Pulumi project's layout)."""
+
+    root: str = "."
+    models_file: str | None = None
+    prices_file: str | None = None
+
+    @property
+    def models_path(self) -> str:
+        return self.models_file or os.path.join(self.root, "models.yaml")
+
+    @property
+    def stacks_dir(self) -> str:
+        return os.path.join(self.root, "stacks")
+
+    def stacks(self) -> tuple[str, ...]:
+        return list_stacks(self.stacks_dir)
+
+    def fleet(self) -> FleetSpec:
+        stacks = self.stacks()
+        return load_fleet(self.models_path, stacks or None)
+
+    def environment(self, stack: str) -> EnvironmentSpec:
+        return load_environment(self.stacks_dir, stack)
+
+    def catalogue(self) -> InstanceCatalogue:
+        return load_instance_catalogue(self.prices_file)
+
+    def plan(self, stack: str) -> FleetPlan:
+        return compile_fleet(self.fleet(), self.environment(stack), self.catalogue())

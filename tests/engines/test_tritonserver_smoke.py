@@ -1,0 +1,149 @@
+"""Smoke tests on the REAL tritonserver from the nvidia-pytriton wheel (CPU, python backend, local cache).
+
+Why: the compiler's Triton output (dynamic batching, REJECT queue policy, response cache, the ONNX python
+runner) is only trustworthy if a real server loads it and behaves as the config says.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+if importlib.util.find_spec("pytriton") is None:
+    pytest.skip("nvidia-pytriton (the wheel carrying tritonserver) is not installed; "
+                "pip install 'modelfleet[serve]'", allow_module_level=True)
+
+np = pytest.importorskip("numpy")
+httpclient = pytest.importorskip("tritonclient.http")
+
+from modelfleet.engines.onnx_runner import write_python_runner  # noqa: E402
+from modelfleet.engines.tritonserver import LocalTritonServer, metric_value, scrape_metrics  # noqa: E402
+
+pytestmark = pytest.mark.engine
+
+QUEUE_AND_CACHE = textwrap.dedent("""\
+    dynamic_batching {
+      max_queue_delay_microseconds: 1000
+      default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 100000 max_queue_size: 8 }
+    }
+    response_cache { enable: true }
+    """)
+
+DOUBLER = textwrap.dedent('''\
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            return [pb_utils.InferenceResponse(
+                        [pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy() * 2)])
+                    for r in requests]
+    ''')
+
+SERVER_ARGS = ["--cache-config=local,size=1048576", "--exit-timeout-secs=5", "--strict-readiness=true"]
+
+
+def write_config(model_dir: Path, inputs: str, outputs: str, max_batch_size: int = 8) -> None:
+    """A python-backend config.pbtxt with the queue policy and the response cache under test."""
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.pbtxt").write_text(
+        f'name: "{model_dir.name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n'
+        f"input [ {inputs} ]\noutput [ {outputs} ]\n"
+        "instance_group [ { kind: KIND_CPU count: 1 } ]\n" + QUEUE_AND_CACHE)
+
+
+def classifier_onnx() -> bytes:
+    """X[N,8] -> Softmax(X @ W), W from numpy seed 0: small, deterministic, with a dynamic batch axis."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = np.random.default_rng(0).standard_normal((8, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["logits"]), helper.make_node("Softmax", ["logits"], ["Y"], axis=-1)],
+        "classifier",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 3])],
+        initializer=[numpy_helper.from_array(weights, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # readable by any onnxruntime >= 1.10
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def infer(server: LocalTritonServer, model: str, x: np.ndarray) -> np.ndarray:
+    """One HTTP inference (a fresh client: tritonclient.http clients are not thread-safe)."""
+    client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
+    try:
+        tensor = httpclient.InferInput("X", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        return client.infer(model, [tensor]).as_numpy("Y")
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def doubler_server(tmp_path: Path) -> Iterator[LocalTritonServer]:
+    """A server with one python model that doubles its input, with queue policy and response cache."""
+    model_dir = tmp_path / "repo" / "doubler"
+    write_config(model_dir, '{ name: "X" data_type: TYPE_FP32 dims: [ 4 ] }',
+                 '{ name: "Y" data_type: TYPE_FP32 dims: [ 4 ] }')
+    (model_dir / "1").mkdir()
+    (model_dir / "1" / "model.py").write_text(DOUBLER)
+    with LocalTritonServer(tmp_path / "repo", SERVER_ARGS, workdir=tmp_path / "work") as server:
+        yield server
+
+
+def test_python_model_with_queue_policy_and_response_cache(doubler_server: LocalTritonServer) -> None:
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    np.testing.assert_array_equal(infer(doubler_server, "doubler", x), x * 2)
+    np.testing.assert_array_equal(infer(doubler_server, "doubler", x), x * 2)
+
+    samples = scrape_metrics(doubler_server.metrics_url)
+    assert metric_value(samples, "nv_cache_num_hits_per_model", model="doubler") >= 1
+    assert metric_value(samples, "nv_cache_num_misses_per_model", model="doubler") >= 1
+    assert metric_value(samples, "nv_inference_request_success", model="doubler") == 2
+    assert metric_value(samples, "nv_inference_exec_count", model="doubler") == 1  # the repeat never ran
+
+
+@pytest.fixture
+def onnx_server(tmp_path: Path) -> Iterator[tuple[LocalTritonServer, bytes]]:
+    """A server with the classifier served by the ONNX python runner."""
+    model_bytes = classifier_onnx()
+    model_dir = tmp_path / "repo" / "classifier"
+    write_config(model_dir, '{ name: "X" data_type: TYPE_FP32 dims: [ 8 ] }',
+                 '{ name: "Y" data_type: TYPE_FP32 dims: [ 3 ] }')
+    write_python_runner(model_dir, model_bytes)
+    with LocalTritonServer(tmp_path / "repo", SERVER_ARGS, workdir=tmp_path / "work") as server:
+        yield server, model_bytes
+
+
+def test_onnx_runner_matches_onnxruntime(onnx_server: tuple[LocalTritonServer, bytes]) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    server, model_bytes = onnx_server
+    session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).standard_normal((5, 8)).astype(np.float32)
+    expected = session.run(["Y"], {"X": x})[0]
+
+    got = infer(server, "classifier", x)
+    assert got.shape == (5, 3)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_onnx_runner_concurrent_requests_batched(onnx_server: tuple[LocalTritonServer, bytes]) -> None:
+    """Concurrent requests may be merged by the dynamic batcher; each must still get its own rows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ort = pytest.importorskip("onnxruntime")
+    server, model_bytes = onnx_server
+    session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal((1 + i % 2, 8)).astype(np.float32) for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        outputs = list(pool.map(lambda x: infer(server, "classifier", x), inputs))
+    for x, got in zip(inputs, outputs):
+        np.testing.assert_allclose(got, session.run(["Y"], {"X": x})[0], rtol=1e-6, atol=1e-7)
+    samples = scrape_metrics(server.metrics_url)
+    assert metric_value(samples, "nv_inference_request_success", model="classifier") == 8
