@@ -28,7 +28,7 @@ pytestmark = pytest.mark.engine
 QUEUE_AND_CACHE = textwrap.dedent("""\
     dynamic_batching {
       max_queue_delay_microseconds: 1000
-      default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 100000 max_queue_size: 8 }
+      default_queue_policy { timeout_action: REJECT default_timeout_microseconds: %d max_queue_size: %d }
     }
     response_cache { enable: true }
     """)
@@ -46,13 +46,14 @@ DOUBLER = textwrap.dedent('''\
 SERVER_ARGS = ["--cache-config=local,size=1048576", "--exit-timeout-secs=5", "--strict-readiness=true"]
 
 
-def write_config(model_dir: Path, inputs: str, outputs: str, max_batch_size: int = 8) -> None:
+def write_config(model_dir: Path, inputs: str, outputs: str, *, timeout_us: int = 100_000,
+                 max_queue_size: int = 8, max_batch_size: int = 8) -> None:
     """A python-backend config.pbtxt with the queue policy and the response cache under test."""
     model_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "config.pbtxt").write_text(
         f'name: "{model_dir.name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n'
         f"input [ {inputs} ]\noutput [ {outputs} ]\n"
-        "instance_group [ { kind: KIND_CPU count: 1 } ]\n" + QUEUE_AND_CACHE)
+        "instance_group [ { kind: KIND_CPU count: 1 } ]\n" + QUEUE_AND_CACHE % (timeout_us, max_queue_size))
 
 
 def classifier_onnx() -> bytes:
@@ -113,8 +114,9 @@ def onnx_server(tmp_path: Path) -> Iterator[tuple[LocalTritonServer, bytes]]:
     """A server with the classifier served by the ONNX python runner."""
     model_bytes = classifier_onnx()
     model_dir = tmp_path / "repo" / "classifier"
+    # A generous queue timeout: onnxruntime's first run on a busy 2-core machine can exceed 100 ms.
     write_config(model_dir, '{ name: "X" data_type: TYPE_FP32 dims: [ 8 ] }',
-                 '{ name: "Y" data_type: TYPE_FP32 dims: [ 3 ] }')
+                 '{ name: "Y" data_type: TYPE_FP32 dims: [ 3 ] }', timeout_us=10_000_000, max_queue_size=32)
     write_python_runner(model_dir, model_bytes)
     with LocalTritonServer(tmp_path / "repo", SERVER_ARGS, workdir=tmp_path / "work") as server:
         yield server, model_bytes
