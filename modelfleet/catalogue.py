@@ -84,9 +84,13 @@ def issues_from_validation(doc: Document, exc: ValidationError, prefix: Path = (
         if error["type"] == "too_short" and any(len(o) > len(loc) and o[:len(loc)] == loc for o in locs):
             continue  # pydantic also says "too short" when it dropped invalid items; the items say why
         path = prefix + _clean_loc(error["loc"])
+        problem = (error.get("ctx") or {}).get("error")
+        fix = ""
+        if isinstance(problem, S.FieldProblem):
+            path, fix = path + problem.path, problem.fix
         if remap is not None:
             path = remap(path)
-        issues.append(doc.issue(path, _message_for(error), _fix_for(error, path)))
+        issues.append(doc.issue(path, _message_for(error), fix or _fix_for(error, path)))
     return issues
 
 

@@ -24,6 +24,15 @@ from .presets import LLM_PRESETS, ArchitecturePreset
 from .units import ParamCount, WeightDtype
 
 
+class FieldProblem(ValueError):
+    """A cross-field problem that belongs to one field: the loader points at ``path`` (inside the model)."""
+
+    def __init__(self, path: tuple[str, ...], message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.fix = fix
+
+
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -156,7 +165,9 @@ class ClassicModelSpec(Frozen):
         if dupes:
             raise ValueError(f"tensor names must be unique across inputs and outputs: {', '.join(dupes)}")
         if self.overrides.response_cache and not self.deterministic:
-            raise ValueError("response_cache: true contradicts deterministic: false (cached answers would be stale)")
+            raise FieldProblem(("overrides", "response_cache"),
+                               "response_cache: true contradicts deterministic: false (cached answers would be stale)",
+                               "drop response_cache or set deterministic: true")
         if self.size.params is None and self.size.memory_gib is None:
             raise ValueError("size needs params (with dtype) or memory_gib")
         return self
@@ -249,13 +260,14 @@ class LlmModelSpec(Frozen):
             raise ValueError("size.params is required when the architecture is not a named preset")
         limit = arch.max_position_embeddings
         if limit is not None and self.sla.max_context_tokens > limit:
-            raise ValueError(
-                f"sla.max_context_tokens {self.sla.max_context_tokens} exceeds the model's "
-                f"max_position_embeddings {limit}"
-            )
+            raise FieldProblem(("sla", "max_context_tokens"),
+                               f"{self.sla.max_context_tokens} exceeds the model's max_position_embeddings {limit}",
+                               f"use at most {limit}")
         tp = self.overrides.tensor_parallel_size
         if tp is not None and arch.attention_heads % tp:
-            raise ValueError(f"tensor_parallel_size {tp} does not divide attention_heads {arch.attention_heads}")
+            raise FieldProblem(("overrides", "tensor_parallel_size"),
+                               f"{tp} does not divide the model's {arch.attention_heads} attention heads",
+                               "pick a tensor_parallel_size that divides them, or leave it to the compiler")
         return self
 
     def resolved_architecture(self) -> ArchitectureSpec:

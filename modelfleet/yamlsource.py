@@ -64,8 +64,10 @@ def parse_yaml(text: str, filename: str) -> Document:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise SpecError([Issue(filename, line, col, "", f"not valid YAML: {exc.problem or exc}",
-                               "fix the syntax at this position")]) from None
+        started = exc.context_mark.line + 1 if exc.context_mark and exc.problem_mark else None
+        context = f" ({exc.context} on line {started})" if started and started != line else ""
+        raise SpecError([Issue(filename, line, col, "", f"not valid YAML: {exc.problem or exc}{context}",
+                               "fix the syntax at or before this position")]) from None
     except yaml.YAMLError as exc:
         raise SpecError([Issue(filename, 1, 1, "", f"not valid YAML: {exc}", "fix the syntax")]) from None
     doc = Document(filename, None)

@@ -70,7 +70,7 @@ class TritonInstall:
     binary: Path  # root/bin/tritonserver
     backends_dir: Path  # root/backends (python backend without a stub)
     caches_dir: Path  # root/caches (local response cache)
-    stubs_dir: Path  # root/python_backend_stubs/<major.minor>/triton_python_backend_stub
+    stubs_dir: Path  # root/python_backend_stubs (one <major.minor>/triton_python_backend_stub per Python)
     libs_dir: Path  # .../site-packages/nvidia_pytriton.libs
 
 
@@ -117,7 +117,8 @@ def prepare_backends(install: TritonInstall, workdir: Path) -> Path:
 
 
 def check_stub(stub: Path, env: Mapping[str, str]) -> None:
-    """Run the stub without arguments: it must get past the dynamic loader and complain about arguments.
+    """Run the stub without arguments: it must get past the dynamic loader (it then exits 1 complaining
+    "Expected 9 arguments").
 
     Why: a missing ``libpython3.X.so.1.0`` or wheel library otherwise shows up only as an obscure model
     load failure deep in the server log.
@@ -125,7 +126,7 @@ def check_stub(stub: Path, env: Mapping[str, str]) -> None:
     result = subprocess.run([str(stub)], env=dict(env), stdin=subprocess.DEVNULL, capture_output=True,
                             timeout=30, check=False)
     output = (result.stdout + result.stderr).decode(errors="replace")
-    if "Expected 9 arguments" not in output:
+    if result.returncode in (126, 127) or result.returncode < 0 or "error while loading" in output:
         raise EngineUnavailable(f"python backend stub {stub} does not run here "
                                 f"(exit {result.returncode}): {output.strip()[-500:]}")
 
@@ -213,7 +214,10 @@ class LocalTritonServer:
                 *self.extra_args]
 
     def start(self) -> LocalTritonServer:
-        """Start the process and block until ``/v2/health/ready`` answers 200 (or raise with the log tail)."""
+        """Start the process and block until ``/v2/health/ready`` answers 200 (or raise with the log tail).
+
+        On failure the process group is stopped; the work directory (with the log) is kept for inspection.
+        """
         if self.process is not None:
             raise RuntimeError("server already started")
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -239,7 +243,7 @@ class LocalTritonServer:
             if http_ok(self.http_url + "/v2/health/ready"):
                 return
             time.sleep(0.1)
-        raise EngineStartError(f"tritonserver not ready after {self.startup_timeout:.0f}s\n{self.log_tail()}")
+        raise EngineStartError(f"tritonserver not ready after {self.startup_timeout:g}s\n{self.log_tail()}")
 
     def _exited(self, timeout: float) -> bool:
         """Has the server exited (waiting up to ``timeout``)? The zombie is not reaped, so its process
@@ -292,10 +296,14 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
+# Loopback only: never route these requests through an http_proxy from the environment.
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def http_ok(url: str, timeout: float = 2.0) -> bool:
     """True when ``GET url`` answers 200 (readiness probes answer 400 while loading)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with _LOOPBACK.open(url, timeout=timeout) as response:
             return response.status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False
@@ -322,7 +330,7 @@ def parse_metrics(text: str) -> Samples:
 
 def scrape_metrics(metrics_url: str, timeout: float = 5.0) -> Samples:
     """GET the metrics endpoint and parse it."""
-    with urllib.request.urlopen(metrics_url, timeout=timeout) as response:
+    with _LOOPBACK.open(metrics_url, timeout=timeout) as response:
         return parse_metrics(response.read().decode("utf-8"))
 
 

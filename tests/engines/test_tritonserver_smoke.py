@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,15 @@ np = pytest.importorskip("numpy")
 httpclient = pytest.importorskip("tritonclient.http")
 
 from modelfleet.engines.onnx_runner import write_python_runner  # noqa: E402
-from modelfleet.engines.tritonserver import LocalTritonServer, metric_value, scrape_metrics  # noqa: E402
+from modelfleet.engines import tritonserver  # noqa: E402
+from modelfleet.engines.tritonserver import (  # noqa: E402
+    EngineUnavailable,
+    LocalTritonServer,
+    find_tritonserver,
+    metric_value,
+    prepare_backends,
+    scrape_metrics,
+)
 
 pytestmark = pytest.mark.engine
 
@@ -63,7 +72,8 @@ def classifier_onnx() -> bytes:
 
     weights = np.random.default_rng(0).standard_normal((8, 3)).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["X", "W"], ["logits"]), helper.make_node("Softmax", ["logits"], ["Y"], axis=-1)],
+        [helper.make_node("MatMul", ["X", "W"], ["logits"]),
+         helper.make_node("Softmax", ["logits"], ["Y"], axis=-1)],
         "classifier",
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 8])],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 3])],
@@ -83,6 +93,34 @@ def infer(server: LocalTritonServer, model: str, x: np.ndarray) -> np.ndarray:
         return client.infer(model, [tensor]).as_numpy("Y")
     finally:
         client.close()
+
+
+def test_metric_value_parses_prometheus_text() -> None:
+    text = ('# HELP nv_inference_request_failure Number of failed inference requests\n'
+            'nv_inference_request_failure{model="m",reason="REJECTED",version="1"} 15\n'
+            'nv_inference_request_failure{model="m",reason="BACKEND",version="1"} 0\n'
+            'nv_inference_request_failure{model="m",reason="REJECTED",version="2"} 1\n'
+            'odd{label="a \\"quoted\\", b"} 2.5e3\n')
+    assert metric_value(text, "nv_inference_request_failure", model="m", reason="REJECTED") == 16
+    assert metric_value(text, "nv_inference_request_failure", version="1") == 15
+    assert metric_value(text, "odd", label='a "quoted", b') == 2500
+    with pytest.raises(KeyError):
+        metric_value(text, "nv_inference_request_failure", model="other")
+
+
+def test_missing_wheel_is_engine_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tritonserver.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(EngineUnavailable, match="nvidia-pytriton"):
+        find_tritonserver()
+
+
+def test_prepare_backends_copies_the_stub_once(tmp_path: Path) -> None:
+    install = find_tritonserver()
+    backends = prepare_backends(install, tmp_path)
+    stub = backends / "python" / "triton_python_backend_stub"
+    assert (backends / "python" / "libtriton_python.so").is_file() and stub.stat().st_mode & 0o111
+    first = stub.stat().st_mtime_ns
+    assert prepare_backends(install, tmp_path) == backends and stub.stat().st_mtime_ns == first
 
 
 @pytest.fixture
@@ -109,9 +147,59 @@ def test_python_model_with_queue_policy_and_response_cache(doubler_server: Local
     assert metric_value(samples, "nv_inference_exec_count", model="doubler") == 1  # the repeat never ran
 
 
-@pytest.fixture
-def onnx_server(tmp_path: Path) -> Iterator[tuple[LocalTritonServer, bytes]]:
-    """A server with the classifier served by the ONNX python runner."""
+SLOW = textwrap.dedent('''\
+    import time
+
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            time.sleep(0.2)  # longer than the 50 ms queue timeout: the requests behind it go stale
+            return [pb_utils.InferenceResponse(
+                        [pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy() * 2)])
+                    for r in requests]
+    ''')
+
+
+def test_queue_timeout_rejects_with_503_and_counts_rejected(tmp_path: Path) -> None:
+    """REJECT policy: requests that waited longer than the queue timeout fail fast and are counted.
+
+    Also proves that ``dynamic_batching`` (with its queue policy) is accepted with ``max_batch_size: 0``.
+    """
+    for name, max_batch_size in (("slow", 1), ("slow_unbatched", 0)):
+        model_dir = tmp_path / "repo" / name
+        write_config(model_dir, '{ name: "X" data_type: TYPE_FP32 dims: [ 4 ] }',
+                     '{ name: "Y" data_type: TYPE_FP32 dims: [ 4 ] }', timeout_us=50_000,
+                     max_queue_size=100, max_batch_size=max_batch_size)
+        (model_dir / "1").mkdir()
+        (model_dir / "1" / "model.py").write_text(SLOW)
+    with LocalTritonServer(tmp_path / "repo", SERVER_ARGS, workdir=tmp_path / "work") as server:
+        for name, shape in (("slow", (1, 4)), ("slow_unbatched", (4,))):
+            inputs = [np.full(shape, i, dtype=np.float32) for i in range(16)]  # distinct: no cache hits
+            with ThreadPoolExecutor(16) as pool:
+                errors = [e for e in pool.map(lambda x, n=name: _error_of(server, n, x), inputs) if e]
+            assert errors and set(errors) == {("503", "[503] Request timeout expired")}, errors
+            assert len(errors) < 16
+            rejected = metric_value(scrape_metrics(server.metrics_url), "nv_inference_request_failure",
+                                    model=name, reason="REJECTED")
+            assert rejected == len(errors)
+
+
+def _error_of(server: LocalTritonServer, model: str, x: np.ndarray) -> tuple[str, str] | None:
+    """(HTTP status, message) of a failed inference, None on success."""
+    from tritonclient.utils import InferenceServerException
+
+    try:
+        infer(server, model, x)
+    except InferenceServerException as error:
+        return str(error.status()), str(error)
+    return None
+
+
+@pytest.fixture(scope="module")
+def onnx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTritonServer, bytes]]:
+    """One server (shared by the ONNX tests) with the classifier served by the ONNX python runner."""
+    tmp_path = tmp_path_factory.mktemp("onnx")
     model_bytes = classifier_onnx()
     model_dir = tmp_path / "repo" / "classifier"
     # A generous queue timeout: onnxruntime's first run on a busy 2-core machine can exceed 100 ms.
@@ -122,30 +210,30 @@ def onnx_server(tmp_path: Path) -> Iterator[tuple[LocalTritonServer, bytes]]:
         yield server, model_bytes
 
 
-def test_onnx_runner_matches_onnxruntime(onnx_server: tuple[LocalTritonServer, bytes]) -> None:
+def expected_output(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
+    """The classifier run directly by onnxruntime, the reference for the served answers."""
     ort = pytest.importorskip("onnxruntime")
-    server, model_bytes = onnx_server
-    session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
-    x = np.random.default_rng(1).standard_normal((5, 8)).astype(np.float32)
-    expected = session.run(["Y"], {"X": x})[0]
+    return ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"]).run(["Y"], {"X": x})[0]
 
+
+def test_onnx_runner_matches_onnxruntime(onnx_server: tuple[LocalTritonServer, bytes]) -> None:
+    server, model_bytes = onnx_server
+    x = np.random.default_rng(1).standard_normal((5, 8)).astype(np.float32)
     got = infer(server, "classifier", x)
     assert got.shape == (5, 3)
-    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got, expected_output(model_bytes, x), rtol=1e-6, atol=1e-7)
 
 
-def test_onnx_runner_concurrent_requests_batched(onnx_server: tuple[LocalTritonServer, bytes]) -> None:
+def test_onnx_runner_concurrent_requests(onnx_server: tuple[LocalTritonServer, bytes]) -> None:
     """Concurrent requests may be merged by the dynamic batcher; each must still get its own rows."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    ort = pytest.importorskip("onnxruntime")
     server, model_bytes = onnx_server
-    session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    before = scrape_metrics(server.metrics_url)
     rng = np.random.default_rng(2)
     inputs = [rng.standard_normal((1 + i % 2, 8)).astype(np.float32) for i in range(8)]
     with ThreadPoolExecutor(8) as pool:
         outputs = list(pool.map(lambda x: infer(server, "classifier", x), inputs))
     for x, got in zip(inputs, outputs):
-        np.testing.assert_allclose(got, session.run(["Y"], {"X": x})[0], rtol=1e-6, atol=1e-7)
-    samples = scrape_metrics(server.metrics_url)
-    assert metric_value(samples, "nv_inference_request_success", model="classifier") == 8
+        np.testing.assert_allclose(got, expected_output(model_bytes, x), rtol=1e-6, atol=1e-7)
+    after = scrape_metrics(server.metrics_url)
+    success = [metric_value(m, "nv_inference_request_success", model="classifier") for m in (before, after)]
+    assert success[1] - success[0] == 8

@@ -1,0 +1,44 @@
+"""The same input always gives byte-identical output; model order in models.yaml does not matter."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from modelfleet.catalogue import parse_fleet_text
+from modelfleet.compiler import compile_fleet
+from modelfleet.render import render_fleet, write_tree
+from tests.conftest import ROOT, STACKS
+
+
+def _render(text: str, project, catalogue, stack: str) -> dict[str, bytes]:
+    fleet = parse_fleet_text(text, known_environments=STACKS)
+    return render_fleet(compile_fleet(fleet, project.environment(stack), catalogue))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_render_twice_identical(project, catalogue, stack):
+    text = (ROOT / "models.yaml").read_text()
+    assert _render(text, project, catalogue, stack) == _render(text, project, catalogue, stack)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_reordering_models_changes_no_artifact(project, catalogue, stack):
+    data = yaml.safe_load((ROOT / "models.yaml").read_text())
+    original = _render(yaml.safe_dump(data), project, catalogue, stack)
+    data["models"] = list(reversed(data["models"]))
+    assert _render(yaml.safe_dump(data), project, catalogue, stack) == original
+
+
+def test_write_tree_is_atomic_and_exact(tmp_path: Path, plans):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.txt").write_text("from an older render")
+    files = render_fleet(plans["prod"])
+    write_tree(files, str(out))
+    written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert written == set(files)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".modelfleet-")]

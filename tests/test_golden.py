@@ -1,0 +1,66 @@
+"""Golden files: the rendered example, byte for byte, per stack.
+
+Rewrite them only on purpose: MODELFLEET_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from modelfleet.render import render_fleet
+from modelfleet.render_triton import parse_config
+from tests.conftest import STACKS, update_golden
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _tree(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_render_matches_golden(plans, stack):
+    files = render_fleet(plans[stack])
+    target = GOLDEN / stack
+    if update_golden():
+        shutil.rmtree(target, ignore_errors=True)
+        for relative, content in files.items():
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            (target / relative).write_bytes(content)
+    golden = _tree(target)
+    assert sorted(files) == sorted(golden), "set of rendered files changed (MODELFLEET_UPDATE_GOLDEN=1 to accept)"
+    for relative, content in files.items():
+        assert content == golden[relative], f"{stack}/{relative} differs from golden"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_config_parses_through_tritons_schema(plans, stack):
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    configs = {k: v for k, v in render_fleet(plans[stack]).items() if k.endswith("config.pbtxt")}
+    assert configs
+    for relative, content in configs.items():
+        config = parse_config(content.decode())
+        assert config.name == relative.split("/")[-2], "name must equal the model's directory"
+        if config.backend == "vllm":
+            continue
+        policy = config.dynamic_batching.default_queue_policy
+        assert config.HasField("dynamic_batching")
+        assert policy.timeout_action == mc.ModelQueuePolicy.REJECT
+        assert policy.default_timeout_microseconds > 0
+        assert 0 < policy.max_queue_size
+        assert config.dynamic_batching.max_queue_delay_microseconds > 0
+        assert config.instance_group[0].kind == mc.ModelInstanceGroup.KIND_GPU
+
+
+def test_prod_queue_policy_is_derived_from_the_sla(plans):
+    # fraud-scorer: p99 20 ms, compute 3 ms -> window min(20/10 ms, 5 ms) = 2 ms, timeout 20 - 3 - 2 = 15 ms
+    config = parse_config(render_fleet(plans["prod"])[
+        f"triton/{plans['prod'].model('fraud-scorer').server}/fraud-scorer/config.pbtxt"].decode())
+    assert config.dynamic_batching.max_queue_delay_microseconds == 2_000
+    assert config.dynamic_batching.default_queue_policy.default_timeout_microseconds == 15_000
+    assert config.response_cache.enable
+    assert config.platform == "onnxruntime_onnx" and config.max_batch_size == 256
