@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import spec as S
-from .errors import Issue, SpecError
-from .yamlsource import Document, Path, load_yaml, parse_yaml
+from .errors import Issue, ModelfleetError, SpecError
+from .yamlsource import Document, Path, load_yaml, parse_path, parse_yaml
 
 ModelSpec = S.ClassicModelSpec | S.LlmModelSpec
 
@@ -183,6 +183,18 @@ def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None
     if issues:
         raise SpecError(issues)
     return fleet
+
+
+def locate_issues(error: ModelfleetError, doc: Document) -> ModelfleetError:
+    """The same error with unlocated issues (e.g. a CompileError's ``models[3]``) pointed at their lines."""
+    located = [doc.issue(parse_path(i.path), i.message, i.fix) if not i.file else i for i in error.issues]
+    return type(error)(located)
+
+
+def load_fleet_document(path: str, known_environments: tuple[str, ...] | None = None) -> tuple[S.FleetSpec, Document]:
+    """Like :func:`load_fleet`, also returning the document so later errors can be located in it."""
+    doc = load_yaml(path)
+    return parse_fleet(doc, known_environments), doc
 
 
 def load_fleet(path: str, known_environments: tuple[str, ...] | None = None) -> S.FleetSpec:

@@ -191,7 +191,7 @@ def _infeasible(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCa
     detail = "; ".join(sorted({r.reason for r in results if isinstance(r, Rejection)})[:3])
     return Issue("", 0, 0, f"models[{index}]",
                  f"{model.name}: no allowed instance type fits: needs {need:.0f} GiB of weights plus KV cache "
-                 f"(largest node here: {biggest.name}, {biggest.total_gpu_memory_gib:.0f} GiB){'; ' + detail if detail else ''}",
+                 f"(largest node in the catalogue: {biggest.name}, {biggest.total_gpu_memory_gib:.0f} GiB){'; ' + detail if detail else ''}",
                  "; ".join(hints))
 
 

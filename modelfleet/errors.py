@@ -32,7 +32,8 @@ class Issue:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
-        text = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        parts = [p for p in (where, self.path) if p]
+        text = ": ".join(parts + [self.message])
         return f"{text} ({self.fix})" if self.fix else text
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .catalogue import load_fleet
+from .catalogue import load_fleet, load_fleet_document, locate_issues
+from .errors import CompileError
 from .compiler import compile_fleet
 from .environment import EnvironmentSpec, list_stacks, load_environment
 from .instances import InstanceCatalogue, load_instance_catalogue
@@ -43,4 +44,9 @@ class Project:
         return load_instance_catalogue(self.prices_file)
 
     def plan(self, stack: str) -> FleetPlan:
-        return compile_fleet(self.fleet(), self.environment(stack), self.catalogue())
+        """Compile one stack; compile errors are located at the models.yaml lines they concern."""
+        fleet, doc = load_fleet_document(self.models_path, self.stacks() or None)
+        try:
+            return compile_fleet(fleet, self.environment(stack), self.catalogue())
+        except CompileError as exc:
+            raise locate_issues(exc, doc) from None

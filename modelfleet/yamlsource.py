@@ -34,6 +34,17 @@ def format_path(path: Path) -> str:
     return out
 
 
+def parse_path(text: str) -> Path:
+    """The inverse of :func:`format_path`: ``models[3].sla`` -> ``("models", 3, "sla")``."""
+    out: list[str | int] = []
+    for part in text.replace("[", ".[").split("."):
+        if part.startswith("[") and part.endswith("]") and part[1:-1].isdigit():
+            out.append(int(part[1:-1]))
+        elif part:
+            out.append(part)
+    return tuple(out)
+
+
 @dataclass
 class Document:
     """Plain data (dicts, lists, scalars) and, for every key and item, where it was written."""

