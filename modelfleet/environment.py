@@ -51,6 +51,49 @@ class VllmSettings(EnvFrozen):
     max_num_seqs_cap: Annotated[int, Field(ge=1, le=4096)] = 256  # vLLM's own default ceiling
 
 
+class ClusterSettings(EnvFrozen):
+    # Whether this stack creates the EKS cluster (then its control plane is part of the stack's cost) or
+    # joins an existing one (default: most platform teams own the cluster; model stacks add node groups).
+    create: bool = False
+    name: str | None = None  # the existing cluster to join, or the name of the one created
+
+
+class CostSettings(EnvFrozen):
+    # Spot price = on-demand x this ratio wherever the price table has no measured spot price. An explicit
+    # assumption, printed by every preview: GPU spot usually trades at 30-60% of on-demand; 0.5 errs to
+    # the dear side so a budget is not blown by an ordinary spot move. Refresh spot prices to replace it.
+    spot_price_ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.5
+
+
+class BudgetSettings(EnvFrozen):
+    monthly_usd: Annotated[float, Field(gt=0)]
+    # fail: the compile fails when over budget; warn: a warning is printed and the plan goes ahead.
+    on_exceed: Literal["fail", "warn"] = "fail"
+    # desired: the cost at the declared peak load; max: what the autoscaler may reach (maxScaleFactor).
+    basis: Literal["desired", "max"] = "desired"
+
+
+class ForbidRule(EnvFrozen):
+    """Instance families this environment must not run on (optionally only on one capacity type)."""
+
+    families: Annotated[tuple[str, ...], Field(min_length=1)]
+    capacity_type: Literal["on-demand", "spot"] | None = None  # None: either
+    reason: str | None = None  # printed with the violation, e.g. "H100s are for production"
+
+
+class PolicySettings(EnvFrozen):
+    """A platform team's guardrails; each violation fails the compile naming the model, the rule and the fix.
+
+    Unlike ``instanceFamilies`` (what the compiler may choose from), a policy never changes a choice: it
+    rejects a plan, so a widened ``instanceFamilies`` or an ``overrides.instance_type`` cannot slip past.
+    """
+
+    allowed_families: tuple[str, ...] | None = None  # None: any family
+    forbid: tuple[ForbidRule, ...] = ()
+    max_gpus_per_model: Annotated[int, Field(ge=1)] | None = None  # at max replicas, all nodes of a replica
+    max_monthly_usd_per_model: Annotated[float, Field(gt=0)] | None = None  # at desired replicas
+
+
 class EnvironmentSpec(EnvFrozen):
     """One environment (= one Pulumi stack)."""
 
@@ -64,6 +107,10 @@ class EnvironmentSpec(EnvFrozen):
     replicas: ReplicaPolicy = ReplicaPolicy()
     triton: TritonSettings = TritonSettings()
     vllm: VllmSettings = VllmSettings()
+    cluster: ClusterSettings = ClusterSettings()
+    cost: CostSettings = CostSettings()
+    budget: BudgetSettings | None = None  # None: no budget for this environment
+    policies: PolicySettings = PolicySettings()
 
 
 def stack_path(stacks_dir: str, stack: str) -> str:

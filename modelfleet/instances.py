@@ -6,7 +6,7 @@ the catalogue as a value, so tests can hand it any table they like.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
 from typing import Mapping
@@ -31,6 +31,8 @@ class InstanceType:
     vcpu: int
     ram_gib: float
     usd_per_hour: Mapping[str, float]  # on-demand, by region; a region missing here is "unknown"
+    # Spot, by region, only where `prices refresh` fetched it; elsewhere the stack's spot assumption applies.
+    spot_usd_per_hour: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def gpu_memory_gib(self) -> float:
@@ -43,12 +45,27 @@ class InstanceType:
     def price(self, region: str) -> float | None:
         return self.usd_per_hour.get(region)
 
+    def spot_price(self, region: str) -> float | None:
+        return self.spot_usd_per_hour.get(region)
+
+
+@dataclass(frozen=True)
+class PriceSource:
+    """Where one region's prices of one kind (``on-demand`` or ``spot``) came from, and when."""
+
+    as_of: str
+    source: str
+
 
 @dataclass(frozen=True)
 class InstanceCatalogue:
     as_of: str
     source: str
     instances: Mapping[str, InstanceType]
+    # region -> {"on-demand" | "spot": PriceSource}; a region or kind missing here has no dated data.
+    price_sources: Mapping[str, Mapping[str, PriceSource]] = field(default_factory=lambda: MappingProxyType({}))
+    # EKS control plane, per cluster-hour (standard support); None when the table does not say.
+    eks_usd_per_cluster_hour: float | None = None
 
     def in_families(self, families: tuple[str, ...]) -> tuple[InstanceType, ...]:
         return tuple(sorted((i for i in self.instances.values() if i.family in families), key=lambda i: i.name))
@@ -62,10 +79,16 @@ def catalogue_from_data(data: dict) -> InstanceCatalogue:
             for key, g in data["gpus"].items()}
     instances = {
         name: InstanceType(name, i["family"], gpus[i["gpu"]], int(i["gpus"]), int(i["vcpu"]), float(i["ram_gib"]),
-                           MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}))
+                           MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
+                           MappingProxyType({r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}))
         for name, i in data["instances"].items()
     }
-    return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances))
+    sources = {region: MappingProxyType({kind: PriceSource(str(s["as_of"]), str(s["source"]))
+                                         for kind, s in kinds.items()})
+               for region, kinds in (data.get("prices") or {}).items()}
+    eks = data.get("eks_usd_per_cluster_hour")
+    return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances),
+                             MappingProxyType(sources), None if eks is None else float(eks))
 
 
 def load_instance_catalogue(path: str | None = None) -> InstanceCatalogue:

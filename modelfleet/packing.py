@@ -57,33 +57,60 @@ def _share(sizing: ClassicSizing, capacity_gib: float) -> float:
     return max(sizing.gpu_memory_gib / capacity_gib, sizing.gpu_demand)
 
 
-def _bins(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], capacity: float) -> list[list[str]]:
-    order = sorted(models, key=lambda m: (-_share(sizings[m.name], capacity), m.name))
+def host_capacity_gib(instance: InstanceType) -> float:
+    """Host RAM one GPU's Triton server may hold weights in: its share of the node, less the system reserve
+    and Triton's own base. A packing constraint, so a full server opens another rather than disqualifying
+    the instance type (which made adding a model able to *lower* the cost)."""
+    ram_share = instance.ram_gib / instance.gpus
+    return ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share - TRITON_HOST_BASE_GIB
+
+
+def _need(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
+    """Replicas a model asks of any server it is on: its pin, else its availability floor."""
+    policy = env.replicas
+    if policy.single_replica:
+        return 1
+    return model.overrides.replicas or availability_floor(model.sla.availability, policy.ha_availability,
+                                                          policy.ha3_availability)
+
+
+def _bins(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], capacity: float,
+          host_capacity: float, env: EnvironmentSpec) -> list[list[str]]:
+    """First-fit decreasing in three dimensions: GPU memory, GPU compute and host RAM (weights).
+
+    Models that need more replicas go first, so they share servers among themselves and models needing
+    fewer fill the room left (riding along costs no GPU); in size order alone, a 1-replica model could take
+    the room a 2-replica one needed and force a second 2-replica server."""
+    order = sorted(models, key=lambda m: (-_need(m, env), -_share(sizings[m.name], capacity), m.name))
     bins: list[tuple[list[str], list[float]]] = []
     for model in order:
         s = sizings[model.name]
         for names, used in bins:
-            if used[0] + s.gpu_memory_gib <= capacity and used[1] + s.gpu_demand <= 1.0:
+            if (used[0] + s.gpu_memory_gib <= capacity and used[1] + s.gpu_demand <= 1.0
+                    and used[2] + s.weights_gib <= host_capacity):
                 names.append(model.name)
                 used[0] += s.gpu_memory_gib
                 used[1] += s.gpu_demand
+                used[2] += s.weights_gib
                 break
         else:
-            bins.append(([model.name], [s.gpu_memory_gib, s.gpu_demand]))
+            bins.append(([model.name], [s.gpu_memory_gib, s.gpu_demand, s.weights_gib]))
     return [sorted(names) for names, _ in bins]
 
 
 def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing],
               env: EnvironmentSpec) -> tuple[int, int, int]:
+    """(min, desired, max) server replicas: enough for every member. A pinned ``overrides.replicas`` decides
+    its own model's need only; it never cuts the replicas a neighbour's availability or load requires."""
     policy = env.replicas
     if policy.single_replica:
         return 1, 1, 1
-    floor = max(availability_floor(m.sla.availability, policy.ha_availability, policy.ha3_availability)
-                for m in members)
-    load = math.ceil(sum(sizings[m.name].gpu_demand for m in members) - 1e-9)
-    pinned = max((m.overrides.replicas or 0) for m in members)
-    desired = pinned or max(floor, load)
-    return min(floor, desired), desired, max(desired, math.ceil(desired * policy.max_scale_factor))
+    floors = {m.name: availability_floor(m.sla.availability, policy.ha_availability, policy.ha3_availability)
+              for m in members}
+    free = [m for m in members if not m.overrides.replicas]
+    load = math.ceil(sum(sizings[m.name].gpu_demand for m in members) - 1e-9) if free else 0
+    desired = max(*(_need(m, env) for m in members), load)
+    return min(max(floors.values()), desired), desired, max(desired, math.ceil(desired * policy.max_scale_factor))
 
 
 def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], env: EnvironmentSpec,
@@ -118,7 +145,8 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
                                         f"more than the {capacity:.1f} GiB a {instance.gpu.name} has free")
     alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
     shared = [m for m in models if m not in alone]
-    groups = [[m] for m in alone] + [[m for m in shared if m.name in b] for b in _bins(shared, sizings, capacity)]
+    bins = _bins(shared, sizings, capacity, host_capacity_gib(instance), env)
+    groups = [[m] for m in alone] + [[m for m in shared if m.name in b] for b in bins]
     servers = []
     for group in groups:
         server = _server(group, sizings, env, instance)

@@ -5,13 +5,28 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .catalogue import load_fleet, load_fleet_document, locate_issues
-from .errors import CompileError
+from .catalogue import load_fleet_document, locate_issues, parse_fleet
 from .compiler import compile_fleet
-from .environment import EnvironmentSpec, list_stacks, load_environment
+from .cost import FleetCost, compute_fleet_cost, estimate_llm_loads
+from .environment import EnvironmentSpec, list_stacks, load_environment, stack_path
+from .errors import CompileError, Issue, ModelfleetError
 from .instances import InstanceCatalogue, load_instance_catalogue
 from .plan import FleetPlan
+from .policy import BudgetStatus, check_budget, check_policies, enforce_guardrails
 from .spec import FleetSpec
+from .yamlsource import Document, load_yaml, parse_path, parse_yaml
+
+FleetSource = tuple[FleetSpec, Document]
+
+
+@dataclass(frozen=True)
+class CostedPlan:
+    """One environment compiled and priced, with its guardrails evaluated but not enforced (for previews)."""
+
+    plan: FleetPlan
+    cost: FleetCost
+    budget: BudgetStatus | None  # None: the stack sets no budget
+    violations: tuple[Issue, ...]  # policy violations, located at their models.yaml lines
 
 
 @dataclass(frozen=True)
@@ -34,8 +49,15 @@ class Project:
         return list_stacks(self.stacks_dir)
 
     def fleet(self) -> FleetSpec:
-        stacks = self.stacks()
-        return load_fleet(self.models_path, stacks or None)
+        return self.fleet_source()[0]
+
+    def fleet_source(self) -> FleetSource:
+        return load_fleet_document(self.models_path, self.stacks() or None)
+
+    def fleet_from_text(self, text: str, label: str) -> FleetSource:
+        """A catalogue given as text (e.g. the base branch's models.yaml); errors name ``label``."""
+        doc = parse_yaml(text, label)
+        return parse_fleet(doc, self.stacks() or None), doc
 
     def environment(self, stack: str) -> EnvironmentSpec:
         return load_environment(self.stacks_dir, stack)
@@ -44,9 +66,40 @@ class Project:
         return load_instance_catalogue(self.prices_file)
 
     def plan(self, stack: str) -> FleetPlan:
-        """Compile one stack; compile errors are located at the models.yaml lines they concern."""
-        fleet, doc = load_fleet_document(self.models_path, self.stacks() or None)
+        """Compile one stack and enforce its policies and budget; errors are located at their lines."""
+        return self.plan_and_cost(stack)[0]
+
+    def plan_and_cost(self, stack: str) -> tuple[FleetPlan, FleetCost]:
+        """:meth:`plan` and what it costs (for ``plan --json`` and ``render``)."""
+        fleet, doc = self.fleet_source()
+        env, catalogue = self.environment(stack), self.catalogue()
+        plan = self._compile(fleet, doc, env, catalogue)
+        cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, stack))
         try:
-            return compile_fleet(fleet, self.environment(stack), self.catalogue())
+            return enforce_guardrails(plan, cost, fleet, env), cost
+        except CompileError as exc:
+            raise self._locate(exc, doc, stack) from None
+
+    def costed(self, stack: str, source: FleetSource | None = None) -> CostedPlan:
+        """Compile and price one stack (of ``source``, default models.yaml) without enforcing guardrails."""
+        fleet, doc = source or self.fleet_source()
+        env, catalogue = self.environment(stack), self.catalogue()
+        plan = self._compile(fleet, doc, env, catalogue)
+        cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, stack))
+        violations = locate_issues(CompileError(check_policies(plan, cost, fleet, env)), doc).issues
+        return CostedPlan(plan, cost, check_budget(cost, env), violations)
+
+    @staticmethod
+    def _compile(fleet: FleetSpec, doc: Document, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> FleetPlan:
+        try:
+            return compile_fleet(fleet, env, catalogue)
         except CompileError as exc:
             raise locate_issues(exc, doc) from None
+
+    def _locate(self, error: ModelfleetError, doc: Document, stack: str) -> ModelfleetError:
+        """Model issues at their models.yaml lines; stack-level ones (``config.*``) at the stack file's."""
+        path = stack_path(self.stacks_dir, stack)
+        stack_doc = load_yaml(path)
+        issues = [stack_doc.issue(parse_path(i.path), i.message, i.fix) if i.path.startswith("config.") else i
+                  for i in error.issues]
+        return locate_issues(type(error)(issues), doc)

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .cost import FleetCost, MonthlyUsd
 from .plan import FleetPlan, TritonModelPlan, VllmModelPlan
 from .render_triton import model_config, render_config, vllm_backend_config, vllm_backend_model_json
 
@@ -29,9 +30,23 @@ def to_json(data: Any) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def plan_document(plan: FleetPlan) -> dict[str, Any]:
-    """The plan as JSON data (``plan --json``); extended by later stages such as cost."""
-    return plan.model_dump(mode="json")
+def plan_document(plan: FleetPlan, cost: FleetCost | None = None) -> dict[str, Any]:
+    """The plan as JSON data (``plan --json``). With its ``cost``: ``monthly_cost_usd`` (min, desired, max;
+    null where a price is unknown) at the top level, per node group and per model."""
+    doc = plan.model_dump(mode="json")
+    if cost is None:
+        return doc
+    groups = {g.name: g for g in cost.node_groups}
+    doc["monthly_cost_usd"] = _monthly(cost.monthly_usd)
+    for group in doc["node_groups"]:
+        group["monthly_cost_usd"] = _monthly(groups[group["name"]].monthly_usd)
+    for model in doc["models"]:
+        model["monthly_cost_usd"] = _monthly(cost.model(model["name"]).monthly_usd)
+    return doc
+
+
+def _monthly(monthly: MonthlyUsd | None) -> dict[str, float] | None:
+    return None if monthly is None else {key: round(value, 2) for key, value in monthly.model_dump().items()}
 
 
 def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
@@ -53,9 +68,10 @@ def render_vllm_settings(plan: FleetPlan) -> dict[str, bytes]:
             for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"}
 
 
-def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = ()) -> dict[str, bytes]:
-    """Every artifact of one environment. ``extra`` renderers (e.g. Kubernetes manifests) add files."""
-    files = {"plan.json": to_json(plan_document(plan))}
+def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = (), cost: FleetCost | None = None) -> dict[str, bytes]:
+    """Every artifact of one environment. ``extra`` renderers (e.g. Kubernetes manifests) add files;
+    with ``cost``, plan.json carries the monthly costs as ``plan --json`` does."""
+    files = {"plan.json": to_json(plan_document(plan, cost))}
     files.update(render_triton_repositories(plan))
     files.update(render_vllm_settings(plan))
     for renderer in extra:

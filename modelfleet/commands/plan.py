@@ -17,9 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = project_from(args).plan(args.stack)
+    plan, cost = project_from(args).plan_and_cost(args.stack)
     if args.json:
-        sys.stdout.write(to_json(plan_document(plan)).decode())
+        sys.stdout.write(to_json(plan_document(plan, cost)).decode())
     else:
         sys.stdout.write(format_plan(plan))
     print_warnings(plan)

@@ -15,8 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = project_from(args).plan(args.stack)
-    files = render_fleet(plan)
+    plan, cost = project_from(args).plan_and_cost(args.stack)
+    files = render_fleet(plan, cost=cost)
     write_tree(files, args.out)
     print_warnings(plan)
     print(f"wrote {len(files)} files to {args.out}")

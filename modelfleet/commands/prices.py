@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from datetime import datetime, timezone
+from typing import Any
+
+import yaml
+
+from ..errors import Issue
+from ..instances import catalogue_from_data
+from ..prices import PRICING_REGION, PriceRefreshError, missing_credentials_error, refresh_prices, render_catalogue_yaml
+
+NAME = "prices"
+HELP = "the dated instance price table: `prices refresh --region R` rebuilds one region's prices from AWS"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    refresh = sub.add_parser("refresh", help="fetch on-demand (Pricing API) and spot (EC2) prices for a region")
+    refresh.add_argument("--region", required=True, help="AWS region, e.g. eu-west-1")
+    refresh.add_argument("--prices", default=None, help="table to start from (default: the shipped one)")
+    refresh.add_argument("--out", default=None, help="file to write (default: <project>/prices.yaml)")
+    refresh.add_argument("--no-spot", action="store_true", help="on-demand only (no ec2:DescribeSpotPriceHistory)")
+
+
+def run(args: argparse.Namespace, clients: tuple[Any, Any | None] | None = None, now: datetime | None = None) -> int:
+    """``clients`` (pricing, ec2) and ``now`` are injected by tests; by default boto3 and the clock."""
+    data = _load_data(args.prices)
+    pricing, ec2 = clients if clients is not None else make_clients(args.region, spot=not args.no_spot)
+    if args.no_spot:
+        ec2 = None
+    try:
+        result = refresh_prices(data, args.region, pricing, ec2, now or datetime.now(timezone.utc))
+    except Exception as exc:
+        if type(exc).__module__.startswith("botocore"):  # AWS said no: one line, not a traceback
+            raise PriceRefreshError([Issue("", 0, 0, "prices refresh", f"{type(exc).__name__}: {exc}",
+                                           "check the credentials' permissions and the network")]) from None
+        raise
+    catalogue_from_data(result.data)  # the table must load as the compiler will load it
+    out = args.out or os.path.join(args.project, "prices.yaml")
+    write_file(out, render_catalogue_yaml(result.data, args.region))
+    for line in result.report:
+        print(f"note: {line}")
+    priced = sum(1 for i in result.data["instances"].values() if args.region in i["usd_per_hour"])
+    print(f"wrote {out}: {priced} of {len(result.data['instances'])} instance types priced in {args.region}; "
+          f"use it with --prices {out}")
+    return 0
+
+
+def _load_data(path: str | None) -> dict[str, Any]:
+    if path is None:
+        from importlib import resources
+        text = resources.files("modelfleet").joinpath("data/instances.yaml").read_text(encoding="utf-8")
+    else:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    return yaml.safe_load(text)
+
+
+def make_clients(region: str, spot: bool) -> tuple[Any, Any | None]:
+    """boto3 clients from the standard credential chain; imported here so the core never needs boto3."""
+    try:
+        import boto3
+    except ImportError:
+        raise PriceRefreshError([Issue("", 0, 0, "prices refresh", "boto3 is not installed",
+                                       "pip install 'modelfleet[aws]'")]) from None
+    session = boto3.session.Session()
+    if session.get_credentials() is None:
+        raise missing_credentials_error()
+    pricing = session.client("pricing", region_name=PRICING_REGION)
+    return pricing, session.client("ec2", region_name=region) if spot else None
+
+
+def write_file(path: str, text: str) -> None:
+    """Write beside the target, then rename: a failed refresh never leaves half a table behind."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, staging = tempfile.mkstemp(prefix=".modelfleet-prices-", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(staging, path)
+    except BaseException:
+        os.unlink(staging)
+        raise

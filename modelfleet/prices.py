@@ -1,0 +1,159 @@
+"""``modelfleet prices refresh``: one region's prices from the AWS Pricing API and the EC2 spot price history.
+
+An edge adapter, the only module that talks to AWS; the compiler never imports it. The clients are
+injected (boto3 clients built by the command; botocore Stubbers in tests), and the result is plain
+catalogue data: the starting table's hardware, with the region's on-demand and spot prices replaced and
+dated. An instance type AWS returns no single price for is left without one (reported, never guessed).
+
+Spot: the latest price of each availability zone, and of those the dearest: node groups spread over
+zones, and a budget should not depend on landing in the cheapest one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import yaml
+
+from .errors import Issue, ModelfleetError
+
+PRICING_REGION = "us-east-1"  # the Pricing API's own endpoint; it serves every region's prices
+ON_DEMAND_SOURCE = "AWS Pricing API get_products (AmazonEC2, Linux, Shared tenancy, On-Demand)"
+SPOT_SOURCE = "EC2 describe_spot_price_history (Linux/UNIX, latest per zone, dearest zone)"
+
+
+class PriceRefreshError(ModelfleetError):
+    """AWS could not be asked (no credentials, no permission, no network): nothing was written."""
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    data: dict[str, Any]  # the new catalogue
+    report: tuple[str, ...]  # one line per fact a reviewer should know (missing types, spot failure)
+
+
+def _filters(instance_type: str, region: str) -> list[dict[str, str]]:
+    terms = {"instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
+             "preInstalledSw": "NA", "capacitystatus": "Used", "licenseModel": "No License required",
+             "operation": "RunInstances"}
+    return [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in terms.items()]
+
+
+def _pages(call: Any, key: str, **params: Any) -> Iterable[Any]:
+    """Every item of a NextToken-paginated AWS call (the token is passed back until it is absent)."""
+    token = None
+    while True:
+        response = call(**params, **({"NextToken": token} if token else {}))
+        yield from response.get(key, [])
+        token = response.get("NextToken")
+        if not token:
+            return
+
+
+def parse_on_demand_prices(price_list: Iterable[str]) -> set[float]:
+    """Hourly USD prices of the OnDemand terms in a get_products PriceList (each entry a JSON string)."""
+    prices = set()
+    for entry in price_list:
+        product = json.loads(entry)
+        for term in product.get("terms", {}).get("OnDemand", {}).values():
+            for dimension in term.get("priceDimensions", {}).values():
+                usd = float(dimension.get("pricePerUnit", {}).get("USD", "0"))
+                if dimension.get("unit") == "Hrs" and usd > 0:
+                    prices.add(usd)
+    return prices
+
+
+def fetch_on_demand(pricing: Any, region: str, instance_types: Iterable[str]) -> tuple[dict[str, float], list[str]]:
+    """On-demand USD/hour per instance type; a type with no price or several is reported, not priced."""
+    prices, report = {}, []
+    for name in sorted(instance_types):
+        found = parse_on_demand_prices(_pages(pricing.get_products, "PriceList", ServiceCode="AmazonEC2",
+                                              Filters=_filters(name, region), FormatVersion="aws_v1", MaxResults=100))
+        if len(found) == 1:
+            prices[name] = found.pop()
+        elif not found:
+            report.append(f"{name}: no on-demand price in {region} (not offered there?); left unknown")
+        else:
+            report.append(f"{name}: several on-demand prices in {region} ({', '.join(map(str, sorted(found)))}); "
+                          "left unknown")
+    return prices, report
+
+
+def fetch_spot(ec2: Any, instance_types: Iterable[str], now: datetime) -> dict[str, float]:
+    """Current spot USD/hour per instance type: latest per availability zone, dearest zone."""
+    latest: dict[tuple[str, str], tuple[datetime, float]] = {}
+    for item in _pages(ec2.describe_spot_price_history, "SpotPriceHistory", InstanceTypes=sorted(instance_types),
+                       ProductDescriptions=["Linux/UNIX"], StartTime=now):
+        key = (item["InstanceType"], item["AvailabilityZone"])
+        stamp = item["Timestamp"]
+        if key not in latest or stamp > latest[key][0]:
+            latest[key] = (stamp, float(item["SpotPrice"]))
+    dearest: dict[str, float] = {}
+    for (name, _), (_, price) in sorted(latest.items()):
+        dearest[name] = max(price, dearest.get(name, 0.0))
+    return dearest
+
+
+def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | None, now: datetime) -> RefreshResult:
+    """The catalogue ``data`` with ``region``'s prices fetched afresh; ``ec2=None`` skips spot."""
+    names = sorted(data["instances"])
+    on_demand, report = fetch_on_demand(pricing, region, names)
+    spot: dict[str, float] | None = None
+    if ec2 is not None:
+        try:
+            spot = fetch_spot(ec2, names, now)
+        except Exception as exc:  # noqa: BLE001 - any AWS failure leaves spot to the stack's assumption
+            report.append(f"spot prices not refreshed ({type(exc).__name__}: {exc}); spot stacks keep using "
+                          "their modelfleet:cost.spotPriceRatio assumption")
+    if spot is not None:
+        report += [f"{n}: no spot price in {region}; left unknown" for n in names if n not in spot]
+    return RefreshResult(compute_refreshed_data(data, region, on_demand, spot, now.date()), tuple(report))
+
+
+def compute_refreshed_data(data: dict[str, Any], region: str, on_demand: dict[str, float],
+                           spot: dict[str, float] | None, today: date) -> dict[str, Any]:
+    """Replace one region's prices (and their dated sources) in a copy of the catalogue data."""
+    out = copy.deepcopy(data)
+    for name, instance in out["instances"].items():
+        _set_price(instance, "usd_per_hour", region, on_demand.get(name))
+        _set_price(instance, "spot_usd_per_hour", region, None if spot is None else spot.get(name))
+    sources = out.setdefault("prices", {}).setdefault(region, {})
+    sources["on-demand"] = {"as_of": today.isoformat(), "source": ON_DEMAND_SOURCE}
+    if spot is not None:
+        sources["spot"] = {"as_of": today.isoformat(), "source": SPOT_SOURCE}
+    else:
+        sources.pop("spot", None)
+    dates = [kind["as_of"] for kinds in out["prices"].values() for kind in kinds.values()]
+    out["as_of"] = max(dates)
+    out["source"] = "modelfleet prices refresh; each region's source and date under `prices`"
+    return out
+
+
+def _set_price(instance: dict[str, Any], key: str, region: str, price: float | None) -> None:
+    prices = dict(instance.get(key) or {})
+    if price is None:
+        prices.pop(region, None)
+    else:
+        prices[region] = price
+    if prices or key == "usd_per_hour":
+        instance[key] = dict(sorted(prices.items()))
+    else:
+        instance.pop(key, None)
+
+
+def render_catalogue_yaml(data: dict[str, Any], region: str) -> str:
+    """The catalogue file: a header saying what wrote it, then the data with sorted keys."""
+    header = (f"# Written by `modelfleet prices refresh --region {region}`. Hardware from the starting table;\n"
+              "# prices and their dates per region under `prices`. Use it with `--prices FILE`.\n")
+    return header + yaml.safe_dump(data, sort_keys=True, default_flow_style=None, width=120)
+
+
+def missing_credentials_error() -> PriceRefreshError:
+    return PriceRefreshError([Issue("", 0, 0, "prices refresh", "no AWS credentials found",
+                                    "configure credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
+                                    "an instance role) with pricing:GetProducts and ec2:DescribeSpotPriceHistory")])

@@ -1,0 +1,74 @@
+"""``modelfleet client``: the generated module, byte for byte (golden), and its request checks (no server).
+
+Rewrite the golden file only on purpose: MODELFLEET_UPDATE_GOLDEN=1 python -m pytest tests/engines/test_clientgen.py
+(the same module is used against the real server in test_fleet_on_triton.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from modelfleet.cli import main
+from modelfleet.clientgen import class_name, identifier, render_client
+from tests.conftest import ROOT, update_golden
+from tests.engines.conftest import load_module
+
+GOLDEN = Path(__file__).parent / "golden" / "fleet_client_dev.py"
+
+
+def test_client_module_matches_golden(dev_plan) -> None:
+    source = render_client(dev_plan)
+    if update_golden():
+        GOLDEN.write_text(source)
+    assert source == GOLDEN.read_text(), "generated client changed (MODELFLEET_UPDATE_GOLDEN=1 to accept)"
+
+
+def test_client_is_deterministic_and_the_cli_writes_the_same_bytes(project, tmp_path) -> None:
+    out = tmp_path / "fleet_client.py"
+    assert main(["--project", str(ROOT), "client", "--stack", "dev", "--out", str(out)]) == 0
+    assert out.read_text() == render_client(project.plan("dev")) == render_client(project.plan("dev"))
+
+
+def test_names_become_python_identifiers() -> None:
+    assert class_name("resnet50-classifier") == "Resnet50Classifier"
+    assert class_name("a.b_c-d") == "ABCD"
+    assert [identifier(n) for n in ("input_ids", "input-ids", "class", "0th")] == [
+        "input_ids", "input_ids", "class_", "t_0th"]
+
+
+@pytest.fixture(scope="module")
+def client_module(tmp_path_factory: pytest.TempPathFactory):
+    pytest.importorskip("tritonclient.http")
+    path = tmp_path_factory.mktemp("client") / "fleet_client.py"
+    path.write_text(GOLDEN.read_text())
+    return load_module(path, "fleet_client_golden")
+
+
+def test_requests_carry_the_compiled_names_dtypes_and_shapes(client_module) -> None:
+    np = pytest.importorskip("numpy")
+    import tritonclient.grpc as grpcclient
+
+    ids = np.ones((2, 7), dtype=np.int64)
+    request = client_module.TextEmbedder.request(ids, ids)
+    assert request.model_name == "text-embedder"
+    assert [(i.name(), i.datatype(), i.shape()) for i in request.inputs] == [
+        ("input_ids", "INT64", [2, 7]), ("attention_mask", "INT64", [2, 7])]
+    assert [o.name() for o in request.outputs] == ["embedding"]
+    grpc_request = client_module.FraudScorer.request(np.zeros((3, 64), np.float32), protocol=grpcclient)
+    assert isinstance(grpc_request.inputs[0], grpcclient.InferInput)
+    images = np.array([[b"P6 1 1 255\n..."]], dtype=np.object_)
+    assert client_module.ImagePreprocessor.request(images).inputs[0].datatype() == "BYTES"
+
+
+@pytest.mark.parametrize("shape, dtype, message", [
+    ((2, 64), "float64", "features: dtype float64, expected FP32"),
+    ((2, 63), "float32", r"features: shape \[2, 63\], expected \[batch, 64\]"),
+    ((64,), "float32", r"features: shape \[64\], expected \[batch, 64\]"),
+    ((257, 64), "float32", r"features: batch 257, expected 1..256"),
+])
+def test_requests_refuse_what_the_server_would_refuse(client_module, shape, dtype: str, message: str) -> None:
+    np = pytest.importorskip("numpy")
+    with pytest.raises(ValueError, match=message):
+        client_module.FraudScorer.request(np.zeros(shape, dtype=dtype))
