@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -32,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import tritonclient.http as httpclient
-from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,22 +47,33 @@ from modelfleet.render_triton import parse_config, render_config  # noqa: E402
 from modelfleet.serve import plan_local_repository, write_local_repository  # noqa: E402
 
 
-def naive_variant(model, name: str):
-    """The same LocalModel under ``name`` with Triton's defaults: no queue policy, no response cache."""
+# label -> (model name suffix, what changes from the compiled config)
+VARIANTS = {"compiled": ("", "as compiled"),
+            "naive": ("-naive", "Triton's defaults: no queue policy (never times out, unbounded queue), no cache"),
+            "timeout only": ("-timeout-only", "diagnostic: compiled, but max_queue_size 0 (unbounded)")}
+
+
+def variant(model, label: str):
+    """``model`` (a LocalModel) changed as VARIANTS[label] says, under its own name."""
+    suffix, _ = VARIANTS[label]
     config = parse_config(model.config_text)
-    config.name = name
-    config.dynamic_batching.ClearField("default_queue_policy")
-    config.ClearField("response_cache")
-    return dataclasses.replace(model, name=name, config_text=render_config(config), response_cache=False)
+    config.name = model.name + suffix
+    if label == "naive":
+        config.dynamic_batching.ClearField("default_queue_policy")
+        config.ClearField("response_cache")
+    elif label == "timeout only":
+        config.dynamic_batching.default_queue_policy.max_queue_size = 0
+    return dataclasses.replace(model, name=config.name, config_text=render_config(config),
+                               response_cache=config.response_cache.enable)
 
 
 def repository(plan, model_name: str, workdir: Path, install) -> tuple[Path, tuple[str, ...]]:
-    """Compiled + naive copies of ``model_name`` as synthetic stand-ins; (repository, server args)."""
+    """Every VARIANTS copy of ``model_name`` as synthetic stand-ins; (repository, server args)."""
     empty = workdir / "no-artifacts"
     empty.mkdir(parents=True, exist_ok=True)  # no artifacts: both copies run the plan-timed stand-in
     local = plan_local_repository(plan, empty, available_backends(install), (plan.model(model_name).server,))
     compiled = next(m for m in local.models if m.name == model_name)
-    local = dataclasses.replace(local, models=(compiled, naive_variant(compiled, f"{model_name}-naive")))
+    local = dataclasses.replace(local, models=tuple(variant(compiled, label) for label in VARIANTS))
     backends = prepare_backends(install, workdir)
     return write_local_repository(local, workdir / "repository", backends), local.server_args
 
@@ -139,7 +150,8 @@ def server_metrics(before: dict, after: dict, name: str) -> dict[str, float]:
     """What Triton itself counted for ``name`` during one run."""
     def change(metric: str, **labels: str) -> float:
         try:
-            return metric_value(after, metric, model=name, **labels) - metric_value(before, metric, model=name, **labels)
+            after_value = metric_value(after, metric, model=name, **labels)
+            return after_value - metric_value(before, metric, model=name, **labels)
         except KeyError:
             return 0.0
     executed = change("nv_inference_request_success") - change("nv_cache_num_hits_per_model")
@@ -163,7 +175,8 @@ def run(args: argparse.Namespace) -> dict:
                 time.sleep(0.05)
             url = server.http_url.removeprefix("http://")
             runs = {}
-            for label, name in (("compiled", args.model), ("naive", f"{args.model}-naive")):
+            for label, (suffix, _) in VARIANTS.items():
+                name = args.model + suffix
                 before = scrape_metrics(server.metrics_url)
                 results = drive(url, model, name, rate, args.requests, args.repeat_fraction, args.threads)
                 runs[label] = summarise(results, model.p99_latency_ms / 1000,
@@ -180,33 +193,40 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _cpus() -> int:
-    import os
-
     return len(os.sched_getaffinity(0))
 
 
 def ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.1f}x" if a is not None and b else "n/a"
+    if a is None or b is None:
+        return "n/a"
+    return f"{a / b:.2f}x" if b else ("n/a (both 0)" if not a else "n/a (naive 0)")
+
+
+ROWS = (("answered", "answered"), ("answered within SLA", "within_sla"), ("goodput (within SLA / s)", "goodput_rps"),
+        ("p50 latency of answers (ms)", "p50_ms"), ("p99 latency of answers (ms)", "p99_ms"),
+        ("rejected: queue timeout (503)", "timeout_rejected"), ("rejected: queue full (503)", "queue_full_rejected"),
+        ("nv_inference_request_failure{REJECTED}", "metric_rejected"), ("cache hits", "cache_hits"),
+        ("other errors", "other_errors"), ("run duration (s)", "duration_s"), ("batch executions", "executions"),
+        ("measured ms per batch execution", "ms_per_execution"))
+RATIOS = ("within_sla", "goodput_rps", "p50_ms", "p99_ms")
 
 
 def markdown(report: dict) -> str:
-    s, c, n = report["settings"], report["runs"]["compiled"], report["runs"]["naive"]
-    rows = [("answered", "answered"), ("answered within SLA", "within_sla"), ("goodput (within SLA / s)", "goodput_rps"),
-            ("p50 latency of answers (ms)", "p50_ms"), ("p99 latency of answers (ms)", "p99_ms"),
-            ("rejected: queue timeout (503)", "timeout_rejected"), ("rejected: queue full (503)", "queue_full_rejected"),
-            ("nv_inference_request_failure{REJECTED}", "metric_rejected"), ("cache hits", "cache_hits"),
-            ("other errors", "other_errors"), ("run duration (s)", "duration_s"), ("batch executions", "executions"),
-            ("measured ms per batch execution", "ms_per_execution")]
+    s, runs = report["settings"], report["runs"]
     lines = [f"# Overload: compiled vs naive Triton config ({s['model']}, stack {s['stack']})", "",
-             f"{s['requests']} requests at {s['rate_rps']} req/s = {s['overload']}x the plan's {s['rps_per_instance']} "
-             f"req/s per instance, {s['repeat_fraction']:.0%} repeated inputs, open loop ({s['threads']} client threads); "
-             f"SLA p99 {s['sla_p99_ms']} ms. Compiled: window {s['window_us']} us, queue timeout {s['queue_timeout_us']} us "
-             f"(REJECT), max_queue_size {s['max_queue_size']}, batch {s['max_batch_size']}, response cache. Naive: same "
-             f"without queue policy and cache. Synthetic stand-in timed by the plan (compute {s['compute_ms']} ms); "
-             f"real tritonserver 2.51 on {s['machine']}.", "", "| | compiled | naive | compiled / naive |",
-             "|---|---:|---:|---:|"]
-    for title, key in rows:
-        lines.append(f"| {title} | {c[key]} | {n[key]} | {ratio(c[key], n[key]) if key in ('goodput_rps', 'p50_ms', 'p99_ms', 'within_sla') else ''} |")
+             f"{s['requests']} requests per config at {s['rate_rps']} req/s = {s['overload']}x the plan's "
+             f"{s['rps_per_instance']} req/s per instance, {s['repeat_fraction']:.0%} repeated inputs, open loop "
+             f"({s['threads']} client threads), latency from the scheduled send time; SLA p99 {s['sla_p99_ms']} ms. "
+             f"Compiled: window {s['window_us']} us, queue timeout {s['queue_timeout_us']} us (REJECT), max_queue_size "
+             f"{s['max_queue_size']}, max batch {s['max_batch_size']}, response cache. Synthetic stand-in timed by the "
+             f"plan: max({s['compute_ms']} ms, n / {s['rps_per_instance']} req/s) per batch of n. Real tritonserver "
+             f"2.51 (CPU) on {s['machine']}.", ""]
+    lines += [f"- {label}: {description}" for label, (_, description) in VARIANTS.items()]
+    lines += ["", "| | " + " | ".join(runs) + " | compiled / naive |", "|---|" + "---:|" * (len(runs) + 1)]
+    for title, key in ROWS:
+        cells = " | ".join(str(run[key]) for run in runs.values())
+        compared = ratio(runs["compiled"][key], runs["naive"][key]) if key in RATIOS else ""
+        lines.append(f"| {title} | {cells} | {compared} |")
     return "\n".join(lines) + "\n"
 
 
@@ -219,7 +239,7 @@ def plot(report: dict, path: Path) -> bool:
     except ImportError:
         return False
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    for label, colour in (("compiled", "tab:green"), ("naive", "tab:red")):
+    for label, colour in (("compiled", "tab:green"), ("naive", "tab:red"), ("timeout only", "tab:blue")):
         points = [(sent, latency * 1000) for sent, latency, kind in report["runs"][label]["samples"] if kind == "ok"]
         if points:
             axis.scatter(*zip(*points), s=6, color=colour, label=f"{label}: answered")

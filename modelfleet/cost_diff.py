@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from .cost import LEVELS, FleetCost, MonthlyUsd
+from .cost import LEVELS, FleetCost, MonthlyUsd, UnitCost
 from .plan import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .policy import BudgetStatus
 
@@ -23,6 +23,7 @@ class ModelChange(PlanModel):
     delta_usd: float | None
     layout: str  # where it runs after the change (before, when removed)
     reasons: tuple[str, ...]
+    unit_cost: UnitCost | None = None  # after the change
 
 
 class EnvironmentDiff(PlanModel):
@@ -78,7 +79,7 @@ def compute_environment_diff(base: Side, head: Side, budget: BudgetStatus | None
     return EnvironmentDiff(
         environment=plan1.environment, before=cost0.monthly_usd, after=cost1.monthly_usd,
         delta=_delta(cost0.monthly_usd, cost1.monthly_usd), changes=tuple(changes), unchanged=unchanged,
-        node_groups=_node_group_changes(plan0, plan1), budget=budget, violations=violations,
+        node_groups=_node_group_changes(base, head), budget=budget, violations=violations,
         unknown=tuple(sorted(set(cost0.unknown) | set(cost1.unknown))))
 
 
@@ -98,7 +99,8 @@ def _model_change(name: str, plan0: FleetPlan | None, cost0: FleetCost, plan1: F
     if plan0 is None and plan1 is not None:
         after = _usd(cost1, name)
         return ModelChange(name=name, status="added", before_usd=None, after_usd=after, delta_usd=after,
-                           layout=describe_layout(plan1.model(name), plan1), reasons=("new model",))
+                           layout=describe_layout(plan1.model(name), plan1), reasons=("new model",),
+                           unit_cost=cost1.model(name).unit_cost)
     if plan1 is None and plan0 is not None:
         before = _usd(cost0, name)
         return ModelChange(name=name, status="removed", before_usd=before, after_usd=None,
@@ -113,7 +115,8 @@ def _model_change(name: str, plan0: FleetPlan | None, cost0: FleetCost, plan1: F
     if not reasons:
         return None
     return ModelChange(name=name, status="changed", before_usd=before, after_usd=after, delta_usd=delta,
-                       layout=describe_layout(plan1.model(name), plan1), reasons=reasons)
+                       layout=describe_layout(plan1.model(name), plan1), reasons=reasons,
+                       unit_cost=cost1.model(name).unit_cost)
 
 
 def describe_layout(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan) -> str:
@@ -175,18 +178,30 @@ def _resplit_reason(name: str, plan0: FleetPlan, plan1: FleetPlan) -> str:
     return f"same layout; {group} is shared differently (its other workloads or idle GPUs changed)"
 
 
-def _node_group_changes(plan0: FleetPlan, plan1: FleetPlan) -> tuple[str, ...]:
+def _node_group_changes(side0: Side, side1: Side) -> tuple[str, ...]:
+    """Node count changes with the arithmetic: nodes x USD per node-hour x 730 h."""
+    (plan0, cost0), (plan1, cost1) = side0, side1
     g0, g1 = {g.name: g for g in plan0.node_groups}, {g.name: g for g in plan1.node_groups}
+    c0, c1 = {g.name: g for g in cost0.node_groups}, {g.name: g for g in cost1.node_groups}
     out = []
     for name in sorted(set(g0) | set(g1)):
         a, b = g0.get(name), g1.get(name)
         sizes0 = (a.min_size, a.desired_size, a.max_size) if a else (0, 0, 0)
         sizes1 = (b.min_size, b.desired_size, b.max_size) if b else (0, 0, 0)
-        if sizes0 != sizes1:
-            instance = (b or a).instance_type  # type: ignore[union-attr]
-            out.append(f"{name} ({instance}): nodes {'-'.join(map(str, sizes0))} -> {'-'.join(map(str, sizes1))} "
-                       "(min-desired-max)")
+        if sizes0 == sizes1:
+            continue
+        price = (c1.get(name) or c0[name]).usd_per_node_hour
+        priced = "unknown USD/h" if price is None else f"{price:.8g} USD/h"
+        delta = "" if price is None else (f" = {usd((sizes1[1] - sizes0[1]) * price * cost1.hours_per_month, True)}"
+                                          " at desired")
+        out.append(f"{name} ({(b or a).instance_type}, {priced}): nodes "  # type: ignore[union-attr]
+                   f"{'-'.join(map(str, sizes0))} -> {'-'.join(map(str, sizes1))} (min-desired-max){delta}")
     return tuple(out)
+
+
+def usd(value: float, signed: bool = False) -> str:
+    sign = ("+" if value > 0 else "-" if value < 0 else "") if signed else ("-" if value < 0 else "")
+    return f"{sign}{abs(value):,.2f}"
 
 
 def _assumptions(costs: list[FleetCost]) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .cost import FleetCost, ModelCost, MonthlyUsd, UnitCost
 from .cost_diff import EnvironmentDiff, FleetDiff, ModelChange
+from .cost_diff import usd as format_usd
 from .policy import BudgetStatus
 
 COMMENT_MARKER = "<!-- modelfleet-cost -->"  # the PR workflow updates the one comment carrying it
@@ -32,11 +33,7 @@ class CostView:
 
 
 def usd(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "unknown"
-    text = f"{abs(value):,.2f}"
-    sign = ("+" if value > 0 else "-" if value < 0 else "") if signed else ("-" if value < 0 else "")
-    return f"{sign}{text}"
+    return "unknown" if value is None else format_usd(value, signed)
 
 
 def _range(m: MonthlyUsd | None) -> str:
@@ -157,7 +154,12 @@ def _assumptions_md(assumptions: Sequence[str]) -> list[str]:
 
 def render_diff_markdown(diff: FleetDiff) -> str:
     total = diff.delta_desired
-    headline = "cost unknown" if total is None else f"{usd(total, signed=True)} USD/month"
+    headline = "cost unknown" if total is None else (
+        f"{usd(total, signed=True)} USD/month across {len(diff.environments)} environment(s)")
+    over = [e.environment for e in diff.environments if e.budget is not None and e.budget.over]
+    failing = [e.environment for e in diff.environments if e.violations]
+    headline += (f" — ❌ over budget: {', '.join(over)}" if over else "") + (
+        f" — ❌ policy: {', '.join(failing)}" if failing else "")
     lines = [COMMENT_MARKER, f"### modelfleet cost: {headline}", "",
              f"`{diff.head}` against `{diff.base}`, USD per month at desired replicas.", "",
              "| environment | before | after | change | budget |", "|---|---:|---:|---:|---|"]
@@ -184,7 +186,7 @@ def _environment_md(env: EnvironmentDiff) -> list[str]:
         return []
     lines = ["", f"#### {env.environment}", ""]
     if env.changes:
-        lines += ["| model | change | USD/month after | why |", "|---|---:|---:|---|"]
+        lines += ["| model | change | USD/month after | unit cost at peak | why |", "|---|---:|---:|---|---|"]
         lines += [_change_row(c) for c in env.changes]
     extra = [f"- node group {n}" for n in env.node_groups]
     if env.delta is not None and env.changes:
@@ -196,7 +198,8 @@ def _environment_md(env: EnvironmentDiff) -> list[str]:
 def _change_row(change: ModelChange) -> str:
     label = f"`{change.name}`" + ("" if change.status == "changed" else f" ({change.status})")
     why = "; ".join(change.reasons) + f" — {change.layout}"
-    return f"| {label} | {usd(change.delta_usd, signed=True)} | {usd(change.after_usd)} | {why} |"
+    unit = "-" if change.status == "removed" else _unit(change.unit_cost)
+    return f"| {label} | {usd(change.delta_usd, signed=True)} | {usd(change.after_usd)} | {unit} | {why} |"
 
 
 # ---------------------------------------------------------------------------------------------- json

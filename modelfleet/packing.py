@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .binpacking import Item, Objective, pack_optimally
 from .compile_llm import PRICE_REFERENCE_REGION, Rejection
 from .environment import EnvironmentSpec
 from .instances import InstanceCatalogue, InstanceType
@@ -75,27 +76,18 @@ def _need(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
 
 
 def _bins(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], capacity: float,
-          host_capacity: float, env: EnvironmentSpec) -> list[list[str]]:
-    """First-fit decreasing in three dimensions: GPU memory, GPU compute and host RAM (weights).
+          host_capacity: float, env: EnvironmentSpec, objective: Objective) -> list[list[str]]:
+    """Shared servers in three dimensions (GPU memory, GPU compute, host RAM), packed optimally
+    (binpacking.py: first-fit decreasing is not monotone, so adding a model could lower the cost).
 
-    Models that need more replicas go first, so they share servers among themselves and models needing
-    fewer fill the room left (riding along costs no GPU); in size order alone, a 1-replica model could take
-    the room a 2-replica one needed and force a second 2-replica server."""
+    Models that need more replicas come first, so they share servers among themselves and models needing
+    fewer fill the room left (riding along costs no GPU)."""
+    policy = env.replicas
     order = sorted(models, key=lambda m: (-_need(m, env), -_share(sizings[m.name], capacity), m.name))
-    bins: list[tuple[list[str], list[float]]] = []
-    for model in order:
-        s = sizings[model.name]
-        for names, used in bins:
-            if (used[0] + s.gpu_memory_gib <= capacity and used[1] + s.gpu_demand <= 1.0
-                    and used[2] + s.weights_gib <= host_capacity):
-                names.append(model.name)
-                used[0] += s.gpu_memory_gib
-                used[1] += s.gpu_demand
-                used[2] += s.weights_gib
-                break
-        else:
-            bins.append(([model.name], [s.gpu_memory_gib, s.gpu_demand, s.weights_gib]))
-    return [sorted(names) for names, _ in bins]
+    items = [Item(m.name, (sizings[m.name].gpu_memory_gib, sizings[m.name].gpu_demand, sizings[m.name].weights_gib),
+                  _need(m, env), 1 if policy.single_replica else availability_floor(
+                      m.sla.availability, policy.ha_availability, policy.ha3_availability)) for m in order]
+    return [sorted(names) for names in pack_optimally(items, (capacity, 1.0, host_capacity), objective)]
 
 
 def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing],
@@ -145,11 +137,16 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
                                         f"more than the {capacity:.1f} GiB a {instance.gpu.name} has free")
     alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
     shared = [m for m in models if m not in alone]
-    bins = _bins(shared, sizings, capacity, host_capacity_gib(instance), env)
-    groups = [[m] for m in alone] + [[m for m in shared if m.name in b] for b in bins]
     servers = []
-    for group in groups:
+    for group in [[m] for m in alone]:
         server = _server(group, sizings, env, instance)
+        if isinstance(server, Rejection):
+            return server
+        servers.append(server)
+    objective = Objective(instance.gpus, sum(s.replicas for s in servers),
+                          max((s.replicas for s in servers if s.spread_zones), default=0))
+    for names in _bins(shared, sizings, capacity, host_capacity_gib(instance), env, objective):
+        server = _server([m for m in shared if m.name in names], sizings, env, instance)
         if isinstance(server, Rejection):
             return server
         servers.append(server)

@@ -3,11 +3,15 @@
 The queue derivation (documented in README "How queue timeouts are derived"):
 
     p99 budget L  =  batching window  +  time queued  +  one batch execution
+    max_batch_size      = the type's default, halved until a full batch runs in <= L / 2 at the measured rate
+    compute             = a full batch's time on the target GPU: measured compute_ms scaled by FP16 TFLOPS
+                          from the GPU it was measured on, and never less than batch / requests-per-second
     max_queue_delay_us  = min(L / 10, 5 ms), at least 100 us   (a short window: Triton's own advice)
     queue_timeout_us    = L - compute - window                  (a request that waited longer cannot make
                                                                  its SLA; REJECT it instead of serving late)
-    max_queue_size      = requests the model can drain within the timeout at full speed, at least one batch
-                                                                (anything beyond would time out anyway)
+    max_queue_size      = 256 MiB of queued inputs, at least what the instances drain within the timeout,
+                          at most 65,536 (memory protection; the timeout sheds load: a queue kept full by a
+                          tight bound stalls Triton 2.51's batcher ~0.5 s between batches, bench/overload.py)
 
 Triton's default queue policy has ``default_timeout_microseconds: 0`` (never) and an unbounded queue, so
 requests a client has already given up on are still executed: every config we render sets all three.
@@ -33,6 +37,19 @@ ASSUMED_COMPUTE_FRACTION = 0.25
 # ...and batches are assumed half full on average when estimating throughput.
 ASSUMED_BATCH_FILL = 0.5
 MAX_BATCH_WINDOW_US = 5_000
+# The queue bound is memory protection, not the load shedder (the timeout is). Measured on tritonserver 2.51
+# (bench/overload.py): Triton drops timed-out requests only when its scheduler reaches them, so under
+# sustained overload any bound fills, and a queue kept full by its bound makes the dynamic batcher idle
+# ~0.5 s between batches. So the bound is sized by memory: 256 MiB of queued inputs per model, never less
+# than what the instances drain within the timeout, never more than 65,536 requests.
+QUEUE_MEMORY_BUDGET_BYTES = 256 * 1024**2
+MAX_QUEUE_SIZE = 65_536
+VARIABLE_DIM_ASSUMED = 512  # elements assumed for a -1 dimension when sizing a queued request
+STRING_ELEMENT_BYTES = 4096  # bytes assumed per string element (e.g. an encoded image or a sentence)
+DTYPE_SIZES = {"bool": 1, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "fp16": 2, "bf16": 2, "uint32": 4,
+               "int32": 4, "fp32": 4, "uint64": 8, "int64": 8, "fp64": 8, "string": STRING_ELEMENT_BYTES}
+# Default batch sizes shrink (by halves) until a full batch executes within this share of the p99 budget.
+MAX_BATCH_BUDGET_FRACTION = 0.5
 MIN_BATCH_WINDOW_US = 100
 
 BACKENDS = {
@@ -84,15 +101,36 @@ def size_classic(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatal
         DEFAULT_MAX_BATCH[model.type])
     count = model.overrides.instance_count or 1
     assumed: list[str] = []
-    compute_ms = model.profile.compute_ms
-    if compute_ms is None:
-        compute_ms = model.sla.p99_latency_ms * ASSUMED_COMPUTE_FRACTION
+    compute_ms = _compute_ms_on(model, gpu, catalogue)
+    if model.profile.compute_ms is None:
         assumed.append(f"compute_ms={compute_ms:g} ({ASSUMED_COMPUTE_FRACTION:.0%} of p99)")
     rps = _rps_on(model, gpu, catalogue, max(batch, 1), compute_ms, assumed)
+    if model.overrides.max_batch_size is None and model.profile.rps_per_instance is not None:
+        batch = _batch_within_budget(batch, rps, model.sla.p99_latency_ms)
+    # A full batch cannot finish faster than the instance's throughput allows; a profile saying otherwise
+    # would leave too little of the p99 budget for execution.
+    compute_ms = max(compute_ms, round(1000.0 * max(batch, 1) / rps, 3))
     window, timeout, queue = queue_policy(model, batch, compute_ms, rps * count)
     demand = model.sla.peak_rps / (rps * count * target_utilization)
     return ClassicSizing(batch, count, model_weights_gib(model), instance_memory_gib(model) * count, compute_ms,
                          rps, demand, window, timeout, queue, tuple(assumed))
+
+
+def _batch_within_budget(batch: int, rps: float, p99_ms: float) -> int:
+    """The type's default batch, halved until a full batch takes at most half the p99 budget at ``rps``."""
+    while batch > 1 and 1000.0 * batch / rps > p99_ms * MAX_BATCH_BUDGET_FRACTION:
+        batch //= 2
+    return batch
+
+
+def _compute_ms_on(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue) -> float:
+    """A full batch's execution time on ``gpu``: measured, scaled by FP16 TFLOPS like the throughput is
+    (a slower GPU takes longer per batch, which must come out of the queueing budget); else assumed."""
+    measured = model.profile.compute_ms
+    if measured is None:
+        return model.sla.p99_latency_ms * ASSUMED_COMPUTE_FRACTION
+    reference = _gpu(catalogue, model.profile.measured_on)
+    return round(measured * reference.fp16_tflops / gpu.fp16_tflops, 3) if reference else measured
 
 
 def _rps_on(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue, batch: int,
@@ -120,8 +158,19 @@ def queue_policy(model: ClassicModelSpec, batch: int, compute_ms: float, rps: fl
     timeout = model.overrides.queue_timeout_us
     if timeout is None:
         timeout = (budget_us - int(compute_ms * 1000) - window) // 100 * 100
-    size = model.overrides.max_queue_size or max(batch, 1, math.ceil(rps * timeout / 1e6))
+    drainable = max(batch, 1, math.ceil(rps * max(timeout, 0) / 1e6))
+    by_memory = QUEUE_MEMORY_BUDGET_BYTES // request_bytes(model)
+    size = model.overrides.max_queue_size or min(MAX_QUEUE_SIZE, max(drainable, by_memory))
     return window, timeout, size
+
+
+def request_bytes(model: ClassicModelSpec) -> int:
+    """Bytes one queued request holds: its inputs, with -1 dims and strings at documented assumptions."""
+    total = 0
+    for tensor in model.inputs:
+        elements = math.prod(VARIABLE_DIM_ASSUMED if d == -1 else d for d in tensor.dims)
+        total += elements * DTYPE_SIZES[tensor.dtype]
+    return max(total, 1)
 
 
 def check_budget(model: ClassicModelSpec, sizing: ClassicSizing, index: int) -> Issue | None:
@@ -139,6 +188,8 @@ def triton_decision(model: ClassicModelSpec, sizing: ClassicSizing) -> Decision:
         choice=f"timeout {sizing.queue_timeout_us} us, window {sizing.max_queue_delay_us} us, "
                f"queue <= {sizing.max_queue_size}",
         reason=f"p99 {model.sla.p99_latency_ms:g} ms = window {sizing.max_queue_delay_us / 1000:g} ms + queue "
-               f"{sizing.queue_timeout_us / 1000:g} ms + compute {sizing.compute_ms:g} ms; the queue holds what "
-               f"{sizing.instance_count} instance(s) at {sizing.rps_per_instance:.0f} req/s drain within the timeout",
+               f"{sizing.queue_timeout_us / 1000:g} ms + compute {sizing.compute_ms:.1f} ms (batch of "
+               f"{sizing.max_batch_size}); the queue bound keeps queued inputs within "
+               f"{QUEUE_MEMORY_BUDGET_BYTES // 1024**2} MiB and above what {sizing.instance_count} instance(s) at "
+               f"{sizing.rps_per_instance:.0f} req/s drain within the timeout",
     )

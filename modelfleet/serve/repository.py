@@ -24,7 +24,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from tritonclient.grpc import model_config_pb2 as mc
 
@@ -99,25 +99,30 @@ def _versions(directory: Path, filename: str) -> tuple[int, ...]:
                         if p.name.isdigit() and (p / filename).exists()))
 
 
-def _source(model: TritonModelPlan, root: Path, available: frozenset[str]) -> tuple[Source, Path | None, tuple[int, ...], str]:
+class Choice(NamedTuple):
+    source: Source
+    local_dir: Path | None
+    versions: tuple[int, ...]
+    note: str
+
+
+def _source(model: TritonModelPlan, root: Path, available: frozenset[str]) -> Choice:
     """Which implementation serves ``model`` here, from which local directory, which versions, and why."""
     local = local_artifact_dir(model.artifact, root)
     wanted = model.versions
-    if model.backend in available:
-        filename, source = MODEL_FILES.get(model.backend, "model.py"), "artifact"
-    else:
-        filename, source = "model.onnx", "onnx-runner"
-    found = _versions(local, filename)
-    usable = tuple(v for v in found if not wanted or v in wanted)
+    native = model.backend in available
+    filename = MODEL_FILES.get(model.backend, "model.py") if native else "model.onnx"
+    usable = tuple(v for v in _versions(local, filename) if not wanted or v in wanted)
     if usable and (not wanted or set(wanted) <= set(usable)):
-        if source == "artifact":
-            return source, local, usable, f"real artifact {local} on the {model.backend} backend"
-        export = "" if model.backend == "onnxruntime" else f" (an ONNX export: the {model.backend} artifact cannot run here)"
-        return source, local, usable, (f"real artifact {local}/<v>/model.onnx{export} through onnxruntime in a "
-                                       f"python-based '{model.backend}' backend (this tritonserver has none)")
-    need = f"{local}/<version>/{filename}"
-    return "synthetic", None, wanted or (1,), (f"SYNTHETIC stand-in: no {need} here; same tensors, zeros, "
-                                               f"takes max({model.compute_ms:g} ms, n / {model.rps_per_instance:g} rps) per batch")
+        if native:
+            return Choice("artifact", local, usable, f"real artifact {local} on the {model.backend} backend")
+        export = "" if model.backend == "onnxruntime" else f" (an ONNX export: {model.backend} cannot run here)"
+        return Choice("onnx-runner", local, usable,
+                      f"real artifact {local}/<v>/model.onnx{export} through onnxruntime in a python-based "
+                      f"'{model.backend}' backend (this tritonserver has none)")
+    return Choice("synthetic", None, wanted or (1,),
+                  f"SYNTHETIC stand-in: no {local}/<version>/{filename} here; same tensors, zeros, takes "
+                  f"max({model.compute_ms:g} ms, n / {model.rps_per_instance:g} rps) per batch")
 
 
 def local_server_args(servers: tuple[TritonServerPlan, ...], caching: bool,
@@ -156,7 +161,7 @@ def plan_local_repository(plan: FleetPlan, artifact_root: Path, available_backen
                                   "add a classic model to models.yaml or pick another stack")])
     args, notes = local_server_args(chosen, any(m.response_cache for m in models))
     lacking = sorted({m.backend for m in models if m.backend not in available_backends})
-    adaptations = [f"instance_group: KIND_GPU -> KIND_CPU for every model (no GPU here; instance counts unchanged)",
+    adaptations = ["instance_group: KIND_GPU -> KIND_CPU for every model (no GPU here; instance counts unchanged)",
                    *notes, "endpoints: loopback on free ports instead of 8000/8001/8002"]
     if len(chosen) > 1:
         adaptations.append(f"{len(chosen)} compiled Triton servers ({', '.join(s.name for s in chosen)}) run in one "

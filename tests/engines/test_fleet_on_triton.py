@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -102,9 +102,8 @@ def test_every_compiled_classic_model_loads_and_answers(fleet, dev_plan) -> None
 
 def served_config(server, name: str) -> mc.ModelConfig:
     """The configuration the running server reports for ``name``, as Triton's ModelConfig message."""
-    from modelfleet.engines.tritonserver import _LOOPBACK
-
-    with _LOOPBACK.open(f"{server.http_url}/v2/models/{name}/config", timeout=5) as response:
+    loopback = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
+    with loopback.open(f"{server.http_url}/v2/models/{name}/config", timeout=5) as response:
         return json_format.ParseDict(json.loads(response.read()), mc.ModelConfig(), ignore_unknown_fields=True)
 
 

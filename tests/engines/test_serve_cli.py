@@ -64,13 +64,18 @@ class Output:
         raise AssertionError(f"{text!r} not printed within {seconds} s:\n" + "\n".join(self.lines))
 
 
+def servers_of(plan) -> list[str]:
+    """The compiled servers holding the classifier and the embedder (one server in today's dev plan)."""
+    return sorted({plan.model(name).server for name in ("resnet50-classifier", "text-embedder")})
+
+
 @pytest.fixture
-def serve_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Output]]:
-    """`modelfleet serve` for the dev classifier server; the text-embedder's artifact is left out."""
-    root = make_artifact_root(tmp_path / "artifacts", ("resnet50-classifier",), preprocessor=False)
+def serve_process(dev_plan, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Output]]:
+    """`modelfleet serve` for the classifier's and the embedder's servers; the embedder's artifact is left out."""
+    root = make_artifact_root(tmp_path / "artifacts", ("resnet50-classifier", "fraud-scorer"), preprocessor=True)
     command = [sys.executable, "-m", "modelfleet", "--project", str(ROOT), "serve", "--stack", "dev",
-               "--server", "triton-resnet50-classifier", "--model-dir-root", str(root),
-               "--workdir", str(tmp_path / "work")]
+               "--model-dir-root", str(root), "--workdir", str(tmp_path / "work")]
+    command += [arg for server in servers_of(dev_plan) for arg in ("--server", server)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                cwd=tmp_path)
@@ -92,14 +97,15 @@ def serve_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Outpu
                 pass
 
 
-def test_serve_prints_adaptations_and_endpoints_answers_and_stops_on_sigterm(serve_process) -> None:
+def test_serve_prints_adaptations_and_endpoints_answers_and_stops_on_sigterm(serve_process, dev_plan) -> None:
     process, output = serve_process
+    count = sum(len(dev_plan.server(name).models) for name in servers_of(dev_plan))
     text = output.until(READY_LINE, 120)
     assert "instance_group: KIND_GPU -> KIND_CPU" in text
     assert "capped to 256 MiB" in text
     assert re.search(r"text-embedder\s+SYNTHETIC stand-in", text)
     assert re.search(r"resnet50-classifier\s+real artifact .*model\.onnx through onnxruntime", text)
-    assert "ready in" in text and "2/2 models ready" in text
+    assert "ready in" in text and f"{count}/{count} models ready" in text
     http = re.search(r"HTTP\s+http://(127\.0\.0\.1:\d+)", text).group(1)
     assert re.search(r"gRPC\s+127\.0\.0\.1:\d+", text) and re.search(r"metrics\s+http://127\.0\.0\.1:\d+/metrics", text)
 

@@ -1,0 +1,146 @@
+"""Hand-checked monthly costs of the example fleet, with the arithmetic written out.
+
+Prices: on-demand us-east-1 USD per node-hour, from ../shared/REFERENCE.md (AWS Pricing API, 2026-07-20),
+as shipped in modelfleet/data/instances.yaml. A month is 730 hours. Spot (dev) is assumed at 50% of
+on-demand (stacks/Pulumi.dev.yaml modelfleet:cost.spotPriceRatio).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+
+import pytest
+
+from modelfleet.cost import compute_fleet_cost, estimate_llm_loads
+from modelfleet.instances import PriceSource
+from modelfleet.project import Project
+from tests.conftest import ROOT
+
+PRICE = {"g4dn.xlarge": 0.526, "g6.xlarge": 0.8048, "g6e.xlarge": 1.861, "g6e.12xlarge": 10.49264,
+         "p5.48xlarge": 55.04}
+H = 730
+
+
+def test_the_price_table_is_the_one_the_arithmetic_uses(catalogue):
+    for name, usd_per_hour in PRICE.items():
+        assert catalogue.instances[name].price("us-east-1") == usd_per_hour
+    assert catalogue.eks_usd_per_cluster_hour == 0.10
+    assert catalogue.price_sources["us-east-1"]["on-demand"].as_of == "2026-07-20"
+
+
+@pytest.fixture(scope="module")
+def costed():
+    project = Project(root=str(ROOT))
+    return {stack: project.costed(stack) for stack in ("dev", "staging", "prod")}
+
+
+def _group(cost, instance_type):
+    return next(g for g in cost.node_groups if g.instance_type == instance_type)
+
+
+def test_prod_node_groups(costed):
+    cost = costed["prod"].cost
+    expected = {  # instance type: (min, desired, max nodes) from `plan --stack prod`
+        "g6.xlarge": (4, 4, 6), "g6e.12xlarge": (2, 4, 6), "g6e.xlarge": (2, 3, 5), "p5.48xlarge": (4, 4, 6)}
+    for instance_type, nodes in expected.items():
+        group = _group(cost, instance_type)
+        assert group.nodes == nodes
+        assert group.usd_per_node_hour == PRICE[instance_type]
+        for level, count in zip(("min", "desired", "max"), nodes):
+            assert group.monthly_usd.at(level) == pytest.approx(count * PRICE[instance_type] * H)
+    # g6.xlarge 4 x 0.8048 x 730 = 2,350.016; g6e.12xlarge 4 x 10.49264 x 730 = 30,638.5088;
+    # g6e.xlarge 3 x 1.861 x 730 = 4,075.59; p5.48xlarge 4 x 55.04 x 730 = 160,716.80
+    assert _group(cost, "g6e.12xlarge").monthly_usd.desired == pytest.approx(30_638.5088)
+    assert _group(cost, "p5.48xlarge").monthly_usd.max == pytest.approx(241_075.20)
+
+
+def test_prod_total_at_min_desired_max(costed):
+    total = costed["prod"].cost.monthly_usd
+    assert total.desired == pytest.approx(2_350.016 + 30_638.5088 + 4_075.59 + 160_716.80)  # 197,780.9148
+    assert total.min == pytest.approx(2_350.016 + 15_319.2544 + 2_717.06 + 160_716.80)  # 181,103.1304
+    assert total.max == pytest.approx(3_525.024 + 45_957.7632 + 6_792.65 + 241_075.20)  # 297,350.6372
+    assert costed["prod"].cost.control_plane_monthly_usd is None  # the stack joins an existing cluster
+
+
+def test_llms_own_their_node_groups_and_cost_per_million_tokens(costed):
+    cost = costed["prod"].cost
+    llama70 = cost.model("llama-3-3-70b-instruct")
+    assert llama70.gpus == (8, 16, 24)  # 2 / 4 / 6 replicas x tp=4
+    assert llama70.monthly_usd.desired == pytest.approx(4 * 10.49264 * 730)  # 30,638.5088
+    # 32 sequences x 30 tokens/s = 960 tokens/s; 4 nodes x 10.49264 = 41.97056 USD/h
+    assert llama70.unit_cost.metric == "usd_per_million_tokens"
+    assert llama70.unit_cost.value == pytest.approx(41.97056 / (960 * 3600) * 1e6)  # 12.144
+    assert "960 tokens/s" in llama70.unit_cost.assumption
+    llama405 = cost.model("llama-3-1-405b-instruct")  # 2 replicas x 2 nodes of 8 H100
+    assert llama405.monthly_usd.desired == pytest.approx(4 * 55.04 * 730)  # 160,716.80
+    assert llama405.unit_cost.value == pytest.approx(4 * 55.04 / (16 * 30 * 3600) * 1e6)  # 127.41
+
+
+def test_shared_triton_gpus_are_split_by_gpu_share(costed):
+    plan, cost = costed["prod"].plan, costed["prod"].cost
+    # triton-fraud-scorer: 2 replicas x 1 GPU of the 4 g6.xlarge GPUs in use -> half of 2,350.016
+    assert plan.model("fraud-scorer").gpu_share == 0.0738
+    assert plan.model("image-preprocessor").gpu_share == 0.3162
+    server_usd = 2 * 0.8048 * 730  # 1,175.008
+    fraud = cost.model("fraud-scorer")
+    assert fraud.monthly_usd.desired == pytest.approx(server_usd * 0.0738 / (0.0738 + 0.3162))  # 222.35
+    assert cost.model("image-preprocessor").monthly_usd.desired == pytest.approx(server_usd * 0.3162 / 0.39)
+    assert "gpu_share 0.0738 of 0.39" in fraud.attribution
+    # 2,000 inferences/s = 7,200,000 per hour; 222.35 / 730 USD per hour
+    assert fraud.unit_cost.value == pytest.approx(server_usd * 0.0738 / 0.39 / 730 / 7_200_000 * 1000)
+
+
+def test_model_costs_add_up_to_the_node_groups(costed):
+    for stack, item in costed.items():
+        groups = sum(g.monthly_usd.desired for g in item.cost.node_groups)
+        assert sum(m.monthly_usd.desired for m in item.cost.models) == pytest.approx(groups), stack
+
+
+def test_dev_is_spot_at_the_stated_assumption(costed):
+    cost = costed["dev"].cost
+    assert _group(cost, "g4dn.xlarge").usd_per_node_hour == pytest.approx(0.526 * 0.5)  # 0.263
+    assert "spot assumed at 50% of on-demand 0.526" == _group(cost, "g4dn.xlarge").price_basis
+    # 3 x 0.263 x 730 = 575.97; 1 x 5.24632 x 730 = 3,829.8136; 1 x 0.9305 x 730 = 679.265
+    assert cost.monthly_usd.desired == pytest.approx(575.97 + 3_829.8136 + 679.265)  # 5,085.0486
+    assert any("ASSUMED at 50% of on-demand" in line for line in cost.price_basis)
+    # one replica serves 23 of the 48 peak sequences: 23 x 30 = 690 tokens/s on 0.9305 USD/h
+    llama8 = cost.model("llama-3-1-8b-instruct")
+    assert llama8.unit_cost.value == pytest.approx(0.9305 / (690 * 3600) * 1e6)  # 0.3746
+    assert "capped at 1 replica(s) x max_num_seqs 23" in llama8.unit_cost.assumption
+
+
+def test_measured_spot_prices_replace_the_assumption(project, catalogue):
+    g4dn = catalogue.instances["g4dn.xlarge"]
+    spot = dataclasses.replace(g4dn, spot_usd_per_hour=MappingProxyType({"us-east-1": 0.2104}))
+    table = dataclasses.replace(
+        catalogue, instances=MappingProxyType({**catalogue.instances, "g4dn.xlarge": spot}),
+        price_sources=MappingProxyType({"us-east-1": MappingProxyType({
+            **catalogue.price_sources["us-east-1"], "spot": PriceSource("2026-08-01", "EC2 spot history")})}))
+    env = project.environment("dev")
+    cost = compute_fleet_cost(project.plan("dev"), table, env, estimate_llm_loads(project.fleet(), "dev"))
+    assert _group(cost, "g4dn.xlarge").monthly_usd.desired == pytest.approx(3 * 0.2104 * 730)  # 460.776
+    assert _group(cost, "g4dn.xlarge").price_basis == "spot (measured)"
+    assert _group(cost, "g6e.xlarge").usd_per_node_hour == pytest.approx(1.861 * 0.5)  # still assumed
+    assert any("EC2 spot history, as of 2026-08-01" in line for line in cost.price_basis)
+
+
+def test_the_control_plane_is_counted_when_the_stack_creates_the_cluster(project, catalogue):
+    env = project.environment("prod").model_copy(update={"cluster": {"create": True}})
+    env = type(env).model_validate(env.model_dump())
+    cost = compute_fleet_cost(project.plan("prod"), catalogue, env, estimate_llm_loads(project.fleet(), "prod"))
+    assert cost.control_plane_monthly_usd == pytest.approx(0.10 * 730)  # 73.00
+    assert cost.monthly_usd.desired == pytest.approx(197_780.9148 + 73.0)
+
+
+def test_a_region_without_prices_is_unknown_never_guessed(project, catalogue):
+    env = type(project.environment("prod")).model_validate(
+        {**project.environment("prod").model_dump(), "region": "eu-west-1"})
+    from modelfleet.compiler import compile_fleet
+    plan = compile_fleet(project.fleet(), env, catalogue)
+    cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(project.fleet(), "prod"))
+    assert cost.monthly_usd is None
+    assert all(g.monthly_usd is None and g.usd_per_node_hour is None for g in cost.node_groups)
+    assert all(m.monthly_usd is None and m.unit_cost is None for m in cost.models)
+    assert "p5.48xlarge: no on-demand price for eu-west-1" in cost.unknown
+    assert cost.price_basis == ("on-demand eu-west-1: no dated prices in the table",)

@@ -1,0 +1,170 @@
+"""Budgets and policies: every violation names the model (or stack), the rule, the figures and the fix."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from modelfleet.cli import main
+from modelfleet.errors import CompileError
+from modelfleet.policy import BUDGET_WARNING, check_budget, check_policies
+from modelfleet.project import Project
+from tests.conftest import ROOT
+
+
+def make_project(tmp_path: Path, stack: str, config: dict, models_text: str | None = None) -> Project:
+    """A copy of the example with ``config`` merged over one stack's ``config:`` (None removes a key)."""
+    shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    if models_text is not None:
+        (tmp_path / "models.yaml").write_text(models_text)
+    path = tmp_path / "stacks" / f"Pulumi.{stack}.yaml"
+    data = yaml.safe_load(path.read_text())
+    for key, value in config.items():
+        if value is None:
+            data["config"].pop(key, None)
+        else:
+            data["config"][key] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return Project(root=str(tmp_path))
+
+
+def _env_with(project: Project, stack: str, **fields):
+    env = project.environment(stack)
+    return type(env).model_validate({**env.model_dump(), **fields})
+
+
+# ---------------------------------------------------------------------------------------------- budget
+def test_over_budget_fails_the_compile_with_the_figures(tmp_path):
+    project = make_project(tmp_path, "prod", {"modelfleet:budget": {"monthlyUsd": 150000}})
+    with pytest.raises(CompileError) as raised:
+        project.plan("prod")
+    (issue,) = raised.value.issues
+    assert issue.file.endswith("stacks/Pulumi.prod.yaml") and issue.line > 0
+    assert issue.path == "config.modelfleet:budget"
+    # 197,780.91 - 150,000 = 47,780.91; the three dearest models at desired replicas
+    assert issue.message == ("prod: desired monthly cost 197,780.91 USD exceeds the budget of 150,000.00 USD (132%): "
+                             "over by 47,780.91 USD; dearest models: llama-3-1-405b-instruct 160,716.80, "
+                             "llama-3-3-70b-instruct 30,638.51, llama-3-1-8b-instruct 4,075.59")
+    assert "raise modelfleet:budget.monthlyUsd" in issue.fix and "onExceed: warn" in issue.fix
+
+
+def test_over_budget_only_warns_when_the_stack_says_so(tmp_path, capsys):
+    project = make_project(tmp_path, "prod", {"modelfleet:budget": {"monthlyUsd": 150000, "onExceed": "warn"}})
+    plan = project.plan("prod")
+    (warning,) = [w for w in plan.warnings if w.model == BUDGET_WARNING]
+    assert "exceeds the budget of 150,000.00 USD" in warning.message
+    assert main(["--project", str(tmp_path), "plan", "--stack", "prod"]) == 0
+    assert "warning: budget: prod: desired monthly cost 197,780.91 USD exceeds" in capsys.readouterr().err
+
+
+def test_the_budget_basis_can_be_the_autoscaling_ceiling(tmp_path):
+    project = make_project(tmp_path, "prod", {"modelfleet:budget": {"monthlyUsd": 250000, "basis": "max"}})
+    status = project.costed("prod").budget
+    assert status.over and status.monthly_usd == pytest.approx(297_350.6372)  # max replicas, see test_figures
+    with pytest.raises(CompileError, match=r"max monthly cost 297,350.64 USD exceeds the budget of 250,000.00"):
+        project.plan("prod")
+
+
+def test_the_example_stacks_are_within_their_budgets(project):
+    for stack in project.stacks():
+        status = project.costed(stack).budget
+        assert status is not None and not status.over, stack
+
+
+def test_cost_has_an_exit_code_for_ci(tmp_path, capsys):
+    make_project(tmp_path, "staging", {"modelfleet:budget": {"monthlyUsd": 100000, "onExceed": "warn"}})
+    argv = ["--project", str(tmp_path), "cost", "--stack", "staging"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "staging: desired monthly cost 117,422.51 USD exceeds the budget of 100,000.00 USD (117%)" in out
+    assert "[OVER BUDGET, on_exceed warn]" in out
+    assert main(argv + ["--fail-over-budget"]) == 3
+    assert "over budget: staging" in capsys.readouterr().err
+    assert main(["--project", str(tmp_path), "cost", "--stack", "prod", "--fail-over-budget"]) == 0
+
+
+def test_a_budget_cannot_pass_on_unknown_prices(project, catalogue):
+    from modelfleet.compiler import compile_fleet
+    from modelfleet.cost import compute_fleet_cost, estimate_llm_loads
+    env = _env_with(project, "prod", region="eu-west-1")
+    plan = compile_fleet(project.fleet(), env, catalogue)
+    status = check_budget(compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(project.fleet(), "prod")), env)
+    assert status.over and status.monthly_usd is None
+    assert "monthly cost is unknown (unpriced instance types), so the budget of 250,000.00 USD cannot be checked" \
+        in status.describe()
+
+
+# ---------------------------------------------------------------------------------------------- policies
+def _violations(project, stack, **fields):
+    env = _env_with(project, stack, **fields)
+    costed = project.costed(stack)
+    return check_policies(costed.plan, costed.cost, project.fleet(), env)
+
+
+def test_max_gpus_per_model(project):
+    (issue,) = _violations(project, "prod", policies={"max_gpus_per_model": 32})
+    assert issue.path == "models[6]"  # llama-3-1-405b-instruct, 7th in models.yaml
+    assert issue.message == ("llama-3-1-405b-instruct: holds 48 GPUs at max replicas (3 x 16 NVIDIA H100); "
+                             "policy maxGpusPerModel of prod is 32")
+    assert "quantise (size.dtype: fp8)" in issue.fix and "raise the policy" in issue.fix
+
+
+def test_allowed_families(project):
+    (issue,) = _violations(project, "prod", policies={"allowed_families": ["g5", "g6", "g6e"]})
+    assert issue.message == ("llama-3-1-405b-instruct: runs on p5.48xlarge; policy allowedFamilies of prod is "
+                             "g5, g6, g6e")
+    assert issue.fix.startswith("drop p5 from modelfleet:instanceFamilies so the compiler picks an allowed family")
+    assert "environments: {prod: {enabled: false}}" in issue.fix
+
+
+def test_max_monthly_usd_per_model(project):
+    (issue,) = _violations(project, "prod", policies={"max_monthly_usd_per_model": 100000})
+    assert issue.message == ("llama-3-1-405b-instruct: costs 160,716.80 USD/month at desired replicas; policy "
+                             "maxMonthlyUsdPerModel of prod is 100,000.00")
+
+
+def test_every_violation_is_reported_at_once(project):
+    issues = _violations(project, "prod", policies={"max_gpus_per_model": 8, "allowed_families": ["g6", "p5"]})
+    messages = sorted(i.message.split(":")[0] + ": " + i.message.split("; policy ")[1].split(" ")[0] for i in issues)
+    assert messages == ["llama-3-1-405b-instruct: maxGpusPerModel", "llama-3-1-8b-instruct: allowedFamilies",
+                        "llama-3-3-70b-instruct: allowedFamilies", "llama-3-3-70b-instruct: maxGpusPerModel"]
+
+
+PINNED_P5 = """
+    environments:
+      dev:
+        overrides: {instance_type: p5.48xlarge}
+"""
+
+
+def test_no_on_demand_p5_in_dev_fails_at_the_models_line(tmp_path, capsys):
+    text = (ROOT / "models.yaml").read_text().replace(
+        "      p99_ttft_ms: 2500\n      availability: 99.9\n", "      p99_ttft_ms: 2500\n      availability: 99.9\n"
+        + PINNED_P5.lstrip("\n"), 1)
+    make_project(tmp_path, "dev", {"modelfleet:capacityType": "on-demand",
+                                   "modelfleet:instanceFamilies": ["g4dn", "g5", "g6", "g6e", "p5"]}, text)
+    assert main(["--project", str(tmp_path), "plan", "--stack", "dev"]) == 2
+    err = capsys.readouterr().err
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "name: llama-3-3-70b-instruct" in row)
+    assert (f"models.yaml:{line}:5: models[5]: llama-3-3-70b-instruct: runs on on-demand p5.48xlarge; policy forbid: "
+            "no on-demand p4d/p4de/p5/p5en in dev (on-demand A100/H100/H200 capacity is reserved for production) "
+            "(use spot capacity (modelfleet:capacityType: spot), pin overrides.instance_type to an allowed type, "
+            "or disable the model here (environments: {dev: {enabled: false}}))") in err
+    assert main(["--project", str(tmp_path), "cost", "--stack", "dev"]) == 0  # the preview still shows it
+    assert "POLICY: " in capsys.readouterr().out
+
+
+def test_cli_reports_budget_failures_on_one_line_each(tmp_path):
+    make_project(tmp_path, "prod", {"modelfleet:budget": {"monthlyUsd": 1000}})
+    result = subprocess.run([sys.executable, "-m", "modelfleet", "--project", str(tmp_path), "render",
+                             "--stack", "prod", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert result.returncode == 2
+    assert "Pulumi.prod.yaml:" in result.stderr and "exceeds the budget of 1,000.00 USD" in result.stderr
+    assert not (tmp_path / "out").exists()

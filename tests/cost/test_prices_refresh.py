@@ -1,0 +1,211 @@
+"""`prices refresh` against botocore Stubbers: realistic Pricing API and EC2 spot responses, offline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+
+from modelfleet.cli import main
+from modelfleet.commands import prices as prices_command
+from modelfleet.instances import load_instance_catalogue
+from modelfleet.prices import PriceRefreshError, parse_on_demand_prices, refresh_prices
+from tests.conftest import ROOT
+
+NOW = datetime(2026, 8, 1, 9, 30, tzinfo=timezone.utc)
+REGION = "eu-west-1"
+TYPES = ("g6.xlarge", "g6e.12xlarge", "p5.48xlarge")
+
+
+def shipped_subset() -> dict:
+    data = yaml.safe_load((ROOT / "modelfleet/data/instances.yaml").read_text())
+    data["instances"] = {k: v for k, v in data["instances"].items() if k in TYPES}
+    return data
+
+
+def product(instance_type: str, usd: str, sku: str, reserved_hourly: str = "0.9120000000") -> str:
+    """One PriceList entry as AWS sends it: a JSON *string* with product attributes and terms."""
+    return json.dumps({
+        "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+            "instanceType": instance_type, "regionCode": REGION, "location": "EU (Ireland)",
+            "locationType": "AWS Region", "operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA",
+            "capacitystatus": "Used", "licenseModel": "No License required", "operation": "RunInstances",
+            "instanceFamily": "GPU instance", "servicecode": "AmazonEC2", "usagetype": f"EU-BoxUsage:{instance_type}",
+            "vcpu": "4", "memory": "16 GiB", "gpu": "1", "gpuMemory": "24 GB"}},
+        "serviceCode": "AmazonEC2",
+        "terms": {
+            "OnDemand": {f"{sku}.JRTCKXETXF": {
+                "offerTermCode": "JRTCKXETXF", "sku": sku, "effectiveDate": "2026-07-01T00:00:00Z", "termAttributes": {},
+                "priceDimensions": {f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
+                    "rateCode": f"{sku}.JRTCKXETXF.6YS6EN2CT7", "unit": "Hrs", "beginRange": "0", "endRange": "Inf",
+                    "appliesTo": [], "pricePerUnit": {"USD": usd},
+                    "description": f"${float(usd):.4f} per On Demand Linux {instance_type} Instance Hour"}}}},
+            "Reserved": {f"{sku}.4NA7Y494T4": {
+                "offerTermCode": "4NA7Y494T4", "sku": sku, "effectiveDate": "2026-07-01T00:00:00Z",
+                "termAttributes": {"LeaseContractLength": "1yr", "OfferingClass": "standard",
+                                   "PurchaseOption": "No Upfront"},
+                "priceDimensions": {f"{sku}.4NA7Y494T4.6YS6EN2CT7": {
+                    "rateCode": f"{sku}.4NA7Y494T4.6YS6EN2CT7", "unit": "Hrs", "beginRange": "0", "endRange": "Inf",
+                    "appliesTo": [], "pricePerUnit": {"USD": reserved_hourly},
+                    "description": "Linux/UNIX (Amazon VPC), reserved instance applied"}}}}},
+        "version": "20260715123456", "publicationDate": "2026-07-15T12:34:56Z"})
+
+
+def filters(instance_type: str) -> list[dict]:
+    return [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
+        ("instanceType", instance_type), ("regionCode", REGION), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
+        ("preInstalledSw", "NA"), ("capacitystatus", "Used"), ("licenseModel", "No License required"),
+        ("operation", "RunInstances"))]
+
+
+def params(instance_type: str, token: str | None = None) -> dict:
+    out = {"ServiceCode": "AmazonEC2", "Filters": filters(instance_type), "FormatVersion": "aws_v1", "MaxResults": 100}
+    return {**out, "NextToken": token} if token else out
+
+
+def spot(instance_type: str, zone: str, usd: str, stamp: datetime) -> dict:
+    return {"AvailabilityZone": zone, "AvailabilityZoneId": f"euw1-az{zone[-1]}", "InstanceType": instance_type,
+            "ProductDescription": "Linux/UNIX", "SpotPrice": usd, "Timestamp": stamp}
+
+
+def clients():
+    creds = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "secret"}
+    pricing = boto3.client("pricing", region_name="us-east-1", **creds)
+    ec2 = boto3.client("ec2", region_name=REGION, **creds)
+    return pricing, Stubber(pricing), ec2, Stubber(ec2)
+
+
+def stub_pricing(stub: Stubber) -> None:
+    # sorted order; g6.xlarge arrives over two pages, p5.48xlarge is not sold in the region
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "NextToken": "page-2",
+                                       "PriceList": [product("g6.xlarge", "0.8896000000", "G6XLEU")]},
+                      params("g6.xlarge"))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params("g6.xlarge", "page-2"))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1",
+                                       "PriceList": [product("g6e.12xlarge", "11.6090000000", "G6E12EU")]},
+                      params("g6e.12xlarge"))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params("p5.48xlarge"))
+
+
+def spot_params(token: str | None = None) -> dict:
+    out = {"InstanceTypes": sorted(TYPES), "ProductDescriptions": ["Linux/UNIX"], "StartTime": NOW}
+    return {**out, "NextToken": token} if token else out
+
+
+def stub_spot(stub: Stubber) -> None:
+    earlier = datetime(2026, 8, 1, 6, 0, tzinfo=timezone.utc)
+    later = datetime(2026, 8, 1, 9, 0, tzinfo=timezone.utc)
+    stub.add_response("describe_spot_price_history", {"NextToken": "more", "SpotPriceHistory": [
+        spot("g6.xlarge", "eu-west-1a", "0.3112", later), spot("g6.xlarge", "eu-west-1b", "0.2987", later),
+        spot("g6.xlarge", "eu-west-1c", "0.4500", earlier)]}, spot_params())
+    stub.add_response("describe_spot_price_history", {"NextToken": "", "SpotPriceHistory": [
+        spot("g6.xlarge", "eu-west-1c", "0.3050", later),  # newer than the 0.45 above: that one is stale
+        spot("g6e.12xlarge", "eu-west-1a", "4.1203", later)]}, spot_params("more"))
+
+
+def test_refresh_rebuilds_one_regions_prices():
+    pricing, pricing_stub, ec2, ec2_stub = clients()
+    stub_pricing(pricing_stub)
+    stub_spot(ec2_stub)
+    with pricing_stub, ec2_stub:
+        result = refresh_prices(shipped_subset(), REGION, pricing, ec2, NOW)
+        pricing_stub.assert_no_pending_responses()
+        ec2_stub.assert_no_pending_responses()
+    inst = result.data["instances"]
+    assert inst["g6.xlarge"]["usd_per_hour"] == {REGION: 0.8896, "us-east-1": 0.8048}  # us-east-1 kept
+    assert inst["g6.xlarge"]["spot_usd_per_hour"] == {REGION: 0.3112}  # latest per zone, dearest zone
+    assert inst["g6e.12xlarge"]["usd_per_hour"][REGION] == 11.609  # the Reserved 0.912/h is not on-demand
+    assert inst["g6e.12xlarge"]["spot_usd_per_hour"] == {REGION: 4.1203}
+    assert REGION not in inst["p5.48xlarge"]["usd_per_hour"] and "spot_usd_per_hour" not in inst["p5.48xlarge"]
+    assert result.data["prices"][REGION]["on-demand"]["as_of"] == "2026-08-01"
+    assert result.data["prices"][REGION]["spot"]["as_of"] == "2026-08-01"
+    assert result.data["prices"]["us-east-1"]["on-demand"]["as_of"] == "2026-07-20"
+    assert result.report == ("p5.48xlarge: no on-demand price in eu-west-1 (not offered there?); left unknown",
+                             "p5.48xlarge: no spot price in eu-west-1; left unknown")
+
+
+def test_several_on_demand_prices_are_not_guessed_between():
+    pricing, stub, _, _ = clients()
+    two = [product("g6.xlarge", "0.8896000000", "A"), product("g6.xlarge", "0.9100000000", "B")]
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": two}, params("g6.xlarge"))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [product(
+        "g6e.12xlarge", "11.6090000000", "C"), product("g6e.12xlarge", "11.6090000000", "D")]}, params("g6e.12xlarge"))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params("p5.48xlarge"))
+    with stub:
+        result = refresh_prices(shipped_subset(), REGION, pricing, None, NOW)
+    assert REGION not in result.data["instances"]["g6.xlarge"]["usd_per_hour"]
+    assert result.data["instances"]["g6e.12xlarge"]["usd_per_hour"][REGION] == 11.609  # duplicates agree
+    assert "g6.xlarge: several on-demand prices in eu-west-1 (0.8896, 0.91); left unknown" in result.report
+    assert "spot" not in result.data["prices"][REGION]
+
+
+def test_spot_failure_keeps_on_demand_and_says_so():
+    pricing, pricing_stub, ec2, ec2_stub = clients()
+    stub_pricing(pricing_stub)
+    ec2_stub.add_client_error("describe_spot_price_history", service_error_code="UnauthorizedOperation",
+                              service_message="You are not authorized to perform this operation.", http_status_code=403)
+    with pricing_stub, ec2_stub:
+        result = refresh_prices(shipped_subset(), REGION, pricing, ec2, NOW)
+    assert result.data["instances"]["g6.xlarge"]["usd_per_hour"][REGION] == 0.8896
+    assert all("spot_usd_per_hour" not in i for i in result.data["instances"].values())
+    assert result.report[-1].startswith("spot prices not refreshed (ClientError: An error occurred "
+                                        "(UnauthorizedOperation)")
+
+
+def test_parse_ignores_reserved_and_upfront_terms():
+    assert parse_on_demand_prices([product("g6.xlarge", "0.8896000000", "X", reserved_hourly="0.5")]) == {0.8896}
+
+
+def test_refresh_command_writes_a_table_the_cost_preview_uses(tmp_path, capsys):
+    pricing, pricing_stub, ec2, ec2_stub = clients()
+    stub_pricing(pricing_stub)
+    stub_spot(ec2_stub)
+    start = tmp_path / "start.yaml"
+    start.write_text(yaml.safe_dump(shipped_subset()))
+    out = tmp_path / "prices.yaml"
+    args = argparse.Namespace(project=str(tmp_path), region=REGION, prices=str(start), out=str(out), no_spot=False)
+    with pricing_stub, ec2_stub:
+        assert prices_command.run(args, clients=(pricing, ec2), now=NOW) == 0
+    assert "note: p5.48xlarge: no on-demand price in eu-west-1" in capsys.readouterr().out
+    assert out.read_text().startswith("# Written by `modelfleet prices refresh --region eu-west-1`")
+    table = load_instance_catalogue(str(out))
+    assert table.instances["g6.xlarge"].spot_price(REGION) == 0.3112
+    _project_in(tmp_path, REGION)
+    assert main(["--project", str(tmp_path), "cost", "--stack", "dev", "--prices", str(out), "--format", "json"]) == 0
+    dev = json.loads(capsys.readouterr().out)["environments"]["dev"]
+    group = dev["node_groups"][0]
+    assert group["instance_type"] == "g6.xlarge" and group["price_basis"] == "spot (measured)"
+    assert group["monthly_usd"]["desired"] == round(group["nodes"][1] * 0.3112 * 730, 2)
+    assert "spot eu-west-1: EC2 describe_spot_price_history" in dev["price_basis"][1]
+
+
+def _project_in(root: Path, region: str) -> None:
+    """A one-model project in ``region`` on spot g6, so the refreshed table decides its cost."""
+    (root / "stacks").mkdir()
+    (root / "stacks" / "Pulumi.dev.yaml").write_text(
+        f"config:\n  aws:region: {region}\n  modelfleet:capacityType: spot\n  modelfleet:instanceFamilies: [g6]\n"
+        "  modelfleet:replicas: {singleReplica: true}\n")
+    (root / "models.yaml").write_text(
+        "models:\n  - name: scorer\n    type: tabular\n    framework: onnx\n    artifact: s3://bucket/scorer\n"
+        "    size: {memory_gib: 0.5}\n    inputs: [{name: x, dtype: fp32, dims: [8]}]\n"
+        "    outputs: [{name: y, dtype: fp32, dims: [1]}]\n    sla: {p99_latency_ms: 50, peak_rps: 100}\n"
+        "    profile: {rps_per_instance: 5000, compute_ms: 2}\n")
+
+
+def test_no_credentials_is_one_line_not_a_traceback(monkeypatch, tmp_path):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(PriceRefreshError, match="no AWS credentials found"):
+        prices_command.make_clients(REGION, spot=True)
+    assert main(["--project", str(tmp_path), "prices", "refresh", "--region", REGION, "--out",
+                 str(tmp_path / "p.yaml")]) == 2
+    assert not (tmp_path / "p.yaml").exists()
