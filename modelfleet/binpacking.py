@@ -124,8 +124,9 @@ class _Search:
         for members in bins:
             need = self.items[members[0]].need  # the first member is the neediest: items come by need
             pods += need
-            if min(max(self.items[i].floor for i in members), need) >= 2:
-                spread = max(spread, need)
+            lowest = min(max(self.items[i].floor for i in members), need)  # the server's min replicas
+            if lowest >= 2:
+                spread = max(spread, lowest)  # its replicas must sit in that many zones (nodes)
         return pods, spread
 
     def score(self, bins: list[list[int]]) -> tuple[int, int]:

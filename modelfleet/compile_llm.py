@@ -67,7 +67,8 @@ def replica_bounds(model: LlmModelSpec, env: EnvironmentSpec, max_num_seqs: int)
         return 1, 1, 1
     floor = availability_floor(model.sla.availability, policy.ha_availability, policy.ha3_availability)
     desired = model.overrides.replicas or max(floor, math.ceil(load_sequences(model) / max_num_seqs))
-    return floor, desired, max(desired, math.ceil(desired * policy.max_scale_factor))
+    # A pin below the availability floor is the user's call; min must not exceed it (as for Triton servers).
+    return min(floor, desired), desired, max(desired, math.ceil(desired * policy.max_scale_factor))
 
 
 def _price(instance: InstanceType, region: str) -> float:

@@ -17,6 +17,7 @@ from .plan import Alternative, Decision, FleetPlan, NodeGroupPlan, TritonServerP
 from .sizing import nodes_for_pods
 from .spec import ClassicModelSpec, FleetSpec, LlmModelSpec
 from .triton_plan import triton_model_plan
+from .triton_policy import check_budget, size_classic
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
 
@@ -38,8 +39,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
     issues: list[Issue] = []
     warnings: list[Warning_] = []
-    triton_models, servers = _compile_classic(classic, env, catalogue, issues, warnings)
-    vllm_plans = []
+    vllm_plans, llm_servers = [], []
     for index, model in llms:
         chosen = choose_llm_layout(model, env, catalogue, index)
         if isinstance(chosen, Issue):
@@ -48,7 +48,11 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         plan, server = _vllm_plan(model, env, *chosen, warnings=warnings, issues=issues, index=index)
         vllm_plans.append(plan)
         if server is not None:
-            servers.append(server)
+            llm_servers.append(server)
+    # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
+    triton_models, servers = _compile_classic(classic, env, catalogue, issues, warnings,
+                                              gpus_in_use(llm_servers, vllm_plans))
+    servers += llm_servers
     if issues:
         raise CompileError(issues)
     return FleetPlan(
@@ -61,26 +65,46 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     )
 
 
+def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
+    """Per instance type: GPUs held at desired replicas, and the zone spread forced (as _node_groups counts)."""
+    used: dict[str, tuple[int, int]] = {}
+    served = {s.models[0] for s in servers}
+    workloads = [(s.instance_type, s.gpus_per_replica * s.replicas, s.min_replicas if s.spread_zones else 0)
+                 for s in servers]
+    workloads += [(p.instance_type, p.gpus_per_replica * p.replicas,
+                   p.min_replicas * p.nodes_per_replica if p.spread_zones else 0) for p in llms if p.name not in served]
+    for instance_type, gpus, spread in workloads:
+        held, most = used.get(instance_type, (0, 0))
+        used[instance_type] = (held + gpus, max(most, spread))
+    return used
+
+
+def _idle_room(placement: ClassicPlacement) -> str:
+    if placement.usd_per_hour >= placement.standalone_usd_per_hour - 1e-9:
+        return ""
+    return f" ({placement.standalone_usd_per_hour:.2f} on nodes of their own; cheaper beside the LLMs there)"
+
+
 def _compile_classic(classic: list[Indexed], env: EnvironmentSpec, catalogue: InstanceCatalogue,
-                     issues: list[Issue], warnings: list[Warning_]) -> tuple[list, list]:
+                     issues: list[Issue], warnings: list[Warning_],
+                     in_use: dict[str, tuple[int, int]]) -> tuple[list, list]:
     if not classic:
         return [], []
     specs = [m for _, m in classic]
-    results = [pack_on(specs, env, catalogue, inst) for inst in catalogue.in_families(env.instance_families)]
+    results = [pack_on(specs, env, catalogue, inst, in_use.get(inst.name, (0, 0)))
+               for inst in catalogue.in_families(env.instance_families)]
     fits = sorted((r for r in results if isinstance(r, ClassicPlacement)),
                   key=lambda p: (p.usd_per_hour, p.instance.gpus, p.instance.name))
     if not fits:
-        reasons = "; ".join(sorted({r.reason for r in results})[:3]) or "no instance families allowed"
-        issues.append(Issue("", 0, 0, "models", f"no allowed instance type can host the Triton models: {reasons}",
-                            "allow a family with larger GPUs (e.g. g6e) or declare smaller models"))
+        issues.extend(_classic_infeasible(classic, env, catalogue, results))
         return [], []
     chosen = fits[0]
     decision = Decision(
         choice=chosen.instance.name,
         reason=f"cheapest way to host every Triton model: {len(chosen.servers)} server(s) packed onto "
-               f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h",
-        rejected=tuple(Alternative(option=r.instance.name, reason=f"costs {r.usd_per_hour:.2f} USD/h on {r.nodes[1]} node(s)",
-                                   usd_per_hour=round(r.usd_per_hour, 4)) for r in fits[1:])
+               f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h" + _idle_room(chosen),
+        rejected=tuple(Alternative(option=r.instance.name, reason=f"costs {r.usd_per_hour:.2f} USD/h on {r.nodes[1]} node(s)"
+                                   + _idle_room(r), usd_per_hour=round(r.usd_per_hour, 4)) for r in fits[1:])
         + tuple(Alternative(option=r.option, reason=r.reason) for r in results if not isinstance(r, ClassicPlacement)))
     group = node_group_name(chosen.instance.name, env.capacity_type)
     plans, servers = [], []
@@ -97,6 +121,22 @@ def _compile_classic(classic: list[Indexed], env: EnvironmentSpec, catalogue: In
             args=triton_server_args(env.triton.exit_timeout_secs, packed.cache_size_bytes, packed.python_shm_bytes),
             image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision))
     return plans, servers
+
+
+def _classic_infeasible(classic: list[Indexed], env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                        results: list) -> list[Issue]:
+    """Why no instance type hosts the Triton models: per model when its SLA is too tight even on the
+    fastest allowed GPU (the fix is in its SLA), else one issue with the instance types' reasons."""
+    instances = catalogue.in_families(env.instance_families)
+    if instances:
+        fastest = max(instances, key=lambda i: (i.gpu.fp16_tflops, i.name)).gpu
+        tight = [check_budget(m, size_classic(m, fastest, catalogue, env.triton.target_utilization), i)
+                 for i, m in classic]
+        if any(tight):
+            return [t for t in tight if t is not None]
+    reasons = "; ".join(sorted({r.reason for r in results})[:3]) or "no instance families allowed"
+    return [Issue("", 0, 0, "models", f"no allowed instance type can host the Triton models: {reasons}",
+                  "allow a family with larger GPUs (e.g. g6e) or declare smaller models")]
 
 
 def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, decision: Decision, *,

@@ -51,7 +51,8 @@ class ClassicPlacement:
     servers: tuple[PackedServer, ...]
     sizings: dict[str, ClassicSizing]
     nodes: tuple[int, int, int]  # min, desired, max
-    usd_per_hour: float
+    usd_per_hour: float  # what the servers add to the node group (see pack_on)
+    standalone_usd_per_hour: float  # their own nodes' price, were the group theirs alone
 
 
 def _share(sizing: ClassicSizing, capacity_gib: float) -> float:
@@ -127,14 +128,22 @@ def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], 
 
 
 def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: InstanceCatalogue,
-            instance: InstanceType) -> ClassicPlacement | Rejection:
-    """Pack every classic model onto GPUs of ``instance``; a Rejection says which model does not fit."""
+            instance: InstanceType, in_use: tuple[int, int] = (0, 0)) -> ClassicPlacement | Rejection:
+    """Pack every classic model onto GPUs of ``instance``; a Rejection says which model does not fit.
+
+    ``in_use``: GPUs other workloads (LLMs) hold on this instance type and the zone spread they force. The
+    packing minimises, and ``usd_per_hour`` is, what the servers add to that node group: choosing by the
+    standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost."""
     capacity = instance.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB
     sizings = {m.name: size_classic(m, instance.gpu, catalogue, env.triton.target_utilization) for m in models}
     too_big = sorted(n for n, s in sizings.items() if s.gpu_memory_gib > capacity)
     if too_big:
         return Rejection(instance.name, f"{too_big[0]} needs {sizings[too_big[0]].gpu_memory_gib:.1f} GiB, "
                                         f"more than the {capacity:.1f} GiB a {instance.gpu.name} has free")
+    too_slow = sorted(n for n, s in sizings.items() if s.queue_timeout_us <= 0)
+    if too_slow:
+        return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {sizings[too_slow[0]].compute_ms:.1f} ms "
+                                        f"on a {instance.gpu.name}, leaving no queueing budget in its p99")
     alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
     shared = [m for m in models if m not in alone]
     servers = []
@@ -143,8 +152,8 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
         if isinstance(server, Rejection):
             return server
         servers.append(server)
-    objective = Objective(instance.gpus, sum(s.replicas for s in servers),
-                          max((s.replicas for s in servers if s.spread_zones), default=0))
+    objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in servers),
+                          max([in_use[1]] + [s.min_replicas for s in servers if s.spread_zones]))
     for names in _bins(shared, sizings, capacity, host_capacity_gib(instance), env, objective):
         server = _server([m for m in shared if m.name in names], sizings, env, instance)
         if isinstance(server, Rejection):
@@ -154,7 +163,15 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
     nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
                   for attr in ("min_replicas", "replicas", "max_replicas"))
     price = instance.price(env.region) or instance.price(PRICE_REFERENCE_REGION) or math.inf
-    return ClassicPlacement(instance, tuple(servers), sizings, nodes, nodes[1] * price)  # type: ignore[arg-type]
+    return ClassicPlacement(instance, tuple(servers), sizings, nodes,  # type: ignore[arg-type]
+                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price)
+
+
+def _nodes_added(servers: list[PackedServer], in_use: tuple[int, int], instance: InstanceType) -> int:
+    """Desired nodes the servers add to a node group whose other workloads hold ``in_use``."""
+    together = Objective(instance.gpus).score(in_use[0] + sum(s.replicas for s in servers),
+                                              max([in_use[1]] + [s.min_replicas for s in servers if s.spread_zones]))
+    return together[0] - Objective(instance.gpus).score(*in_use)[0]
 
 
 def _nodes(replicas: list[int], servers: list[PackedServer], instance: InstanceType) -> int:

@@ -1,16 +1,18 @@
 """Guardrails on a compiled, costed environment: the platform team's policies and the monthly budget.
 
-Pure. ``check_policies`` and ``check_budget`` report; ``enforce_guardrails`` is the compile step the
-project layer runs after ``compile_fleet``: every policy violation (and a budget overrun in ``fail`` mode)
-becomes a CompileError issue naming the model, the rule and the fix; ``warn`` mode adds a plan warning.
+Pure. ``check_policies`` and ``check_budget`` report; ``enforce_guardrails`` is the compile step run
+after ``compile_fleet`` (``compile_with_guardrails`` does both, for the project layer and the Pulumi
+program alike): every policy violation (and a budget overrun in ``fail`` mode) becomes a CompileError
+issue naming the model, the rule and the fix; ``warn`` mode adds a plan warning.
 """
 
 from __future__ import annotations
 
-from .compiler import models_in
-from .cost import FleetCost
+from .compiler import compile_fleet, models_in
+from .cost import FleetCost, compute_fleet_cost, estimate_llm_loads
 from .environment import EnvironmentSpec, ForbidRule
 from .errors import CompileError, Issue
+from .instances import InstanceCatalogue
 from .plan import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
 from .spec import FleetSpec, LlmModelSpec
 
@@ -145,3 +147,12 @@ def enforce_guardrails(plan: FleetPlan, cost: FleetCost, fleet: FleetSpec, env: 
     warning = Warning_(model=BUDGET_WARNING, message=budget_issue(status).message)
     return plan.model_copy(update={"warnings": tuple(sorted(plan.warnings + (warning,),
                                                             key=lambda w: (w.model, w.message)))})
+
+
+def compile_with_guardrails(fleet: FleetSpec, env: EnvironmentSpec,
+                            catalogue: InstanceCatalogue) -> tuple[FleetPlan, FleetCost]:
+    """compile_fleet, priced, with the environment's policies and budget enforced: what ``plan``, ``render``
+    and the Pulumi program all run, so ``pulumi up`` can never deploy a plan that ``plan`` refuses."""
+    plan = compile_fleet(fleet, env, catalogue)
+    cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
+    return enforce_guardrails(plan, cost, fleet, env), cost

@@ -12,7 +12,7 @@ from .environment import EnvironmentSpec, list_stacks, load_environment, stack_p
 from .errors import CompileError, Issue, ModelfleetError
 from .instances import InstanceCatalogue, load_instance_catalogue
 from .plan import FleetPlan
-from .policy import BudgetStatus, check_budget, check_policies, enforce_guardrails
+from .policy import BudgetStatus, check_budget, check_policies, compile_with_guardrails
 from .spec import FleetSpec
 from .yamlsource import Document, load_yaml, parse_path, parse_yaml
 
@@ -72,11 +72,8 @@ class Project:
     def plan_and_cost(self, stack: str) -> tuple[FleetPlan, FleetCost]:
         """:meth:`plan` and what it costs (for ``plan --json`` and ``render``)."""
         fleet, doc = self.fleet_source()
-        env, catalogue = self.environment(stack), self.catalogue()
-        plan = self._compile(fleet, doc, env, catalogue)
-        cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, stack))
         try:
-            return enforce_guardrails(plan, cost, fleet, env), cost
+            return compile_with_guardrails(fleet, self.environment(stack), self.catalogue())
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
 

@@ -28,8 +28,9 @@ def _score(groups, objective):
     for g in groups:
         need = max(it.need for it in g)
         pods += need
-        if min(max(it.floor for it in g), need) >= 2:
-            spread = max(spread, need)
+        lowest = min(max(it.floor for it in g), need)
+        if lowest >= 2:
+            spread = max(spread, lowest)
     return objective.score(pods, spread)
 
 

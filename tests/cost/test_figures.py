@@ -126,8 +126,8 @@ def test_measured_spot_prices_replace_the_assumption(project, catalogue):
 
 
 def test_the_control_plane_is_counted_when_the_stack_creates_the_cluster(project, catalogue):
-    env = project.environment("prod").model_copy(update={"cluster": {"create": True}})
-    env = type(env).model_validate(env.model_dump())
+    prod = project.environment("prod")
+    env = type(prod).model_validate({**prod.model_dump(), "cluster": {"create": True}})
     cost = compute_fleet_cost(project.plan("prod"), catalogue, env, estimate_llm_loads(project.fleet(), "prod"))
     assert cost.control_plane_monthly_usd == pytest.approx(0.10 * 730)  # 73.00
     assert cost.monthly_usd.desired == pytest.approx(197_780.9148 + 73.0)

@@ -168,3 +168,12 @@ def test_cli_reports_budget_failures_on_one_line_each(tmp_path):
     assert result.returncode == 2
     assert "Pulumi.prod.yaml:" in result.stderr and "exceeds the budget of 1,000.00 USD" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_the_pulumi_program_gets_the_same_guardrails_without_files(project, catalogue):
+    from modelfleet.policy import compile_with_guardrails
+    env = _env_with(project, "prod", budget={"monthly_usd": 100000})
+    with pytest.raises(CompileError, match="prod: desired monthly cost 197,780.91 USD exceeds the budget"):
+        compile_with_guardrails(project.fleet(), env, catalogue)
+    plan, cost = compile_with_guardrails(project.fleet(), project.environment("prod"), catalogue)
+    assert cost.monthly_usd.desired == pytest.approx(197_780.9148) and plan.environment == "prod"

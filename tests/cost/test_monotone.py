@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from modelfleet.compiler import compile_fleet
-from modelfleet.cost import LEVELS, compute_fleet_cost, estimate_llm_loads
+from modelfleet.cost import compute_fleet_cost, estimate_llm_loads
 from modelfleet.errors import CompileError
 from modelfleet.spec import FleetSpec
 from tests.cost.fleets import ENVIRONMENTS, fleets, models, summary
