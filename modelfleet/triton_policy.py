@@ -105,11 +105,12 @@ def size_classic(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatal
     if model.profile.compute_ms is None:
         assumed.append(f"compute_ms={compute_ms:g} ({ASSUMED_COMPUTE_FRACTION:.0%} of p99)")
     rps = _rps_on(model, gpu, catalogue, max(batch, 1), compute_ms, assumed)
-    if model.overrides.max_batch_size is None and model.profile.rps_per_instance is not None:
-        batch = _batch_within_budget(batch, rps, model.sla.p99_latency_ms)
-    # A full batch cannot finish faster than the instance's throughput allows; a profile saying otherwise
-    # would leave too little of the p99 budget for execution.
-    compute_ms = max(compute_ms, round(1000.0 * max(batch, 1) / rps, 3))
+    if model.profile.rps_per_instance is not None:
+        if model.overrides.max_batch_size is None:
+            batch = _batch_within_budget(batch, rps, model.sla.p99_latency_ms)
+        # A full batch cannot finish faster than the measured throughput allows; a profile saying otherwise
+        # would leave too little of the p99 budget for execution.
+        compute_ms = max(compute_ms, round(1000.0 * max(batch, 1) / rps, 3))
     window, timeout, queue = queue_policy(model, batch, compute_ms, rps * count)
     demand = model.sla.peak_rps / (rps * count * target_utilization)
     return ClassicSizing(batch, count, model_weights_gib(model), instance_memory_gib(model) * count, compute_ms,
