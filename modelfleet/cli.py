@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .errors import ModelfleetError
 
-COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices")
+COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview")
 EXIT_USER_ERROR = 2
 
 

@@ -56,6 +56,22 @@ class ClusterSettings(EnvFrozen):
     # joins an existing one (default: most platform teams own the cluster; model stacks add node groups).
     create: bool = False
     name: str | None = None  # the existing cluster to join, or the name of the one created
+    # Private subnets for node groups (and the created cluster's control plane); empty: the existing
+    # cluster's own subnets are looked up.
+    subnet_ids: tuple[str, ...] = ()
+
+
+class DeploySettings(EnvFrozen):
+    """How ``pulumi up`` creates things (no effect on the plan's decisions)."""
+
+    # AL2023 NVIDIA ships the driver but no device plugin (we install it); Bottlerocket NVIDIA ships both.
+    ami_type: Literal["AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA"] = "AL2023_x86_64_NVIDIA"
+    protect: bool = False  # Pulumi `protect` on node groups, buckets and a created cluster (prod: true)
+    model_repository_bucket: str | None = None  # default: modelfleet-<stack>-model-repository
+    node_disk_gib: Annotated[int, Field(ge=50, le=16_384)] = 200  # images (vLLM ~10 GiB) + model cache
+    # Pod identity for S3 reads: EKS Pod Identity (needs the eks-pod-identity-agent add-on) or IRSA.
+    pod_identity: Literal["eks-pod-identity", "irsa"] = "eks-pod-identity"
+    aws_cli_image: str = "public.ecr.aws/aws-cli/aws-cli:2.27.0"  # copies the model repository from S3
 
 
 class CostSettings(EnvFrozen):
@@ -108,6 +124,7 @@ class EnvironmentSpec(EnvFrozen):
     triton: TritonSettings = TritonSettings()
     vllm: VllmSettings = VllmSettings()
     cluster: ClusterSettings = ClusterSettings()
+    deploy: DeploySettings = DeploySettings()
     cost: CostSettings = CostSettings()
     budget: BudgetSettings | None = None  # None: no budget for this environment
     policies: PolicySettings = PolicySettings()

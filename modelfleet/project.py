@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from .catalogue import load_fleet_document, locate_issues, parse_fleet
 from .compiler import compile_fleet
 from .cost import FleetCost, compute_fleet_cost, estimate_llm_loads
-from .environment import EnvironmentSpec, list_stacks, load_environment, stack_path
+from .environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
 from .errors import CompileError, Issue, ModelfleetError
 from .instances import InstanceCatalogue, load_instance_catalogue
+from .k8s import fleet_manifests, render_kubernetes
 from .plan import FleetPlan
 from .policy import BudgetStatus, check_budget, check_policies, compile_with_guardrails
+from .render import render_fleet
 from .spec import FleetSpec
 from .yamlsource import Document, load_yaml, parse_path, parse_yaml
 
 FleetSource = tuple[FleetSpec, Document]
+
+
+class Deployment(NamedTuple):
+    env: EnvironmentSpec
+    plan: FleetPlan
+    cost: FleetCost
+    files: dict[str, bytes]
+    manifests: dict[str, list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,29 @@ class Project:
             return compile_with_guardrails(fleet, self.environment(stack), self.catalogue())
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
+
+    def rendered(self, stack: str) -> tuple[FleetPlan, dict[str, bytes]]:
+        """The plan and every artifact of ``render``: plan.json with costs, Triton repositories, vLLM
+        settings and the Kubernetes manifests that ``pulumi up`` applies."""
+        plan, cost = self.plan_and_cost(stack)
+        deploy = self.environment(stack).deploy
+        return plan, render_fleet(plan, extra=(lambda p: render_kubernetes(p, deploy),), cost=cost)
+
+    def environment_path(self, stack: str) -> str:
+        return stack_path(self.stacks_dir, stack)
+
+    def deployment(self, stack: str, config: dict[str, Any]) -> Deployment:
+        """What the Pulumi program deploys: the environment from the stack config Pulumi hands it (the
+        same keys the CLI reads from the stack file), compiled with guardrails, rendered, and the
+        Kubernetes objects grouped by workload."""
+        env = parse_environment(stack, config)
+        fleet, doc = self.fleet_source()
+        try:
+            plan, cost = compile_with_guardrails(fleet, env, self.catalogue())
+        except CompileError as exc:
+            raise self._locate(exc, doc, stack) from None
+        files = render_fleet(plan, extra=(lambda p: render_kubernetes(p, env.deploy),), cost=cost)
+        return Deployment(env, plan, cost, files, fleet_manifests(plan, env.deploy))
 
     def costed(self, stack: str, source: FleetSource | None = None) -> CostedPlan:
         """Compile and price one stack (of ``source``, default models.yaml) without enforcing guardrails."""

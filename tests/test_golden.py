@@ -22,8 +22,8 @@ def _tree(directory: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_render_matches_golden(plans, stack):
-    files = render_fleet(plans[stack])
+def test_render_matches_golden(project, stack):
+    files = project.rendered(stack)[1]
     target = GOLDEN / stack
     if update_golden():
         shutil.rmtree(target, ignore_errors=True)

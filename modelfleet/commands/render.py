@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..render import render_fleet, write_tree
+from ..render import write_tree
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "render"
-HELP = "write Triton model repositories, vLLM settings and plan.json for one stack (atomically)"
+HELP = "write Triton model repositories, vLLM settings, Kubernetes manifests and plan.json (atomically)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,8 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan, cost = project_from(args).plan_and_cost(args.stack)
-    files = render_fleet(plan, cost=cost)
+    plan, files = project_from(args).rendered(args.stack)
     write_tree(files, args.out)
     print_warnings(plan)
     print(f"wrote {len(files)} files to {args.out}")

@@ -1,0 +1,39 @@
+"""Applying the compiler's Kubernetes objects as they are.
+
+``KubernetesObject`` registers one object with the kubernetes provider under its own type token
+(``kubernetes:apps/v1:Deployment``...), with the object itself as inputs: what ``modelfleet render`` wrote
+is exactly what is applied, and under mocks every object is a visible child.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+
+def type_token(obj: dict[str, Any]) -> str:
+    api = obj["apiVersion"]
+    group_version = api if "/" in api else f"core/{api}"
+    return f"kubernetes:{group_version}:{obj['kind']}"
+
+
+def logical_name(obj: dict[str, Any]) -> str:
+    """Stable: kind and name (and namespace), never a position in a list."""
+    meta = obj["metadata"]
+    return "-".join(p for p in (obj["kind"].lower(), meta.get("namespace", ""), meta["name"]) if p)
+
+
+class KubernetesObject(pulumi.CustomResource):
+    def __init__(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(type_token(obj), name, dict(obj), opts)
+
+
+def apply_objects(objects: list[dict[str, Any]], parent: pulumi.Resource, provider: pulumi.ProviderResource,
+                  depends_on: list[pulumi.Resource] | None = None) -> list[KubernetesObject]:
+    """Objects in order; each depends on the ones before it (a Service after its Deployment's account...)."""
+    created: list[KubernetesObject] = []
+    for obj in objects:
+        opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[*(depends_on or []), *created[-1:]])
+        created.append(KubernetesObject(logical_name(obj), obj, opts))
+    return created
