@@ -12,7 +12,7 @@ import yaml
 
 from ..environment import DeploySettings
 from ..plan import FleetPlan, VllmModelPlan
-from .cluster import device_plugin, namespace
+from .cluster import device_plugin, device_plugin_network_policy, namespace
 from .triton import model_repository_prefix, triton_manifests
 from .vllm import hf_secret_name, vllm_manifests
 
@@ -28,7 +28,7 @@ def fleet_manifests(plan: FleetPlan, deploy: DeploySettings) -> dict[str, list[d
     """Objects grouped by workload ("cluster", each Triton server, each vLLM model), in apply order."""
     cluster = [namespace(plan)]
     if deploy.ami_type == "AL2023_x86_64_NVIDIA" and plan.node_groups:
-        cluster.append(device_plugin(plan))
+        cluster += [device_plugin(plan), device_plugin_network_policy()]
     groups: dict[str, list[dict[str, Any]]] = {"cluster": cluster}
     bucket = model_repository_bucket(plan, deploy)
     for server in plan.triton_servers:

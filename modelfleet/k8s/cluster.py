@@ -22,6 +22,14 @@ def namespace(plan: FleetPlan) -> dict[str, Any]:
             "metadata": {"name": plan.namespace, "labels": {**c.MANAGED_BY, **c.POD_SECURITY}}}
 
 
+def device_plugin_network_policy() -> dict[str, Any]:
+    """The device plugin talks to the kubelet over a socket; nothing needs to reach it over the network."""
+    name = "nvidia-device-plugin"
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": name, "namespace": "kube-system", "labels": c.labels(name, "network")},
+            "spec": {"podSelector": {"matchLabels": c.selector(name)}, "policyTypes": ["Ingress"], "ingress": []}}
+
+
 def device_plugin(plan: FleetPlan) -> dict[str, Any]:
     """NVIDIA's device plugin on GPU nodes only (AL2023 NVIDIA AMIs have the driver, not the plugin)."""
     name = "nvidia-device-plugin"
