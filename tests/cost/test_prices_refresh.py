@@ -70,7 +70,8 @@ def params(instance_type: str, token: str | None = None) -> dict:
 
 
 def spot(instance_type: str, zone: str, usd: str, stamp: datetime) -> dict:
-    return {"AvailabilityZone": zone, "AvailabilityZoneId": f"euw1-az{zone[-1]}", "InstanceType": instance_type,
+    # the fields every botocore release validates (AvailabilityZoneId is newer than the one checkov pins)
+    return {"AvailabilityZone": zone, "InstanceType": instance_type,
             "ProductDescription": "Linux/UNIX", "SpotPrice": usd, "Timestamp": stamp}
 
 
