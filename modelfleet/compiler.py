@@ -91,7 +91,8 @@ def _compile_classic(classic: list[Indexed], env: EnvironmentSpec, catalogue: In
     if not classic:
         return [], []
     specs = [m for _, m in classic]
-    results = [pack_on(specs, env, catalogue, inst, in_use.get(inst.name, (0, 0)))
+    sizings: dict = {}  # per GPU model, shared by every instance size of that GPU
+    results = [pack_on(specs, env, catalogue, inst, in_use.get(inst.name, (0, 0)), sizings)
                for inst in catalogue.in_families(env.instance_families)]
     fits = sorted((r for r in results if isinstance(r, ClassicPlacement)),
                   key=lambda p: (p.usd_per_hour, p.instance.gpus, p.instance.name))

@@ -128,14 +128,19 @@ def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], 
 
 
 def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: InstanceCatalogue,
-            instance: InstanceType, in_use: tuple[int, int] = (0, 0)) -> ClassicPlacement | Rejection:
+            instance: InstanceType, in_use: tuple[int, int] = (0, 0),
+            sizing_cache: dict[str, dict[str, ClassicSizing]] | None = None) -> ClassicPlacement | Rejection:
     """Pack every classic model onto GPUs of ``instance``; a Rejection says which model does not fit.
 
     ``in_use``: GPUs other workloads (LLMs) hold on this instance type and the zone spread they force. The
     packing minimises, and ``usd_per_hour`` is, what the servers add to that node group: choosing by the
     standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost."""
     capacity = instance.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB
-    sizings = {m.name: size_classic(m, instance.gpu, catalogue, env.triton.target_utilization) for m in models}
+    cache = sizing_cache if sizing_cache is not None else {}
+    if instance.gpu.key not in cache:  # sizing depends on the GPU model only, not on the instance size
+        cache[instance.gpu.key] = {m.name: size_classic(m, instance.gpu, catalogue, env.triton.target_utilization)
+                                   for m in models}
+    sizings = cache[instance.gpu.key]
     too_big = sorted(n for n, s in sizings.items() if s.gpu_memory_gib > capacity)
     if too_big:
         return Rejection(instance.name, f"{too_big[0]} needs {sizings[too_big[0]].gpu_memory_gib:.1f} GiB, "
@@ -145,7 +150,8 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
         return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {sizings[too_slow[0]].compute_ms:.1f} ms "
                                         f"on a {instance.gpu.name}, leaving no queueing budget in its p99")
     alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
-    shared = [m for m in models if m not in alone]
+    alone_names = {m.name for m in alone}
+    shared = [m for m in models if m.name not in alone_names]
     servers = []
     for group in [[m] for m in alone]:
         server = _server(group, sizings, env, instance)
@@ -154,8 +160,9 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
         servers.append(server)
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in servers),
                           max([in_use[1]] + [s.min_replicas for s in servers if s.spread_zones]))
+    by_name = {m.name: m for m in shared}
     for names in _bins(shared, sizings, capacity, host_capacity_gib(instance), env, objective):
-        server = _server([m for m in shared if m.name in names], sizings, env, instance)
+        server = _server([by_name[n] for n in sorted(names)], sizings, env, instance)
         if isinstance(server, Rejection):
             return server
         servers.append(server)

@@ -65,6 +65,8 @@ def availability_floor(availability: float, ha: float, ha3: float) -> int:
 
 def nodes_for_pods(pod_gpus: list[int], gpus_per_node: int) -> int:
     """Nodes needed to hold pods of the given GPU counts (first-fit decreasing; pods never span nodes)."""
+    if all(need == 1 for need in pod_gpus):
+        return math.ceil(len(pod_gpus) / gpus_per_node)  # one-GPU pods fill nodes exactly
     free: list[int] = []
     for need in sorted(pod_gpus, reverse=True):
         for index, room in enumerate(free):
