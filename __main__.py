@@ -1,23 +1,29 @@
 """The Pulumi program: stack config + models.yaml -> compile -> components -> exports.
 
 Every decision is the compiler's (the same one `modelfleet plan/render` runs); components only create.
+MODELFLEET_MODELS / MODELFLEET_PRICES point at another catalogue or price table (`modelfleet preview` passes
+its --models / --prices this way).
 """
+
+import os
 
 import pulumi
 
 from components.program import build_fleet, read_stack_config
-from modelfleet.errors import ModelfleetError
+from modelfleet.environment import deployment_issues
+from modelfleet.errors import ModelfleetError, SpecError
 from modelfleet.project import Project
 
-project = Project(root=".")
 stack = pulumi.get_stack()
+project = Project(root=".", models_file=os.environ.get("MODELFLEET_MODELS"), prices_file=os.environ.get("MODELFLEET_PRICES"))
 try:
-    env, plan, cost, files, manifests = project.deployment(stack, read_stack_config())
-except ModelfleetError as error:
-    raise pulumi.RunError("modelfleet could not compile models.yaml:\n" + "\n".join(map(str, error.issues))) from None
+    deployment = project.deployment(stack, read_stack_config())
+    if issues := deployment_issues(deployment.env, project.environment_path(stack)):
+        raise SpecError(issues)
+except ModelfleetError as error:  # every problem, located, and nothing created
+    raise pulumi.RunError(f"modelfleet cannot deploy stack {stack}:\n" + "\n".join(map(str, error.issues))) from None
 
-outputs = build_fleet(env, plan, files, manifests, pulumi.Config("modelfleet").get_secret("hfToken"))
-pulumi.export("node_groups", {g.name: {"instance_type": g.instance_type, "min": g.min_size, "desired": g.desired_size,
-                                       "max": g.max_size} for g in plan.node_groups})
-pulumi.export("endpoints", outputs)
-pulumi.export("monthly_cost_usd", round(cost.monthly_usd.desired, 2) if cost.monthly_usd else None)
+for name, value in build_fleet(deployment, pulumi.Config("modelfleet").get_secret("hfToken")).items():
+    pulumi.export(name, value)
+cost = deployment.cost.monthly_usd  # None when a price is unknown
+pulumi.export("monthly_cost_usd", None if cost is None else {k: round(v, 2) for k, v in cost.model_dump().items()})

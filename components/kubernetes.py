@@ -7,6 +7,7 @@ is exactly what is applied, and under mocks every object is a visible child.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -24,16 +25,26 @@ def logical_name(obj: dict[str, Any]) -> str:
     return "-".join(p for p in (obj["kind"].lower(), meta.get("namespace", ""), meta["name"]) if p)
 
 
+def autoscaled(objects: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(kind, name) of every object an HPA in ``objects`` scales."""
+    return {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
+            for o in objects if o["kind"] == "HorizontalPodAutoscaler"}
+
+
 class KubernetesObject(pulumi.CustomResource):
     def __init__(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(type_token(obj), name, dict(obj), opts)
 
 
-def apply_objects(objects: list[dict[str, Any]], parent: pulumi.Resource, provider: pulumi.ProviderResource,
-                  depends_on: list[pulumi.Resource] | None = None) -> list[KubernetesObject]:
-    """Objects in order; each depends on the ones before it (a Service after its Deployment's account...)."""
+def apply_objects(objects: Sequence[dict[str, Any]], parent: pulumi.Resource, provider: pulumi.ProviderResource,
+                  depends_on: Sequence[pulumi.Resource] = ()) -> list[KubernetesObject]:
+    """Objects in order, each after the one before it (a Deployment after its account, its Service after it
+    is available). The replicas of an autoscaled workload are set on creation and then left to its HPA."""
     created: list[KubernetesObject] = []
+    scaled = autoscaled(objects)
     for obj in objects:
-        opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[*(depends_on or []), *created[-1:]])
+        ignore = ["spec.replicas"] if (obj["kind"], obj["metadata"]["name"]) in scaled else []
+        opts = pulumi.ResourceOptions(parent=parent, provider=provider, ignore_changes=ignore,
+                                      depends_on=[*depends_on, *created[-1:]])
         created.append(KubernetesObject(logical_name(obj), obj, opts))
     return created

@@ -6,19 +6,18 @@ import json
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
-from modelfleet.environment import EnvironmentSpec
-from modelfleet.k8s import model_repository_bucket, model_repository_prefix
-from modelfleet.plan import FleetPlan, VllmModelPlan
+from modelfleet.k8s import (CLUSTER, from_hub, model_repository_bucket, node_disk_gib, repository_objects, vllm_models,
+                            workload_endpoints)
+from modelfleet.project import Deployment
 
 from .cluster import ClusterAccess
 from .kubernetes import apply_objects
+from .model_repository import ModelRepository
 from .node_group import GpuNodeGroup, NodeRole
 from .triton_server import TritonServer
 from .vllm_deployment import VllmDeployment
-
 
 HF_TOKEN_KEY = "modelfleet:hfToken"  # a Pulumi secret (`pulumi config set --secret hfToken`), not a setting
 
@@ -39,32 +38,31 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _bucket(plan: FleetPlan, env: EnvironmentSpec) -> aws.s3.Bucket:
-    protect = pulumi.ResourceOptions(protect=env.deploy.protect)
-    bucket = aws.s3.Bucket("model-repository", bucket=model_repository_bucket(plan, env.deploy), opts=protect)
-    aws.s3.BucketPublicAccessBlock("model-repository-private", bucket=bucket.id, block_public_acls=True,
-                                   block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True)
-    return bucket
-
-
-def build_fleet(env: EnvironmentSpec, plan: FleetPlan, files: dict[str, bytes],
-                manifests: dict[str, list[dict[str, Any]]], hf_token: pulumi.Output[str] | None) -> dict[str, str]:
-    """Node groups, then cluster objects, Triton servers and vLLM models; returns endpoints by workload."""
+def build_fleet(deployment: Deployment, hf_token: pulumi.Output[str] | None) -> dict[str, Any]:
+    """Node groups, then the cluster-wide objects, then every workload; returns the stack's outputs."""
+    env, plan, files, manifests = deployment.env, deployment.plan, deployment.files, deployment.manifests
+    for warning in plan.warnings:
+        pulumi.log.warn(f"{warning.model}: {warning.message}")
     cluster = ClusterAccess("cluster", env)
     role = NodeRole("gpu-nodes")
-    groups = [GpuNodeGroup(g, cluster.name, cluster.subnet_ids, role.arn, env.deploy) for g in plan.node_groups]
-    shared = apply_objects(manifests["cluster"], cluster, cluster.provider, depends_on=[*groups])
-    after = [*groups, *shared]
-    endpoints: dict[str, str] = {}
+    groups = {g.name: GpuNodeGroup(g, cluster.name, cluster.subnet_ids, role, env.deploy.ami_type,
+                                   node_disk_gib(plan, g.name, env.deploy.node_disk_gib), env.protect)
+              for g in plan.node_groups}
+    after = [*groups.values(), *apply_objects(manifests[CLUSTER], cluster, cluster.provider,
+                                              depends_on=[*groups.values(), *cluster.ready])]
+    outputs: dict[str, Any] = {"cluster": cluster.name, "endpoints": workload_endpoints(plan)}
     if plan.triton_servers:
-        bucket = _bucket(plan, env)
+        repository = ModelRepository("model-repository", model_repository_bucket(plan, env.deploy), env.protect)
+        outputs["model_repository"] = repository.bucket.bucket
         for server in plan.triton_servers:
-            component = TritonServer(server, plan, files, bucket, model_repository_prefix(server), manifests[server.name],
-                                     cluster.name, cluster.provider, pulumi.ResourceOptions(depends_on=after))
-            endpoints[server.name] = component.endpoint
-    for model in plan.models:
-        if isinstance(model, VllmModelPlan) and model.serving == "vllm":
-            component = VllmDeployment(model, plan, manifests[model.name], hf_token, cluster.provider,
-                                       pulumi.ResourceOptions(depends_on=after))
-            endpoints[model.name] = component.endpoint
-    return endpoints
+            TritonServer(plan, server, repository_objects(files, server), manifests[server.name], repository.bucket,
+                         cluster.name, cluster.provider, after)
+    if hf_token is None and any(from_hub(m) for m in vllm_models(plan)):
+        pulumi.log.warn("modelfleet:hfToken is not set: gated Hugging Face models will fail to download "
+                        "(pulumi config set --secret modelfleet:hfToken hf_...)")
+    for model in vllm_models(plan):
+        VllmDeployment(plan, model, manifests[model.name], hf_token, cluster.name, cluster.provider, after)
+    outputs["node_groups"] = {g.name: {"eks_name": groups[g.name].node_group.node_group_name, "max": g.max_size,
+                                       "instance_type": g.instance_type, "min": g.min_size, "desired": g.desired_size}
+                              for g in plan.node_groups}
+    return outputs

@@ -55,10 +55,11 @@ class ClusterSettings(EnvFrozen):
     # Whether this stack creates the EKS cluster (then its control plane is part of the stack's cost) or
     # joins an existing one (default: most platform teams own the cluster; model stacks add node groups).
     create: bool = False
-    name: str | None = None  # the existing cluster to join, or the name of the one created
+    # The existing cluster to join, or the name of the one created; default: modelfleet-<stack>.
+    name: Annotated[str, Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")] | None = None
     # Private subnets for node groups (and the created cluster's control plane); empty: the existing
     # cluster's own subnets are looked up.
-    subnet_ids: tuple[str, ...] = ()
+    subnet_ids: tuple[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]+$")], ...] = ()
 
 
 class DeploySettings(EnvFrozen):
@@ -66,11 +67,11 @@ class DeploySettings(EnvFrozen):
 
     # AL2023 NVIDIA ships the driver but no device plugin (we install it); Bottlerocket NVIDIA ships both.
     ami_type: Literal["AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA"] = "AL2023_x86_64_NVIDIA"
-    protect: bool = False  # Pulumi `protect` on node groups, buckets and a created cluster (prod: true)
-    model_repository_bucket: str | None = None  # default: modelfleet-<stack>-model-repository
-    node_disk_gib: Annotated[int, Field(ge=50, le=16_384)] = 200  # images (vLLM ~10 GiB) + model cache
-    # Pod identity for S3 reads: EKS Pod Identity (needs the eks-pod-identity-agent add-on) or IRSA.
-    pod_identity: Literal["eks-pod-identity", "irsa"] = "eks-pod-identity"
+    # Holds each Triton server's config.pbtxt files. S3 names are global: set your own; the default,
+    # modelfleet-<stack>-model-repository, is for trying things out.
+    model_repository_bucket: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")] | None = None
+    # Root volume of GPU nodes, at least: a group whose pods write more (model caches) gets what they need.
+    node_disk_gib: Annotated[int, Field(ge=50, le=16_384)] = 200
     aws_cli_image: str = "public.ecr.aws/aws-cli/aws-cli:2.27.0"  # copies the model repository from S3
 
 
@@ -125,9 +126,23 @@ class EnvironmentSpec(EnvFrozen):
     vllm: VllmSettings = VllmSettings()
     cluster: ClusterSettings = ClusterSettings()
     deploy: DeploySettings = DeploySettings()
+    # Pulumi `protect` on node groups, the model-repository bucket and a created cluster: a `pulumi
+    # destroy` or a replacing change then stops instead of deleting them. Off by default (dev stacks come
+    # and go); prod sets it.
+    protect: bool = False
     cost: CostSettings = CostSettings()
     budget: BudgetSettings | None = None  # None: no budget for this environment
     policies: PolicySettings = PolicySettings()
+
+
+def deployment_issues(env: EnvironmentSpec, file: str) -> list[Issue]:
+    """What ``pulumi up`` needs beyond what compiling and costing need (checked before anything is created)."""
+    issues = []
+    if env.cluster.create and len(set(env.cluster.subnet_ids)) < 2:
+        issues.append(Issue(file, 0, 0, f"config.{CONFIG_NAMESPACE}:cluster.subnetIds",
+                            "a cluster this stack creates needs its subnets",
+                            "list at least two private subnets, in different availability zones: EKS needs two"))
+    return issues
 
 
 def stack_path(stacks_dir: str, stack: str) -> str:

@@ -24,8 +24,10 @@ from .units import GIB
 # Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
 SYSTEM_RESERVE_GIB = 1.5
 SYSTEM_RESERVE_FRACTION = 0.10
-# Triton's own host memory, plus a host copy of each model's weights while it loads.
+# Triton's own host memory. On top: python-backend models' resident weights, and a transient host copy of
+# the weights of the models loading at once (tritonserver's --model-load-thread-count, default 4).
 TRITON_HOST_BASE_GIB = 1.0
+MODEL_LOAD_THREADS = 4
 MIN_CACHE_BYTES = 64 * 1024**2  # below this a cache is not worth its lookups
 PYTHON_SHM_BYTES = 64 * 1024**2  # python backend shared-memory arena per model instance
 
@@ -85,10 +87,17 @@ def _bins(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], cap
     fewer fill the room left (riding along costs no GPU)."""
     policy = env.replicas
     order = sorted(models, key=lambda m: (-_need(m, env), -_share(sizings[m.name], capacity), m.name))
-    items = [Item(m.name, (sizings[m.name].gpu_memory_gib, sizings[m.name].gpu_demand, sizings[m.name].weights_gib),
+    items = [Item(m.name, (sizings[m.name].gpu_memory_gib, sizings[m.name].gpu_demand, sizings[m.name].host_gib),
                   _need(m, env), 1 if policy.single_replica else availability_floor(
                       m.sla.availability, policy.ha_availability, policy.ha3_availability)) for m in order]
-    return [sorted(names) for names in pack_optimally(items, (capacity, 1.0, host_capacity), objective)]
+    # Room for the load-time copies of the largest models is kept on every server, whatever it holds.
+    host_room = host_capacity - loading_gib([m.name for m in models], sizings)
+    return [sorted(names) for names in pack_optimally(items, (capacity, 1.0, host_room), objective)]
+
+
+def loading_gib(names: list[str], sizings: dict[str, ClassicSizing]) -> float:
+    """Host RAM for the transient copies of the weights of the models that load at once (the largest)."""
+    return sum(sorted((sizings[n].weights_gib for n in names), reverse=True)[:MODEL_LOAD_THREADS])
 
 
 def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing],
@@ -111,7 +120,7 @@ def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], 
     names = sorted(m.name for m in members)
     lo, desired, hi = _replicas(members, sizings, env)
     ram_share = instance.ram_gib / instance.gpus
-    host = TRITON_HOST_BASE_GIB + sum(sizings[n].weights_gib for n in names)
+    host = TRITON_HOST_BASE_GIB + sum(sizings[n].host_gib for n in names) + loading_gib(names, sizings)
     spare = ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share - host
     if spare < 0:
         return Rejection(instance.name, f"{', '.join(names)} need {host:.1f} GiB of host RAM, more than the "

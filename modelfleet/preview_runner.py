@@ -1,16 +1,20 @@
 """Running the real Pulumi program (__main__.py) under the SDK's mocks: no AWS account, no Pulumi CLI.
 
 An edge adapter (it imports pulumi): the compiler core never imports it. The mocks answer like AWS would
-in shape (ids, ARNs, the existing cluster's endpoint), and record every resource with its inputs, parent
-and options, so ``modelfleet preview`` can show what ``pulumi up`` would create, and tests can check it.
+in shape (ids, ARNs, auto-names, the existing cluster's endpoint), and a recording monitor keeps every
+resource with its inputs, parent and options, so ``modelfleet preview`` can show what ``pulumi up`` would
+create and tests can check it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import runpy
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,14 +33,35 @@ class Recorded:
     inputs: dict[str, Any]
     protect: bool = False
     ignore_changes: tuple[str, ...] = ()
-    aliases: int = 0
+    aliases: tuple[dict[str, Any], ...] = ()  # alias specs, e.g. {"noParent": True}
+    depends_on: tuple[str, ...] = ()
+    custom: bool = True
 
 
 @dataclass
 class PreviewResult:
+    stack: str
     resources: list[Recorded] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    exported: tuple[str, ...] = ()  # every export, including those only known after a real deploy
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) the program logged
     error: str | None = None
+
+
+class _Collect(logging.Handler):
+    def __init__(self, result: PreviewResult) -> None:
+        super().__init__(logging.DEBUG)
+        self.result = result
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.result.messages.append((record.levelname.lower(), record.getMessage()))
+
+
+def _logger(result: PreviewResult) -> logging.Logger:
+    """What the program logs (pulumi.log.warn...) is kept for the caller, not printed as it happens."""
+    logger = logging.Logger(f"modelfleet.preview.{result.stack}", logging.INFO)
+    logger.addHandler(_Collect(result))
+    return logger
 
 
 class FleetMocks(pulumi.runtime.Mocks):
@@ -45,12 +70,14 @@ class FleetMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
-        arn_kind = args.typ.split(":")[1].split("/")[0]
-        state.setdefault("arn", f"arn:aws:{arn_kind}:{self.region}:{FAKE_ACCOUNT}:{args.name}")
+        service = args.typ.split(":")[1].split("/")[0]
+        state.setdefault("arn", f"arn:aws:{service}:{self.region}:{FAKE_ACCOUNT}:{args.name}")
         if args.typ == "aws:s3/bucket:Bucket":
             state.setdefault("bucket", args.name)
         if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
             state["latestVersion"] = 1
+        if "nodeGroupNamePrefix" in state:  # the provider's auto-name: the prefix and a unique suffix
+            state["nodeGroupName"] = f"{state['nodeGroupNamePrefix']}<suffix>"
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
@@ -59,12 +86,12 @@ class FleetMocks(pulumi.runtime.Mocks):
             return {"name": name, "arn": f"arn:aws:eks:{self.region}:{FAKE_ACCOUNT}:cluster/{name}",
                     "endpoint": f"https://{name}.eks.{self.region}.amazonaws.com",
                     "certificateAuthorities": [{"data": "LS0tLS1CRUdJTi0tLS0t"}], "version": "1.33",
-                    "vpcConfig": {"subnetIds": ["subnet-private-a", "subnet-private-b", "subnet-private-c"]}}, []
+                    "vpcConfig": {"subnetIds": ["subnet-0private0a", "subnet-0private0b", "subnet-0private0c"]}}, []
         return {}, []
 
 
 class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
-    """Keeps what the mocks do not: parents, resource options, and the stack's outputs."""
+    """Keeps what the mocks do not: parents, resource options, dependencies."""
 
     def __init__(self, mocks: FleetMocks, result: PreviewResult) -> None:
         super().__init__(mocks)
@@ -72,11 +99,11 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
-        if request.custom or request.type.startswith("modelfleet:"):
-            inputs = _whole(json_format.MessageToDict(request.object)) if request.object else {}
-            self.result.resources.append(Recorded(
-                request.type, request.name, response.urn, request.parent, inputs, bool(request.protect),
-                tuple(request.ignoreChanges), len(request.aliases)))
+        inputs = _whole(json_format.MessageToDict(request.object)) if request.object else {}
+        self.result.resources.append(Recorded(
+            request.type, request.name, response.urn, request.parent, inputs, bool(request.protect),
+            tuple(request.ignoreChanges), tuple(json_format.MessageToDict(a.spec) for a in request.aliases),
+            tuple(request.dependencies), bool(request.custom)))
         return response
 
 
@@ -96,33 +123,48 @@ def stack_config_strings(config: dict[str, Any]) -> dict[str, str]:
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
 
 
-def run_program(project_dir: str, stack: str, config: dict[str, Any], secrets: dict[str, str] | None = None) -> PreviewResult:
-    """Run ``<project_dir>/__main__.py`` for ``stack`` under mocks and return what it registered."""
-    result = PreviewResult()
-    mocks = FleetMocks(str(config.get("aws:region", "us-east-1")))
-    all_config = {**stack_config_strings(config), **(secrets or {})}
-    pulumi.runtime.set_all_config(all_config, list(secrets or {}))
-    pulumi.runtime.set_mocks(mocks, project="modelfleet", stack=stack, preview=True,
-                             monitor=RecordingMonitor(mocks, result))
-    cwd, path = os.getcwd(), list(sys.path)
+@contextmanager
+def _program_context(project_dir: str, environ: dict[str, str]) -> Iterator[dict[str, Any]]:
+    """cwd, sys.path and environment as `pulumi up` gives them; exports captured instead of sent."""
+    cwd, path, real_export = os.getcwd(), list(sys.path), pulumi.export
+    saved = {k: os.environ.get(k) for k in environ}
+    exports: dict[str, Any] = {}
     os.chdir(project_dir)
     sys.path.insert(0, project_dir)
-    real_export = pulumi.export
-    exports: dict[str, Any] = {}
+    os.environ.update(environ)
     pulumi.export = lambda name, value: exports.__setitem__(name, value)  # type: ignore[assignment]
     try:
-        _run(os.path.join(project_dir, "__main__.py"), exports, result)
-    except pulumi.RunError as error:
-        result.error = str(error)
+        yield exports
     finally:
         pulumi.export = real_export
         os.chdir(cwd)
         sys.path[:] = path
+        for key, value in saved.items():
+            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+def run_program(project_dir: str, stack: str, config: dict[str, Any], secrets: dict[str, str] | None = None,
+                environ: dict[str, str] | None = None) -> PreviewResult:
+    """Run ``<project_dir>/__main__.py`` for ``stack`` under mocks and return what it registered.
+    ``environ``: extra environment variables for the program (e.g. MODELFLEET_MODELS)."""
+    result = PreviewResult(stack)
+    mocks = FleetMocks(str(config.get("aws:region", "us-east-1")))
+    pulumi.runtime.set_all_config({**stack_config_strings(config), **(secrets or {})}, list(secrets or {}))
+    pulumi.runtime.set_mocks(mocks, project="modelfleet", stack=stack, preview=True, logger=_logger(result),
+                             monitor=RecordingMonitor(mocks, result))
+    with _program_context(os.path.abspath(project_dir), environ or {}) as exports:
+        try:
+            _run(os.path.join(os.path.abspath(project_dir), "__main__.py"), exports, result)
+        except pulumi.RunError as error:
+            result.error = str(error)
     return result
 
 
 @pulumi.runtime.test
-def _run(main: str, exports: dict[str, Any], result: PreviewResult) -> pulumi.Output[None]:
-    """Run the program; the returned Output resolves once every export has (the mocks' test runner waits)."""
+def _run(main: str, exports: dict[str, Any], result: PreviewResult) -> pulumi.Output[Any]:
+    """Run the program; resolves once every export has (an export only known after a real deploy is left
+    out of ``outputs``, as ``pulumi preview`` shows it)."""
     runpy.run_path(main, run_name="__main__")
-    return pulumi.Output.all(**exports).apply(result.outputs.update)
+    result.exported = tuple(sorted(exports))
+    return pulumi.Output.all(*[pulumi.Output.from_input(value).apply(lambda v, k=key: result.outputs.__setitem__(k, v))
+                               for key, value in exports.items()])

@@ -12,7 +12,7 @@ from .cost import FleetCost, compute_fleet_cost, estimate_llm_loads
 from .environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
 from .errors import CompileError, Issue, ModelfleetError
 from .instances import InstanceCatalogue, load_instance_catalogue
-from .k8s import fleet_manifests, render_kubernetes
+from .k8s import render_fleet_manifests, render_kubernetes
 from .plan import FleetPlan
 from .policy import BudgetStatus, check_budget, check_policies, compile_with_guardrails
 from .render import render_fleet
@@ -101,15 +101,15 @@ class Project:
     def deployment(self, stack: str, config: dict[str, Any]) -> Deployment:
         """What the Pulumi program deploys: the environment from the stack config Pulumi hands it (the
         same keys the CLI reads from the stack file), compiled with guardrails, rendered, and the
-        Kubernetes objects grouped by workload."""
+        Kubernetes objects grouped by workload (as objects: ``render`` writes the same ones as YAML)."""
         env = parse_environment(stack, config)
         fleet, doc = self.fleet_source()
         try:
             plan, cost = compile_with_guardrails(fleet, env, self.catalogue())
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
-        files = render_fleet(plan, extra=(lambda p: render_kubernetes(p, env.deploy),), cost=cost)
-        return Deployment(env, plan, cost, files, fleet_manifests(plan, env.deploy))
+        files = render_fleet(plan, cost=cost)
+        return Deployment(env, plan, cost, files, render_fleet_manifests(plan, env.deploy, files))
 
     def costed(self, stack: str, source: FleetSource | None = None) -> CostedPlan:
         """Compile and price one stack (of ``source``, default models.yaml) without enforcing guardrails."""

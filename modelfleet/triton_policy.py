@@ -77,6 +77,9 @@ class ClassicSizing:
     queue_timeout_us: int
     max_queue_size: int
     assumed: tuple[str, ...]  # which figures are assumptions (warned once)
+    # Host RAM the model holds while serving: a python-backend model lives in its stub process; the other
+    # backends copy their weights to the GPU and keep only a transient host copy while loading.
+    host_gib: float = 0.0
 
 
 def model_weights_gib(model: ClassicModelSpec) -> float:
@@ -113,8 +116,10 @@ def size_classic(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatal
         compute_ms = max(compute_ms, round(1000.0 * max(batch, 1) / rps, 3))
     window, timeout, queue = queue_policy(model, batch, compute_ms, rps * count)
     demand = model.sla.peak_rps / (rps * count * target_utilization)
-    return ClassicSizing(batch, count, model_weights_gib(model), instance_memory_gib(model) * count, compute_ms,
-                         rps, demand, window, timeout, queue, tuple(assumed))
+    weights = model_weights_gib(model)
+    return ClassicSizing(batch, count, weights, instance_memory_gib(model) * count, compute_ms,
+                         rps, demand, window, timeout, queue, tuple(assumed),
+                         weights * count if model.framework == "python" else 0.0)
 
 
 def _batch_within_budget(batch: int, rps: float, p99_ms: float) -> int:

@@ -2,44 +2,74 @@
 
 ``modelfleet render`` writes exactly these objects, and the Pulumi components apply exactly these objects,
 so what a reviewer reads is what runs.
+
+Autoscaling is ``autoscaling/v2`` HPAs on per-pod Prometheus metrics (Triton's
+``nv_inference_pending_request_count`` per model, vLLM's ``vllm:num_requests_waiting``), served by
+prometheus-adapter. Chosen over KEDA: the HPA is built in (schema-checked like every other object), the
+adapter comes with the usual Prometheus stack, and KEDA's main addition, scaling to zero, is what GPU
+serving with multi-minute cold starts should not do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
+from ..engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
 from ..environment import DeploySettings
 from ..plan import FleetPlan, VllmModelPlan
-from .cluster import device_plugin, device_plugin_network_policy, namespace
-from .triton import model_repository_prefix, triton_manifests
-from .vllm import hf_secret_name, vllm_manifests
+from ..render import render_triton_repositories
+from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
+from .storage import node_disk_gib
+from .triton import model_repository_prefix, render_triton_manifests, repository_objects
+from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
 
-__all__ = ["fleet_manifests", "hf_secret_name", "model_repository_bucket", "model_repository_prefix",
-           "render_kubernetes"]
+__all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "from_hub", "hf_secret_metadata", "hf_secret_name",
+           "model_repository_bucket", "model_repository_prefix", "node_disk_gib", "render_cluster_manifests",
+           "render_fleet_manifests", "render_kubernetes", "render_triton_manifests", "render_vllm_manifests",
+           "repository_objects", "vllm_models", "workload_endpoints"]
+
+CLUSTER = "cluster"  # the workload name of the cluster-wide objects (namespace, device plugin)
 
 
 def model_repository_bucket(plan: FleetPlan, deploy: DeploySettings) -> str:
     return deploy.model_repository_bucket or f"modelfleet-{plan.environment}-model-repository"
 
 
-def fleet_manifests(plan: FleetPlan, deploy: DeploySettings) -> dict[str, list[dict[str, Any]]]:
-    """Objects grouped by workload ("cluster", each Triton server, each vLLM model), in apply order."""
-    cluster = [namespace(plan)]
-    if deploy.ami_type == "AL2023_x86_64_NVIDIA" and plan.node_groups:
-        cluster += [device_plugin(plan), device_plugin_network_policy()]
-    groups: dict[str, list[dict[str, Any]]] = {"cluster": cluster}
+def vllm_models(plan: FleetPlan) -> list[VllmModelPlan]:
+    """LLMs served by vLLM itself (one served by Triton's vLLM backend belongs to its Triton server)."""
+    return [m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"]
+
+
+def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings,
+                           repositories: Mapping[str, bytes] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Objects grouped by workload ("cluster", each Triton server, each vLLM model), each in apply order.
+    ``repositories``: the rendered Triton repositories (rendered here when not given)."""
+    files = render_triton_repositories(plan) if repositories is None else repositories
+    groups: dict[str, list[dict[str, Any]]] = {CLUSTER: render_cluster_manifests(plan, deploy.ami_type)}
     bucket = model_repository_bucket(plan, deploy)
     for server in plan.triton_servers:
-        groups[server.name] = triton_manifests(server, plan, bucket, deploy.aws_cli_image)
-    for model in plan.models:
-        if isinstance(model, VllmModelPlan) and model.serving == "vllm":
-            groups[model.name] = vllm_manifests(model, plan)
+        groups[server.name] = render_triton_manifests(plan, server, bucket, deploy.aws_cli_image,
+                                                      repository_objects(files, server))
+    for model in vllm_models(plan):
+        groups[model.name] = render_vllm_manifests(plan, model)
     return groups
 
 
 def render_kubernetes(plan: FleetPlan, deploy: DeploySettings) -> dict[str, bytes]:
-    """``kubernetes/<workload>.yaml``: one multi-document file per workload, keys sorted."""
+    """``kubernetes/<workload>.yaml``: one multi-document file per workload, objects in apply order, keys sorted."""
     return {f"kubernetes/{name}.yaml": yaml.safe_dump_all(objects, sort_keys=True, default_flow_style=False).encode()
-            for name, objects in sorted(fleet_manifests(plan, deploy).items())}
+            for name, objects in sorted(render_fleet_manifests(plan, deploy).items())}
+
+
+def workload_endpoints(plan: FleetPlan) -> dict[str, str]:
+    """In-cluster addresses: Triton's HTTP and gRPC, vLLM's OpenAI-compatible base URL."""
+    def host(name: str) -> str:
+        return f"{name}.{plan.namespace}.svc.cluster.local"
+
+    endpoints = {s.name: f"http://{host(s.name)}:{TRITON_HTTP_PORT} grpc://{host(s.name)}:{TRITON_GRPC_PORT}"
+                 for s in plan.triton_servers}
+    endpoints |= {m.name: f"http://{host(m.name)}:{VLLM_PORT}/v1" for m in vllm_models(plan)}
+    return dict(sorted(endpoints.items()))

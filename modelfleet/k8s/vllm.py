@@ -1,5 +1,11 @@
 """Kubernetes objects for one vLLM model: a Deployment (one node per replica) or a LeaderWorkerSet with Ray
-(pipeline parallel across nodes), Service, PDB, HPA on vllm:num_requests_waiting, metrics, network."""
+(pipeline parallel across nodes), Service, PDB, HPA on vllm:num_requests_waiting, metrics, network.
+
+Multi-node: each replica is a group of ``nodes_per_replica`` pods, one per node, each holding all of its
+node's GPUs. The leader starts a Ray head and then ``vllm serve`` with the plan's arguments (vLLM waits
+for the workers' GPUs to join the Ray cluster); workers join the leader's Ray head and block. A group
+lives in one availability zone (pipeline stages talk constantly); groups spread across zones.
+"""
 
 from __future__ import annotations
 
@@ -14,99 +20,155 @@ from . import common as c
 HF_CACHE = "/root/.cache/huggingface"
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 RAY_PORT = 6379
+WAITING_METRIC = "vllm:num_requests_waiting"
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 SKIPS = {
     "CKV_K8S_23": "the vLLM image runs as root (no non-root user in vllm/vllm-openai)",
     "CKV_K8S_40": "the vLLM image runs as root (no non-root user in vllm/vllm-openai)",
     "CKV_K8S_22": "vLLM and Ray write torch.compile, Triton-kernel and Ray session files under / at start-up",
-    "CKV_K8S_43": "images are pinned by release tag in the stack file; digests are resolved by the registry mirror",
-    "CKV_K8S_15": "IfNotPresent: multi-GB serving images are not pulled again on every restart",
 }
+
+
+def from_hub(model: VllmModelPlan) -> bool:
+    """A Hugging Face id (downloaded with the token) rather than s3:// (streamed with the pod's role)."""
+    return not model.artifact.startswith("s3://")
 
 
 def hf_secret_name(model: VllmModelPlan) -> str:
     return f"{model.name}-hf-token"
 
 
-def _container(model: VllmModelPlan, plan: FleetPlan, command: list[str], serving: bool) -> dict[str, Any]:
+def hf_secret_metadata(plan: FleetPlan, model: VllmModelPlan) -> dict[str, Any]:
+    """The token Secret's metadata; its data is a Pulumi secret, so only the component writes it."""
+    return c.metadata(hf_secret_name(model), plan, "credentials")
+
+
+def _load_gib_per_pod(model: VllmModelPlan) -> float:
+    """Every node downloads the whole hub checkpoint; runai_streamer streams only each node's stage."""
+    return model.weights_gib if from_hub(model) else model.weights_gib / model.nodes_per_replica
+
+
+def cache_gib(model: VllmModelPlan) -> int:
+    """The Hugging Face cache emptyDir: the checkpoint plus 10% and 5 GiB (tokenizer, compile caches)."""
+    return c.disk_gib(5 + (1.1 * model.weights_gib if from_hub(model) else 0))
+
+
+def startup_s(model: VllmModelPlan) -> int:
+    return startup_budget_s(_load_gib_per_pod(model))
+
+
+def _env(model: VllmModelPlan, plan: FleetPlan) -> list[dict[str, str]]:
+    env = [{"name": "HF_HOME", "value": HF_CACHE}]
+    if from_hub(model):
+        env.append({"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"})
+    else:
+        env.append({"name": "AWS_REGION", "value": plan.region})  # runai_streamer's S3 client
+    return env
+
+
+def _container(model: VllmModelPlan, plan: FleetPlan, command: list[str], leader: bool) -> dict[str, Any]:
     group = plan.node_group(model.node_group)
     cpu = str(max(1, group.vcpu * model.gpus_per_pod // group.gpus_per_node - 2))
     memory = f"{math.ceil(model.memory_request_gib * 1024)}Mi"
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": HF_CACHE}]
+    if from_hub(model):
+        mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
     container: dict[str, Any] = {
         "name": "vllm", "image": model.image, "imagePullPolicy": "IfNotPresent", "command": command,
-        "env": [{"name": "HF_HOME", "value": HF_CACHE}, {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"}],
-        "resources": {"requests": {"cpu": cpu, "memory": memory, c.GPU_RESOURCE: model.gpus_per_pod},
+        "env": _env(model, plan),
+        "resources": {"requests": {"cpu": cpu, "memory": memory, "ephemeral-storage": f"{cache_gib(model) + 1}Gi",
+                                   c.GPU_RESOURCE: model.gpus_per_pod},
                       "limits": {"cpu": cpu, "memory": memory, c.GPU_RESOURCE: model.gpus_per_pod}},
         "securityContext": c.container_security(read_only_root=False, non_root=False),
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": HF_CACHE},
-                         {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}],
+        "volumeMounts": mounts,
     }
-    if serving:
+    if leader:
         container["ports"] = [{"name": "http", "containerPort": VLLM_PORT}]
-        budget = startup_budget_s(model.weights_gib / model.nodes_per_replica)
-        container.update(c.http_probes("http", "/health", "/health", budget))
+        container.update(c.http_probes("http", "/health", "/health", startup_s(model)))
     else:
         container["ports"] = [{"name": "ray", "containerPort": RAY_PORT}]
-        probe = {"exec": {"command": ["ray", "health-check"]}, "periodSeconds": 15, "timeoutSeconds": 10}
-        container.update(livenessProbe=dict(probe, initialDelaySeconds=60), readinessProbe=dict(probe))
+        container.update(_ray_worker_probes(model))
     return container
 
 
-def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any]) -> dict[str, Any]:
+def _ray_worker_probes(model: VllmModelPlan) -> dict[str, Any]:
+    """A worker is healthy while its leader's Ray head answers (a lost head restarts the whole group)."""
+    check = {"exec": {"command": ["/bin/sh", "-c", f"ray health-check --address=$LWS_LEADER_ADDRESS:{RAY_PORT}"]},
+             "timeoutSeconds": 10}
+    return {"startupProbe": {**check, "periodSeconds": 10, "failureThreshold": max(3, math.ceil(startup_s(model) / 10))},
+            "livenessProbe": {**check, "periodSeconds": 15, "failureThreshold": 3},
+            "readinessProbe": {**check, "periodSeconds": 15, "failureThreshold": 3}}
+
+
+def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role: str | None) -> dict[str, Any]:
     group = plan.node_group(model.node_group)
+    volumes = [c.memory_volume("dshm", int(model.shm_size_gib * 1024**3)), c.disk_volume("hf-cache", cache_gib(model))]
+    if from_hub(model):
+        volumes.append({"name": "hf-token", "secret": {"secretName": hf_secret_name(model), "defaultMode": 0o400}})
     pod: dict[str, Any] = {
         "serviceAccountName": model.name, "automountServiceAccountToken": False,
         "securityContext": c.pod_security(None), **c.gpu_placement(group.instance_type, group.capacity_type),
-        "containers": [container],
-        "volumes": [c.memory_volume("dshm", int(model.shm_size_gib * 1024**3)),
-                    c.disk_volume("hf-cache", model.weights_gib / model.nodes_per_replica * 1.1 + 5),
-                    {"name": "hf-token", "secret": {"secretName": hf_secret_name(model), "defaultMode": 0o400}}],
-        "terminationGracePeriodSeconds": 60,
+        "containers": [container], "volumes": volumes, "terminationGracePeriodSeconds": 60,
     }
-    if model.spread_zones and model.nodes_per_replica == 1:
-        pod["topologySpreadConstraints"] = c.zone_spread(model.name)
+    if role is not None:  # a group's pods share a zone, whichever lands first
+        pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": c.selector(model.name)}, "matchLabelKeys": [GROUP_KEY],
+             "topologyKey": c.ZONE_KEY}]}}
+    if model.spread_zones and role in (None, "leader"):
+        match = c.selector(model.name) | ({"role": role} if role else {})
+        pod["topologySpreadConstraints"] = c.zone_spread(match, rolling=role is None)
     return pod
 
 
-def _template(model: VllmModelPlan, plan: FleetPlan, pod: dict[str, Any], role: str | None = None) -> dict[str, Any]:
+def _template(model: VllmModelPlan, plan: FleetPlan, command: list[str], role: str | None) -> dict[str, Any]:
     labels = c.labels(model.name, "vllm") | ({"role": role} if role else {})
-    return {"metadata": {"labels": labels, "annotations": c.checkov_skips(SKIPS)}, "spec": pod}
+    pod = _pod(model, plan, _container(model, plan, command, leader=role != "worker"), role)
+    return {"metadata": {"labels": labels, "annotations": c.checkov_skips(SKIPS | c.image_skips(model.image))},
+            "spec": pod}
+
+
+def await_budget_s(model: VllmModelPlan) -> int:
+    return c.await_budget_s(model.replicas, startup_s(model))
 
 
 def workload(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
-    meta = c.metadata(model.name, plan, "vllm", c.checkov_skips(SKIPS))
+    annotations = c.checkov_skips(SKIPS | c.image_skips(model.image)) | {c.AWAIT_TIMEOUT: str(await_budget_s(model))}
+    meta = c.metadata(model.name, plan, "vllm", annotations)
+    rolling = c.rolling_update(plan, model.node_group, model.nodes_per_replica)
     if model.nodes_per_replica == 1:
-        pod = _pod(model, plan, _container(model, plan, list(model.args), serving=True))
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
                 "spec": {"replicas": model.replicas, "selector": {"matchLabels": c.selector(model.name)},
-                         "template": _template(model, plan, pod)}}
+                         "strategy": {"type": "RollingUpdate", "rollingUpdate": rolling},
+                         "template": _template(model, plan, list(model.args), None)}}
     leader = ["/bin/sh", "-c", f"ray start --head --port={RAY_PORT} && exec {shlex.join(model.args)}"]
-    worker = ["/bin/sh", "-c", f"exec ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block"]
-    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta,
+    worker = ["/bin/sh", "-c", f"until ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block; do "
+                               "echo waiting for the Ray head; sleep 5; done"]
+    return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta,
             "spec": {"replicas": model.replicas, "startupPolicy": "LeaderCreated",
+                     "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": rolling},
                      "leaderWorkerTemplate": {
                          "size": model.nodes_per_replica, "restartPolicy": "RecreateGroupOnPodRestart",
-                         "leaderTemplate": _template(model, plan, _pod(model, plan, _container(model, plan, leader, True)), "leader"),
-                         "workerTemplate": _template(model, plan, _pod(model, plan, _container(model, plan, worker, False)), "worker")}}}
+                         "leaderTemplate": _template(model, plan, leader, "leader"),
+                         "workerTemplate": _template(model, plan, worker, "worker")}}}
 
 
-def service(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
-    select = c.selector(model.name) | ({"role": "leader"} if model.nodes_per_replica > 1 else {})
-    return {"apiVersion": "v1", "kind": "Service", "metadata": c.metadata(model.name, plan, "vllm"),
-            "spec": {"type": "ClusterIP", "selector": select,
-                     "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}]}}
+def autoscaling_metric(model: VllmModelPlan) -> dict[str, Any]:
+    """Scale out when a quarter of a replica's batch is waiting: a sequence finishes about every 1/max_num_seqs
+    of a request's duration, so the newest waiting request then waits about a quarter of one."""
+    return c.pods_metric(WAITING_METRIC, model.max_num_seqs // 4)
 
 
-def vllm_manifests(model: VllmModelPlan, plan: FleetPlan) -> list[dict[str, Any]]:
-    """Everything one vLLM model needs except its HF token Secret (a Pulumi secret, made by the component)."""
-    kind = "Deployment" if model.nodes_per_replica == 1 else "LeaderWorkerSet"
-    api = "apps/v1" if kind == "Deployment" else "leaderworkerset.x-k8s.io/v1"
-    target = {"apiVersion": api, "kind": kind, "name": model.name}
-    waiting_per_replica = str(max(1, model.max_num_seqs // 4))  # a quarter of a replica's batch waiting: scale out
-    scaler = c.autoscaler(model.name, plan, target, "vllm:num_requests_waiting", waiting_per_replica,
-                          (model.min_replicas, model.max_replicas))
-    pdb = c.pdb(model.name, plan, model.min_replicas)
-    if model.nodes_per_replica > 1:
-        pdb["spec"]["selector"]["matchLabels"] = c.selector(model.name) | {"role": "leader"}
-    objects = [c.service_account(model.name, plan), workload(model, plan), service(model, plan), pdb,
-               c.network_policy(model.name, plan, [VLLM_PORT], peers=model.nodes_per_replica > 1), c.service_monitor(model.name, plan, "http")]
+def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[str, Any]]:
+    """Everything one vLLM model needs but its HF token Secret (a Pulumi secret, made by the component)."""
+    multi_node = model.nodes_per_replica > 1
+    kind, api = ("LeaderWorkerSet", LWS_API) if multi_node else ("Deployment", "apps/v1")
+    leaders = c.selector(model.name) | ({"role": "leader"} if multi_node else {})
+    scaler = c.autoscaler(model.name, plan, {"apiVersion": api, "kind": kind, "name": model.name},
+                          [autoscaling_metric(model)], (model.min_replicas, model.max_replicas))
+    objects = [c.service_account(model.name, plan), workload(model, plan),
+               c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, startup_s(model)), leaders),
+               c.pdb(model.name, plan, model.min_replicas, leaders),
+               c.network_policy(model.name, plan, [VLLM_PORT], peers=multi_node),
+               c.service_monitor(model.name, plan, "http")]
     return objects + ([scaler] if scaler else [])

@@ -1,0 +1,38 @@
+"""Node root disks sized from what the pods on them write: their emptyDirs and their images.
+
+A GPU node's pods keep model repositories and Hugging Face caches in emptyDirs on the node's root volume;
+a disk too small for them gets pods evicted (or never scheduled) long after ``pulumi up`` succeeded.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..plan import FleetPlan, VllmModelPlan
+from . import triton, vllm
+
+IMAGE_GIB = 40  # one serving image unpacked (Triton and vLLM are each about 20 GB) and its layers during the pull
+SYSTEM_GIB = 20  # the OS, kubelet and container logs, the daemonsets' images
+ROUND_GIB = 10
+
+
+def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:
+    """The most any of the group's workloads writes per GPU it holds, and the images they run."""
+    per_gpu, images = 0.0, set()
+    for server in plan.triton_servers:
+        if server.node_group == group:
+            per_gpu = max(per_gpu, triton.scratch_gib(server, plan) / server.gpus_per_replica)
+            images.add(server.image)
+    for model in plan.models:
+        if isinstance(model, VllmModelPlan) and model.serving == "vllm" and model.node_group == group:
+            per_gpu = max(per_gpu, (vllm.cache_gib(model) + 1) / model.gpus_per_pod)
+            images.add(model.image)
+    return per_gpu, images
+
+
+def node_disk_gib(plan: FleetPlan, group: str, floor_gib: int) -> int:
+    """Root volume of the group's nodes: a node full of its most disk-hungry pods, their images and the
+    system, rounded up to 10 GiB; never below the stack's ``deploy.nodeDiskGib``."""
+    per_gpu, images = _scratch_per_gpu(plan, group)
+    need = per_gpu * plan.node_group(group).gpus_per_node + IMAGE_GIB * len(images) + SYSTEM_GIB
+    return max(floor_gib, ROUND_GIB * math.ceil(need / ROUND_GIB))

@@ -1,0 +1,124 @@
+"""The Kubernetes manifests: what `modelfleet render` writes is exactly what the components apply, and the
+objects themselves (schema-valid, probes, shared memory, placement, multi-node layout)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from modelfleet.engine_args import MODEL_REPOSITORY_DIR, startup_budget_s
+from modelfleet.k8s import CLUSTER, render_fleet_manifests, render_triton_manifests, repository_objects, vllm_models
+from modelfleet.k8s.triton import REPOSITORY_DIGEST, shm_bytes
+from modelfleet.render import render_triton_repositories
+from tests.components.mocked import k8s_objects
+from tests.conftest import STACKS
+
+CRD_KINDS = {"ServiceMonitor", "LeaderWorkerSet"}  # not in kubernetes-validate's built-in schemas
+
+
+def rendered_objects(project, stack: str) -> list[dict]:
+    files = project.rendered(stack)[1]
+    return [o for name, text in sorted(files.items()) if name.startswith("kubernetes/") for o in yaml.safe_load_all(text)]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_render_is_exactly_what_is_applied(runs, project, stack):
+    """Every object in render's kubernetes/*.yaml is applied with exactly those inputs, and nothing else is
+    applied but the HF token Secrets (their data is a Pulumi secret, never written to disk)."""
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in rendered_objects(project, stack)}
+    applied = k8s_objects(runs[stack])
+    assert {k: v for k, v in applied.items() if k[0] != "Secret"} == rendered
+    assert {n for k, n in applied if k == "Secret"} == {f"{m.name}-hf-token" for m in vllm_models(project.plan(stack))
+                                                       if not m.artifact.startswith("s3://")}
+    types = {r.type for r in runs[stack].resources if r.type.startswith("kubernetes:")}
+    assert "kubernetes:apps/v1:Deployment" in types and "kubernetes:autoscaling/v2:HorizontalPodAutoscaler" in types or stack == "dev"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_built_in_kinds_pass_kubernetes_validate_strict(project, stack):
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    version = project.environment(stack).kubernetes_version
+    objects = [o for o in rendered_objects(project, stack) if o["kind"] not in CRD_KINDS]
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+    assert {"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy", "ServiceAccount", "DaemonSet",
+            "Namespace"} <= {o["kind"] for o in objects}
+
+
+def test_manifests_are_deterministic(project, plans):
+    deploy = project.environment("prod").deploy
+    assert render_fleet_manifests(plans["prod"], deploy) == render_fleet_manifests(plans["prod"], deploy)
+    assert yaml.safe_dump(render_fleet_manifests(plans["prod"], deploy)) == yaml.safe_dump(
+        render_fleet_manifests(plans["prod"], deploy, render_triton_repositories(plans["prod"])))
+
+
+def _pod(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"]
+
+
+def test_triton_pod_builds_its_repository_then_serves(project, plans):
+    plan, deploy = plans["prod"], project.environment("prod").deploy
+    server = plan.server(plan.model("image-preprocessor").server)
+    deployment = render_fleet_manifests(plan, deploy)[server.name][1]
+    pod = _pod(deployment)
+    (init,) = pod["initContainers"]
+    script = init["command"][2]
+    assert f"s3://{deploy.model_repository_bucket}/triton/{server.name}/ {MODEL_REPOSITORY_DIR}/" in script
+    for name in server.models:
+        assert f"{plan.model(name).artifact}/ {MODEL_REPOSITORY_DIR}/{name}/" in script
+    (container,) = pod["containers"]
+    assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= startup_budget_s(
+        sum(plan.model(n).weights_gib for n in server.models))
+    shm = next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]
+    assert shm["medium"] == "Memory" and shm["sizeLimit"] == f"{shm_bytes(server, plan) // 1024**2}Mi"
+    assert shm_bytes(server, plan) >= 2 * server.python_shm_bytes > 0  # a python model lives here
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert {c["securityContext"]["readOnlyRootFilesystem"] for c in [*pod["containers"], *pod["initContainers"]]} == {True}
+
+
+def test_a_config_change_rolls_the_triton_pods(project, plans):
+    plan, deploy = plans["prod"], project.environment("prod").deploy
+    server = plan.triton_servers[0]
+    repository = repository_objects(render_triton_repositories(plan), server)
+    before = render_triton_manifests(plan, server, "bucket", deploy.aws_cli_image, repository)[1]
+    changed = {k: v + b"\n" if k.endswith("config.pbtxt") else v for k, v in repository.items()}
+    after = render_triton_manifests(plan, server, "bucket", deploy.aws_cli_image, changed)[1]
+    digest = [d["spec"]["template"]["metadata"]["annotations"][REPOSITORY_DIGEST] for d in (before, after)]
+    assert digest[0] != digest[1]
+
+
+def test_the_multi_node_model_is_one_zone_per_group_and_spread_across_zones(project, plans):
+    plan = plans["prod"]
+    model = next(m for m in vllm_models(plan) if m.nodes_per_replica > 1)
+    lws = render_fleet_manifests(plan, project.environment("prod").deploy)[model.name][1]
+    template = lws["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod = template[role]["spec"]
+        (term,) = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "topology.kubernetes.io/zone"
+        assert term["matchLabelKeys"] == ["leaderworkerset.sigs.k8s.io/group-key"]
+        assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == model.gpus_per_pod
+    assert model.spread_zones and "topologySpreadConstraints" in template["leaderTemplate"]["spec"]
+    assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_workload_has_probes_limits_and_a_tokenless_account(project, stack):
+    for obj in rendered_objects(project, stack):
+        pods = ([obj["spec"]["template"]["spec"]] if obj["kind"] in ("Deployment", "DaemonSet") else
+                [t["spec"] for k, t in obj["spec"]["leaderWorkerTemplate"].items() if k.endswith("Template")]
+                if obj["kind"] == "LeaderWorkerSet" else [])
+        for pod in pods:
+            assert pod["automountServiceAccountToken"] is False
+            for container in pod["containers"]:
+                assert container["resources"]["requests"] and container["resources"]["limits"]
+                assert obj["kind"] == "DaemonSet" or {"livenessProbe", "readinessProbe"} <= set(container)
+                assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_the_device_plugin_runs_on_this_fleets_gpu_nodes_only(project, plans):
+    plan = plans["prod"]
+    cluster = render_fleet_manifests(plan, project.environment("prod").deploy)[CLUSTER]
+    (plugin,) = [o for o in cluster if o["kind"] == "DaemonSet"]
+    terms = _pod(plugin)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == sorted({g.instance_type for g in plan.node_groups})

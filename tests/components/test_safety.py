@@ -1,0 +1,100 @@
+"""What keeps a deploy safe: secrets stay secret, prod is protected, names are stable, errors stop early."""
+
+from __future__ import annotations
+
+import json
+
+from modelfleet.preview_format import is_secret
+from modelfleet.preview_runner import run_program
+from tests.components.mocked import TOKEN, copy_project, example_models, of_type, run, stack_config
+from tests.conftest import ROOT
+
+PROTECTED = ("aws:eks/nodeGroup:NodeGroup", "aws:s3/bucket:Bucket")
+SUBNETS = ["subnet-0a1b2c3d", "subnet-1a2b3c4d"]
+
+
+def test_the_hf_token_stays_secret(runs):
+    result = runs["prod"]
+    secrets = of_type(result, "kubernetes:core/v1:Secret")
+    assert secrets
+    for secret in secrets.values():
+        assert is_secret(secret.inputs["stringData"]), "the token travels as a Pulumi secret"
+        assert secret.inputs["stringData"]["value"] == {"token": TOKEN}
+    others = [r.inputs for r in result.resources if r.type != "kubernetes:core/v1:Secret"]
+    assert TOKEN not in json.dumps(others) and TOKEN not in json.dumps(result.outputs, default=str)
+
+
+def test_prod_is_protected_and_dev_is_not(runs):
+    for stack, expected in (("prod", True), ("dev", False)):
+        protected = {(r.type, r.name): r.protect for r in runs[stack].resources if r.type in PROTECTED}
+        assert {t for t, _ in protected} == set(PROTECTED)
+        assert all(p is expected for p in protected.values()), stack
+    assert not any(r.protect for r in runs["prod"].resources if r.type.startswith("kubernetes:"))
+
+
+def test_the_repository_bucket_keeps_its_first_address(runs):
+    """The bucket moved under the ModelRepository component; an alias keeps the (protected) bucket."""
+    bucket = of_type(runs["prod"], "aws:s3/bucket:Bucket")["model-repository"]
+    assert {"noParent": True} in bucket.aliases and "ModelRepository" in bucket.parent
+
+
+def test_a_created_cluster_is_protected_and_runs_the_pod_identity_agent():
+    config = stack_config("prod", **{"modelfleet:cluster": {"create": True, "name": "ml-prod", "subnetIds": SUBNETS}})
+    result = run("prod", config=config)
+    cluster = of_type(result, "aws:eks/cluster:Cluster")["cluster-eks"]
+    assert cluster.protect and cluster.inputs["name"] == "ml-prod"
+    assert cluster.inputs["vpcConfig"]["subnetIds"] == SUBNETS
+    assert cluster.inputs["accessConfig"]["authenticationMode"] == "API"
+    assert of_type(result, "aws:eks/addon:Addon")["cluster-pod-identity-agent"].inputs["addonName"] == "eks-pod-identity-agent"
+    assert {tuple(g.inputs["subnetIds"]) for g in of_type(result, "aws:eks/nodeGroup:NodeGroup").values()} == {tuple(SUBNETS)}
+    assert not any(r.type == "aws:eks/cluster:Cluster" for r in run("dev").resources)
+
+
+def test_a_created_cluster_without_subnets_stops_before_anything_is_created():
+    config = stack_config("dev", **{"modelfleet:cluster": {"create": True}})
+    result = run_program(str(ROOT), "dev", config)
+    assert result.error and "config.modelfleet:cluster.subnetIds" in result.error
+    assert not any(r.custom for r in result.resources)
+
+
+def test_compile_errors_end_the_program_as_run_error(tmp_path):
+    models = example_models()
+    models["models"][0]["sla"]["p99_latency_ms"] = 0.5
+    result = run_program(str(copy_project(tmp_path, models)), "prod", stack_config("prod"))
+    assert result.error and result.error.startswith("modelfleet cannot deploy stack prod:")
+    assert "models.yaml:" in result.error and "models[0].sla.p99_latency_ms" in result.error
+    assert not any(r.custom for r in result.resources), "nothing is created"
+
+
+def _inputs(result) -> dict:
+    return {(r.type, r.name): (r.inputs, r.parent, r.protect, r.ignore_changes) for r in result.resources}
+
+
+def test_reordering_models_changes_nothing(runs, tmp_path):
+    models = example_models()
+    models["models"].reverse()
+    assert _inputs(run("prod", copy_project(tmp_path, models))) == _inputs(runs["prod"])
+
+
+def test_adding_an_llm_changes_no_existing_resource(runs, tmp_path):
+    models = example_models()
+    extra = dict(next(m for m in models["models"] if m["name"] == "llama-3-1-8b-instruct"), name="qwen-7b-chat",
+                 architecture="qwen2.5-7b", artifact="Qwen/Qwen2.5-7B-Instruct")
+    models["models"].append(extra)
+    before, after = _inputs(runs["prod"]), _inputs(run("prod", copy_project(tmp_path, models)))
+    assert set(before) <= set(after) and any("qwen-7b-chat" in name for _, name in after)
+    changed = sorted(key for key in before if before[key] != after[key])
+    # its node group grows (the stack resource only carries outputs); no other workload's object changes
+    assert {t for t, _ in changed} <= {"aws:eks/nodeGroup:NodeGroup", "pulumi:pulumi:Stack"}, changed
+    group = next(k for k in changed if k[0] == "aws:eks/nodeGroup:NodeGroup")
+    assert before[group][0]["scalingConfig"] != after[group][0]["scalingConfig"]
+
+
+def test_without_a_token_hub_models_deploy_with_a_warning(runs, plans):
+    result = run("dev", token=None)
+    assert of_type(result, "kubernetes:core/v1:Secret")
+    assert ("warning", "modelfleet:hfToken is not set: gated Hugging Face models will fail to download "
+                       "(pulumi config set --secret modelfleet:hfToken hf_...)") in result.messages
+    plan_warnings = {("warning", f"{w.model}: {w.message}") for w in plans["dev"].warnings}
+    assert plan_warnings and plan_warnings <= set(runs["dev"].messages)
+    assert not any("hfToken" in text for _, text in runs["dev"].messages)

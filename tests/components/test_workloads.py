@@ -1,0 +1,124 @@
+"""Triton servers and vLLM models as the program creates them under mocks: arguments, S3 objects, identity."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from modelfleet.k8s import vllm_models
+from modelfleet.plan import TritonModelPlan
+from tests.components.mocked import k8s_objects, of_type
+from tests.conftest import STACKS
+
+
+def _pod(obj: dict, template: str = "template") -> dict:
+    spec = obj["spec"]
+    return spec[template]["spec"] if template == "template" else spec["leaderWorkerTemplate"][template]["spec"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_triton_deployments_run_the_plans_arguments(runs, plans, stack):
+    applied, plan = k8s_objects(runs[stack]), plans[stack]
+    for server in plan.triton_servers:
+        deployment = applied[("Deployment", server.name)]
+        pod = _pod(deployment)
+        (container,) = pod["containers"]
+        assert [*container["command"], *container["args"]] == list(server.args)
+        assert container["image"] == server.image
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == server.gpus_per_replica
+        assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+        assert deployment["spec"]["replicas"] == server.replicas
+        assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == server.instance_type
+        assert pod["securityContext"]["runAsUser"] == 1000 and pod["securityContext"]["runAsNonRoot"] is True
+        assert ("topologySpreadConstraints" in pod) == server.spread_zones
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_vllm_workloads_run_the_plans_arguments(runs, plans, stack):
+    applied, plan = k8s_objects(runs[stack]), plans[stack]
+    for model in vllm_models(plan):
+        if model.pipeline_parallel_size == 1:
+            (container,) = _pod(applied[("Deployment", model.name)])["containers"]
+            assert container["command"] == list(model.args)
+            assert container["startupProbe"]["httpGet"]["path"] == "/health"
+            continue
+        lws = applied[("LeaderWorkerSet", model.name)]["spec"]
+        assert lws["leaderWorkerTemplate"]["size"] == model.pipeline_parallel_size == model.nodes_per_replica
+        leader = _pod(applied[("LeaderWorkerSet", model.name)], "leaderTemplate")["containers"][0]["command"]
+        worker = _pod(applied[("LeaderWorkerSet", model.name)], "workerTemplate")["containers"][0]["command"]
+        assert leader[:2] == ["/bin/sh", "-c"] and leader[2].startswith("ray start --head --port=6379 && exec ")
+        assert leader[2].removeprefix("ray start --head --port=6379 && exec ").split() == list(model.args)
+        assert "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block" in worker[2]
+        assert applied[("Service", model.name)]["spec"]["selector"]["role"] == "leader"
+
+
+def test_the_example_has_a_multi_node_model(plans):
+    assert any(m.nodes_per_replica > 1 for m in vllm_models(plans["prod"]))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_config_is_one_s3_object_under_its_servers_prefix(runs, project, stack):
+    files = project.rendered(stack)[1]
+    objects = of_type(runs[stack], "aws:s3/bucketObjectv2:BucketObjectv2").values()
+    uploaded = {o.inputs["key"]: o.inputs["content"].encode() for o in objects}
+    assert uploaded == {k: v for k, v in files.items() if k.startswith("triton/") and not k.endswith("server.json")}
+    for obj in objects:
+        assert obj.parent.endswith(f"TritonServer::{obj.inputs['key'].split('/')[1]}")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_pod_roles_read_only_their_own_prefix_and_artifacts(runs, plans, project, stack):
+    plan, result = plans[stack], runs[stack]
+    bucket = project.environment(stack).deploy.model_repository_bucket
+    policies = of_type(result, "aws:iam/rolePolicy:RolePolicy")
+    associations = of_type(result, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    for server in plan.triton_servers:
+        document = json.loads(policies[f"{server.name}-read"].inputs["policy"])
+        artifacts = {m.artifact.removeprefix("s3://").rstrip("/") for n in server.models
+                     if isinstance(m := plan.model(n), TritonModelPlan)}
+        assert set(document["Statement"][0]["Resource"]) == {f"arn:aws:s3:::{bucket}/triton/{server.name}/*",
+                                                             *(f"arn:aws:s3:::{a}/*" for a in artifacts)}
+        assert {s["Action"] for s in document["Statement"]} == {"s3:GetObject", "s3:ListBucket"}
+        association = associations[f"{server.name}-identity"].inputs
+        assert (association["namespace"], association["serviceAccount"]) == (plan.namespace, server.name)
+        assert json.loads(of_type(result, "aws:iam/role:Role")[f"{server.name}-pod"].inputs["assumeRolePolicy"])[
+            "Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+
+
+def test_an_s3_llm_gets_a_role_and_a_hub_llm_gets_the_token(runs, plans):
+    result, plan = runs["prod"], plans["prod"]
+    secrets = of_type(result, "kubernetes:core/v1:Secret")
+    policies = of_type(result, "aws:iam/rolePolicy:RolePolicy")
+    for model in vllm_models(plan):
+        if model.artifact.startswith("s3://"):
+            assert f"{model.name}-read" in policies and f"{model.name}-hf-token" not in secrets
+            reads = json.loads(policies[f"{model.name}-read"].inputs["policy"])["Statement"][0]["Resource"]
+            assert reads == [f"arn:aws:s3:::{model.artifact.removeprefix('s3://')}/*"]
+        else:
+            assert f"{model.name}-hf-token" in secrets and f"{model.name}-read" not in policies
+    assert {m.artifact[:5] == "s3://" for m in vllm_models(plan)} == {True, False}
+
+
+def test_workloads_wait_for_nodes_credentials_and_the_namespace(runs):
+    result = runs["prod"]
+    by_urn = {r.urn: r for r in result.resources}
+    deployment = next(r for r in result.resources if r.type == "kubernetes:apps/v1:Deployment"
+                      and r.inputs["metadata"]["name"] == "triton-fraud-scorer")
+    waits_for = {by_urn[u].type for u in deployment.depends_on}
+    assert {"aws:eks/nodeGroup:NodeGroup", "aws:eks/podIdentityAssociation:PodIdentityAssociation",
+            "aws:s3/bucketObjectv2:BucketObjectv2", "kubernetes:core/v1:ServiceAccount",
+            "kubernetes:core/v1:Namespace", "kubernetes:apps/v1:DaemonSet"} <= waits_for
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_autoscaled_workloads_leave_replicas_to_their_hpa(runs, stack):
+    result = runs[stack]
+    scaled = {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
+              for o in k8s_objects(result).values() if o["kind"] == "HorizontalPodAutoscaler"}
+    for r in result.resources:
+        if r.type.startswith("kubernetes:") and "kind" in r.inputs:
+            key = (r.inputs["kind"], r.inputs["metadata"]["name"])
+            assert r.ignore_changes == (("spec.replicas",) if key in scaled else ()), key
+    assert scaled or stack == "dev"
