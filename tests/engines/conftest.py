@@ -2,11 +2,20 @@
 
 Servers are started through the same code path as ``modelfleet serve`` (plan_local_repository ->
 write_local_repository -> LocalTritonServer) and always stopped by the ``with`` block, even when a test fails.
+
+Skips that must not pass silently: without an engine the engine tests skip, which is right on a laptop
+and wrong in CI (a CI run that never started tritonserver would look green). ``MODELFLEET_REQUIRE_ENGINES``
+names the engines that must be there (``triton``, ``vllm``, comma-separated; ``1`` or ``all`` = both):
+a missing one then fails the module (:func:`engine_unavailable`), and any skip of a test marked
+``engine`` (``pytest.mark.engine`` = triton, ``pytest.mark.engine("vllm")``) becomes a failure. ``.ci/run``
+sets it.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import os
 import shutil
 import sys
 import time
@@ -14,13 +23,71 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
 from tests.conftest import ROOT
 
+REQUIRE_ENGINES = "MODELFLEET_REQUIRE_ENGINES"
+ENGINES = ("triton", "vllm")
 EXAMPLES = ROOT / "examples"
 PREPROCESSOR = "acme-ml-models/triton/image-preprocessor"
+
+
+def required_engines(value: str | None = None) -> frozenset[str]:
+    """The engines ``MODELFLEET_REQUIRE_ENGINES`` (or ``value``) says must be present."""
+    text = (os.environ.get(REQUIRE_ENGINES, "") if value is None else value).strip().lower()
+    if text in ("", "0", "false", "no"):
+        return frozenset()
+    if text in ("1", "all", "true", "yes"):
+        return frozenset(ENGINES)
+    names = frozenset(part.strip() for part in text.split(",") if part.strip())
+    if names - set(ENGINES):
+        raise pytest.UsageError(f"{REQUIRE_ENGINES}={text!r}: unknown engine(s) {sorted(names - set(ENGINES))}; "
+                                f"use {', '.join(ENGINES)}, 1/all or 0")
+    return names
+
+
+def engine_unavailable(engine: str, reason: str) -> NoReturn:
+    """Skip the calling module (or test), or fail it when ``engine`` is required here."""
+    if engine in required_engines():
+        pytest.fail(f"{reason} ({REQUIRE_ENGINES} requires {engine})", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def require_tritonserver() -> None:
+    """The nvidia-pytriton wheel (tritonserver) must be importable, or the module is skipped (or fails)."""
+    if importlib.util.find_spec("pytriton") is None:
+        engine_unavailable("triton", "nvidia-pytriton (tritonserver) is not installed: pip install 'modelfleet[serve]'")
+
+
+def engine_import(engine: str, name: str) -> ModuleType:
+    """``importlib.import_module(name)``, or skip (fail when ``engine`` is required) like importorskip."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        engine_unavailable(engine, f"{name} is not importable ({exc})")
+
+
+def engine_of(item: pytest.Item) -> str | None:
+    """The engine a test needs: ``pytest.mark.engine`` alone means tritonserver."""
+    marker = item.get_closest_marker("engine")
+    if marker is None:
+        return None
+    return str(marker.args[0]) if marker.args else "triton"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A skipped engine test fails when its engine is required (importorskip in a body, a skipping fixture)."""
+    outcome = yield
+    report = outcome.get_result()
+    engine = engine_of(item)
+    if report.skipped and not hasattr(report, "wasxfail") and engine in required_engines():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but {REQUIRE_ENGINES} requires {engine}: {reason}"
 
 
 def load_module(path: Path, name: str) -> ModuleType:

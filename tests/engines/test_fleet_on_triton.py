@@ -7,7 +7,6 @@ generates, so that module is tested against the real server too.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -15,14 +14,14 @@ from types import ModuleType
 
 import pytest
 
-if importlib.util.find_spec("pytriton") is None:
-    pytest.skip("nvidia-pytriton (tritonserver) is not installed: pip install 'modelfleet[serve]'",
-                allow_module_level=True)
+from tests.engines.conftest import engine_import, require_tritonserver  # noqa: E402
 
-np = pytest.importorskip("numpy")
-ort = pytest.importorskip("onnxruntime")
-httpclient = pytest.importorskip("tritonclient.http")
-grpcclient = pytest.importorskip("tritonclient.grpc")
+require_tritonserver()
+
+np = engine_import("triton", "numpy")
+ort = engine_import("triton", "onnxruntime")
+httpclient = engine_import("triton", "tritonclient.http")
+grpcclient = engine_import("triton", "tritonclient.grpc")
 from google.protobuf import json_format  # noqa: E402
 from tritonclient.grpc import model_config_pb2 as mc  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402

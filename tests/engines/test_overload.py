@@ -12,7 +12,6 @@ steady pace from a thread pool, the requests at its back go stale, and Triton mu
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
 from collections import Counter
@@ -20,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-if importlib.util.find_spec("pytriton") is None:
-    pytest.skip("nvidia-pytriton (tritonserver) is not installed: pip install 'modelfleet[serve]'",
-                allow_module_level=True)
+from tests.engines.conftest import engine_import, require_tritonserver  # noqa: E402
 
-np = pytest.importorskip("numpy")
-httpclient = pytest.importorskip("tritonclient.http")
+require_tritonserver()
+
+np = engine_import("triton", "numpy")
+httpclient = engine_import("triton", "tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from modelfleet.engines.tritonserver import metric_value, scrape_metrics  # noqa: E402

@@ -6,7 +6,6 @@ seen from outside. The process is always stopped, even when an assertion fails.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import queue
 import re
@@ -20,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-if importlib.util.find_spec("pytriton") is None:
-    pytest.skip("nvidia-pytriton (tritonserver) is not installed: pip install 'modelfleet[serve]'",
-                allow_module_level=True)
+from tests.engines.conftest import engine_import, require_tritonserver  # noqa: E402
 
-np = pytest.importorskip("numpy")
-httpclient = pytest.importorskip("tritonclient.http")
+require_tritonserver()
+
+np = engine_import("triton", "numpy")
+httpclient = engine_import("triton", "tritonclient.http")
 
 from tests.conftest import ROOT  # noqa: E402
 from tests.engines.conftest import make_artifact_root  # noqa: E402

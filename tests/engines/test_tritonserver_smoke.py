@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-if importlib.util.find_spec("pytriton") is None:
-    pytest.skip("nvidia-pytriton (the wheel carrying tritonserver) is not installed; "
-                "pip install 'modelfleet[serve]'", allow_module_level=True)
+from tests.engines.conftest import engine_import, require_tritonserver  # noqa: E402
 
-np = pytest.importorskip("numpy")
-httpclient = pytest.importorskip("tritonclient.http")
+require_tritonserver()
+
+np = engine_import("triton", "numpy")
+httpclient = engine_import("triton", "tritonclient.http")
 
 from modelfleet.engines.onnx_runner import write_python_runner  # noqa: E402
 from modelfleet.engines import tritonserver  # noqa: E402
