@@ -3,8 +3,11 @@
     ModelfleetError                 anything the CLI reports as a user error (exit code 2)
     ├── SpecError                   bad input: the file does not say something valid
     │                               (``models.yaml:12:7: models[3].sla.p99_latency_ms: message (fix)``)
-    └── CompileError                valid input that cannot be satisfied
-                                    (``models[5] llama-405b: needs 754 GiB ... (allow p5 or use fp8)``)
+    ├── CompileError                valid input that cannot be satisfied
+    │                               (``models[5] llama-405b: needs 754 GiB ... (allow p5 or use fp8)``)
+    └── OutputError                 the output cannot go where asked: refused (``render --out`` at a
+                                    directory it did not write) or the filesystem said no
+                                    (``out/: cannot write it: No space left on device (free some ...)``)
 
 Both carry *every* problem found, as a tuple of :class:`Issue`, and are raised once. Anything else that
 escapes is a bug and keeps its traceback.
@@ -51,3 +54,8 @@ class SpecError(ModelfleetError):
 
 class CompileError(ModelfleetError):
     """The input is valid but no plan satisfies it (nothing fits, SLA too tight, policy forbids)."""
+
+
+class OutputError(ModelfleetError):
+    """The output cannot be written where asked: the target holds something of the user's, or the
+    filesystem refused (permissions, no space, no such directory). Nothing was written."""

@@ -1,4 +1,4 @@
-"""Rendering a FleetPlan to files (pure: a mapping of relative path -> bytes) and writing them atomically.
+"""Rendering a FleetPlan to files (pure: a mapping of relative path -> bytes); writing them is outputs.py.
 
 Layout of ``render --out DIR``::
 
@@ -7,18 +7,17 @@ Layout of ``render --out DIR``::
     triton/<server>/<model>/config.pbtxt       Triton model configuration (protobuf text format)
     triton/<server>/<model>/1/model.json       only for LLMs served by Triton's vLLM backend
     vllm/<model>.json                          vllm serve arguments, GPUs per pod, shared memory
+    .modelfleet-render                         added by write_tree: marks the directory as replaceable
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from .cost import FleetCost, MonthlyUsd
+from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
 from .plan import FleetPlan, TritonModelPlan, VllmModelPlan
 from .render_triton import model_config, render_config, vllm_backend_config, vllm_backend_model_json
 
@@ -77,40 +76,3 @@ def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = (), cost: FleetC
     for renderer in extra:
         files.update(renderer(plan))
     return dict(sorted(files.items()))
-
-
-def write_tree(files: Mapping[str, bytes], out_dir: str) -> None:
-    """Replace ``out_dir`` with exactly ``files``, all or nothing.
-
-    Everything is written into a sibling temporary directory first; only when that succeeded is it
-    swapped in with renames. A failure at any point leaves the previous output untouched.
-    """
-    out_dir = os.path.abspath(out_dir)
-    parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".modelfleet-render-", dir=parent)
-    try:
-        for relative, content in files.items():
-            target = os.path.join(staging, relative)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as handle:
-                handle.write(content)
-        _swap(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-def _swap(staging: str, out_dir: str) -> None:
-    if not os.path.exists(out_dir):
-        os.rename(staging, out_dir)
-        return
-    retired = tempfile.mkdtemp(prefix=".modelfleet-old-", dir=os.path.dirname(out_dir))
-    os.rmdir(retired)
-    os.rename(out_dir, retired)
-    try:
-        os.rename(staging, out_dir)
-    except BaseException:
-        os.rename(retired, out_dir)
-        raise
-    shutil.rmtree(retired, ignore_errors=True)

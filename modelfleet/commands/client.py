@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 
 from ..clientgen import render_client
+from ..outputs import write_file
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "client"
@@ -24,19 +23,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(source)
         return 0
-    write_file(args.out, source)
+    write_file(args.out, source.encode())
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
-
-
-def write_file(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a reader never sees half a module."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".client-", suffix=".py")
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise

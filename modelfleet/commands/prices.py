@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from datetime import datetime, timezone
 from typing import Any
 
@@ -10,6 +9,7 @@ import yaml
 
 from ..errors import Issue
 from ..instances import catalogue_from_data
+from ..outputs import write_file
 from ..prices import PRICING_REGION, PriceRefreshError, missing_credentials_error, refresh_prices, render_catalogue_yaml
 
 NAME = "prices"
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, clients: tuple[Any, Any | None] | None = None,
         raise
     catalogue_from_data(result.data)  # the table must load as the compiler will load it
     out = args.out or os.path.join(args.project, "prices.yaml")
-    write_file(out, render_catalogue_yaml(result.data, args.region))
+    write_file(out, render_catalogue_yaml(result.data, args.region).encode())
     for line in result.report:
         print(f"note: {line}")
     priced = sum(1 for i in result.data["instances"].values() if args.region in i["usd_per_hour"])
@@ -71,17 +71,3 @@ def make_clients(region: str, spot: bool) -> tuple[Any, Any | None]:
         raise missing_credentials_error()
     pricing = session.client("pricing", region_name=PRICING_REGION)
     return pricing, session.client("ec2", region_name=region) if spot else None
-
-
-def write_file(path: str, text: str) -> None:
-    """Write beside the target, then rename: a failed refresh never leaves half a table behind."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=".modelfleet-prices-", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(staging, path)
-    except BaseException:
-        os.unlink(staging)
-        raise

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..render import write_tree
+from ..outputs import MARKER, write_tree
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "render"
@@ -11,12 +11,17 @@ HELP = "write Triton model repositories, vLLM settings, Kubernetes manifests and
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_project_arguments(parser)
-    parser.add_argument("--out", required=True, help="output directory; replaced as a whole, only on success")
+    parser.add_argument("--out", required=True,
+                        help=f"output directory: new, empty, or a previous render (it holds {MARKER}); replaced "
+                             "as a whole, only on success. Any other directory is refused, never emptied")
 
 
 def run(args: argparse.Namespace) -> int:
-    plan, files = project_from(args).rendered(args.stack)
-    write_tree(files, args.out)
+    project = project_from(args)
+    plan, files = project.rendered(args.stack)
+    keep = {project.root: "the project directory", project.models_path: "the catalogue",
+            project.stacks_dir: "the stacks directory", **({project.prices_file: "the price table"} if project.prices_file else {})}
+    write_tree(files, args.out, keep=keep)
     print_warnings(plan)
     print(f"wrote {len(files)} files to {args.out}")
     return 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from modelfleet.errors import OutputError
 from modelfleet.render import write_tree
 
 
@@ -32,7 +33,7 @@ def test_failure_while_writing_keeps_previous_output(tmp_path: Path, project, mo
         return real_open(path, mode, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", failing_open)
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match="No space left on device"):
         write_tree(changed, str(out))
     monkeypatch.setattr(builtins, "open", real_open)
     assert _tree(out) == before
@@ -53,8 +54,25 @@ def test_failure_during_the_swap_restores_the_previous_output(tmp_path: Path, pr
         return real_rename(src, dst)
 
     monkeypatch.setattr(os, "rename", failing_rename)
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match="Input/output error"):
         write_tree({"plan.json": b"{}\n"}, str(out))
     monkeypatch.setattr(os, "rename", real_rename)
+    assert _tree(out) == before
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".modelfleet-")] == []
+
+
+def test_failure_while_syncing_keeps_previous_output(tmp_path: Path, project, monkeypatch):
+    """fsync is where a full or failing disk often speaks up: the swap must not happen after it fails."""
+    out = tmp_path / "out"
+    write_tree(project.rendered("dev")[1], str(out))
+    before = _tree(out)
+
+    def failing_fsync(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OutputError):
+        write_tree({"plan.json": b"{}\n"}, str(out))
+    monkeypatch.undo()
     assert _tree(out) == before
     assert [n for n in os.listdir(tmp_path) if n.startswith(".modelfleet-")] == []

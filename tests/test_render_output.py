@@ -1,0 +1,165 @@
+"""Where `render --out` may write: never over something a person made; usual permissions; clean errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from modelfleet.errors import OutputError
+from modelfleet.outputs import MARKER, remove_stale, write_file, write_tree
+from tests.conftest import ROOT
+
+FILES = {"plan.json": b"{}\n", "triton/s/m/config.pbtxt": b'name: "m"\n'}
+
+
+def _tree(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def project_copy(tmp_path: Path) -> Path:
+    """A throwaway project (models.yaml, stacks/, a .git directory) to point `render --out` at."""
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(ROOT / "models.yaml", root / "models.yaml")
+    shutil.copytree(ROOT / "stacks", root / "stacks")
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return root
+
+
+def render(project: Path, out: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "modelfleet", "--project", str(project), "render", "--stack", "dev",
+                           "--out", out], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+@pytest.mark.parametrize("out", [".", "{project}", "{project}/..", "{project}/stacks/..", "/"])
+def test_render_refuses_the_project_the_cwd_and_their_ancestors(project_copy: Path, out: str):
+    before = _tree(project_copy.parent)
+    result = render(project_copy, out.format(project=project_copy), cwd=project_copy)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "refusing to replace it" in result.stderr and "nothing was written" in result.stderr
+    assert _tree(project_copy.parent) == before
+
+
+def test_render_refuses_a_directory_it_did_not_write(tmp_path: Path, project_copy: Path):
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "todo.txt").write_text("mine")
+    result = render(project_copy, str(out), cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"{out}: refusing to replace it: it is not empty and was not written by `modelfleet render`" in result.stderr
+    assert _tree(out) == {"todo.txt": b"mine"}
+
+
+def test_render_refuses_a_file(tmp_path: Path, project_copy: Path):
+    out = tmp_path / "plan.txt"
+    out.write_text("keep me")
+    result = render(project_copy, str(out), cwd=tmp_path)
+    assert result.returncode == 2 and "it is a file, not a directory" in result.stderr
+    assert out.read_text() == "keep me"
+
+
+def test_render_replaces_its_own_output_and_an_empty_directory(tmp_path: Path, project_copy: Path):
+    out = tmp_path / "build" / "dev"
+    out.mkdir(parents=True)
+    first = render(project_copy, str(out), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert (out / MARKER).is_file() and (out / "plan.json").is_file()
+    (out / "leftover.json").write_text("{}")
+    second = render(project_copy, str(out), cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert not (out / "leftover.json").exists()
+    assert sorted(os.listdir(out.parent)) == ["dev"]
+
+
+@pytest.mark.parametrize("out", ["/proc/nope", "/proc/self/status/x", "/dev/null"])
+def test_filesystem_errors_are_one_clean_line(tmp_path: Path, project_copy: Path, out: str):
+    result = render(project_copy, out, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[0].startswith(f"{out}: ")
+
+
+def test_output_gets_the_usual_permissions(tmp_path: Path):
+    old = os.umask(0o022)
+    try:
+        write_tree(FILES, str(tmp_path / "out"))
+    finally:
+        os.umask(old)
+    out = tmp_path / "out"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    assert stat.S_IMODE((out / "triton" / "s").stat().st_mode) == 0o755
+    assert stat.S_IMODE((out / "plan.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((out / MARKER).stat().st_mode) == 0o644
+
+
+def test_a_strict_umask_is_respected(tmp_path: Path):
+    old = os.umask(0o077)
+    try:
+        write_tree(FILES, str(tmp_path / "out"))
+        write_file(str(tmp_path / "client.py"), b"x = 1\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "out" / "plan.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "client.py").stat().st_mode) == 0o600
+
+
+def test_write_file_has_the_usual_permissions_and_refuses_a_directory(tmp_path: Path):
+    old = os.umask(0o022)
+    try:
+        write_file(str(tmp_path / "new" / "client.py"), b"x = 1\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new" / "client.py").stat().st_mode) == 0o644
+    with pytest.raises(OutputError, match="is a directory"):
+        write_file(str(tmp_path / "new"), b"x")
+    assert os.listdir(tmp_path / "new") == ["client.py"]
+
+
+def test_stale_staging_of_a_killed_run_is_removed(tmp_path: Path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = [f".modelfleet-render-{dead.stdout.strip()}-out-abc", ".modelfleet-old-x1y2z3",  # an older release's
+             f".modelfleet-old-{dead.stdout.strip()}-q"]
+    for name in stale:
+        (tmp_path / name / "triton").mkdir(parents=True)
+    alive = tmp_path / f".modelfleet-render-{os.getppid()}-out-live"  # a render still running
+    alive.mkdir()
+    (tmp_path / "mine").mkdir()
+    write_tree(FILES, str(tmp_path / "out"))
+    assert sorted(os.listdir(tmp_path)) == sorted([alive.name, "mine", "out"])
+    assert remove_stale(str(tmp_path)) == []
+
+
+def test_symlinked_output_is_written_at_its_target(tmp_path: Path):
+    real = tmp_path / "real"
+    write_tree(FILES, str(real))
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    write_tree({"plan.json": b"[]\n"}, str(link))
+    assert link.is_symlink() and (real / "plan.json").read_bytes() == b"[]\n"
+    assert _tree(real) == {"plan.json": b"[]\n", MARKER: (real / MARKER).read_bytes()}
+
+
+def test_a_rendered_path_cannot_escape_the_output(tmp_path: Path):
+    with pytest.raises(ValueError, match="outside the output directory"):
+        write_tree({"../evil": b"x"}, str(tmp_path / "out"))
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "out").exists()
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".modelfleet-")] == []
+
+
+def test_client_out_errors_are_clean(tmp_path: Path, project_copy: Path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "modelfleet", "--project", str(project_copy), "client", "--stack",
+                             "dev", "--out", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{tmp_path}: is a directory, not a file" in result.stderr
