@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from ..engines.probes import http_ok
 from ..engines.tritonserver import (
     EngineStartError,
     EngineUnavailable,
     LocalTritonServer,
     TritonInstall,
     find_tritonserver,
-    http_ok,
     prepare_backends,
 )
 from ..serve import LocalRepository, plan_local_repository, write_local_repository
@@ -31,10 +33,18 @@ from . import print_warnings, project_from
 NAME = "serve"
 HELP = "start a real local tritonserver with a stack's compiled classic models (or, with --llm, a real vLLM)"
 EXIT_ENGINE = 2  # like a user error: the fix is to install or configure something, not a bug
+# The terminal closing (SIGHUP) stops the engine like Ctrl-C; without it the engine, in its own session,
+# would keep running with nobody to stop it.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Supervision: a live server can miss one probe's deadline on a saturated machine (the probe then says
+# nothing about its health), so only this many failed probes in a row, 1 s apart, count as a dead server.
+LIVENESS_PROBE_TIMEOUT_S = 5.0
+LIVENESS_FAILURES = 3
+RUN_PREFIX = "run-"
 
 
 class StopRequested(Exception):
-    """SIGINT or SIGTERM arrived: stop the engine cleanly."""
+    """SIGINT, SIGTERM or SIGHUP arrived: stop the engine cleanly."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", action="append", default=[], metavar="NAME",
                         help="serve only this compiled Triton server's models (repeatable; default: all)")
     parser.add_argument("--workdir", default=None, metavar="DIR",
-                        help="repository, backends copy and log (default: <project>/.modelfleet-serve/<stack>)")
+                        help="backends copy (shared) and one run-<pid>-* directory per run with its repository "
+                             "and log (default: <project>/.modelfleet-serve/<stack>)")
     parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for readiness")
     parser.add_argument("--llm", default=None, metavar="NAME",
                         help="instead: serve this LLM entry on a real vLLM (CPU build) with a tiny local model")
@@ -73,10 +84,50 @@ def run(args: argparse.Namespace) -> int:
     local = plan_local_repository(plan, root, available_backends(install), tuple(args.server))
     print(describe(local, plan.environment, root), end="", flush=True)
     backends = prepare_backends(install, workdir)
-    repository = write_local_repository(local, workdir / "repository", backends)
-    server = LocalTritonServer(repository, local.server_args, workdir=workdir, install=install,
-                               startup_timeout=args.startup_timeout, stop_timeout=local.exit_timeout_secs + 5.0)
-    return run_until_stopped(server, [m.name for m in local.models], plan.environment)
+    with run_directory(workdir) as run_dir:
+        repository = write_local_repository(local, run_dir / "repository", backends)
+        models = [m.name for m in local.models]
+        server = LocalTritonServer(repository, local.server_args, workdir=run_dir, install=install,
+                                   backends=backends, expected_models=models, startup_timeout=args.startup_timeout,
+                                   stop_timeout=local.exit_timeout_secs + 5.0)
+        return run_until_stopped(server, models, plan.environment)
+
+
+@contextmanager
+def run_directory(workdir: Path) -> Iterator[Path]:
+    """A directory of this run's own under ``workdir`` (repository, log); its repository is removed after.
+
+    Why per run: two ``serve`` runs of one stack share ``workdir``; one must never rewrite or delete the
+    repository the other's server is loading. Directories of runs whose process is gone are removed here
+    (the log of the last finished run stays until the next run starts).
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    for old in workdir.glob(f"{RUN_PREFIX}*"):
+        if old.is_dir() and not _pid_alive(_run_pid(old.name)):
+            shutil.rmtree(old, ignore_errors=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-", dir=workdir))
+    try:
+        yield run_dir
+    finally:
+        shutil.rmtree(run_dir / "repository", ignore_errors=True)
+
+
+def _run_pid(name: str) -> int:
+    """``run-<pid>-<random>`` -> pid (0 when the name is not one of ours)."""
+    part = name.removeprefix(RUN_PREFIX).split("-", 1)[0]
+    return int(part) if part.isdigit() else 0
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def available_backends(install: TritonInstall) -> frozenset[str]:
@@ -101,11 +152,11 @@ def describe(local: LocalRepository, stack: str, root: Path) -> str:
 
 @contextmanager
 def stop_signals() -> Iterator[None]:
-    """Turn SIGINT/SIGTERM into StopRequested for the duration; restore the previous handlers after."""
+    """Turn STOP_SIGNALS into StopRequested for the duration; restore the previous handlers after."""
     def handler(signum: int, frame: FrameType | None) -> None:
         raise StopRequested(signal.Signals(signum).name)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -122,9 +173,7 @@ def run_until_stopped(server: LocalTritonServer, models: list[str], stack: str) 
         try:
             server.start()
             print_endpoints(server, models, time.monotonic() - started, stack)
-            while http_ok(server.http_url + "/v2/health/live", timeout=5.0):
-                time.sleep(0.5)
-            print(f"tritonserver stopped answering; log tail:\n{server.log_tail()}", flush=True)
+            print(f"tritonserver {supervise(server)}; log tail:\n{server.log_tail()}", flush=True)
             code = 1
         except StopRequested as stop:
             print(f"{stop}: stopping tritonserver", flush=True)
@@ -138,17 +187,32 @@ def run_until_stopped(server: LocalTritonServer, models: list[str], stack: str) 
     return code
 
 
+def supervise(server: LocalTritonServer, interval_s: float = 1.0,
+              probe_timeout_s: float = LIVENESS_PROBE_TIMEOUT_S) -> str:
+    """Wait while the server lives and answers; return why it is considered gone.
+
+    A dead process ends the wait at once; a live one only after LIVENESS_FAILURES failed probes in a row.
+    """
+    failures = 0
+    while server.running():
+        live = http_ok(server.http_url + "/v2/health/live", timeout=probe_timeout_s)
+        failures = 0 if live else failures + 1
+        if failures >= LIVENESS_FAILURES:
+            return f"did not answer {failures} liveness probes in a row"
+        time.sleep(interval_s)
+    return "exited"
+
+
 def ignore_stop_signals() -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
 
 
 def print_endpoints(server: LocalTritonServer, models: list[str], seconds: float, stack: str) -> None:
-    ready = [m for m in models if http_ok(f"{server.http_url}/v2/models/{m}/ready")]
-    print(f"ready in {seconds:.1f} s: {len(ready)}/{len(models)} models ready ({', '.join(ready)})\n"
+    print(f"ready in {seconds:.1f} s: {len(models)}/{len(models)} models ready ({', '.join(models)})\n"
           f"  HTTP     {server.http_url}  (KServe v2: /v2/models/<name>/infer)\n"
           f"  gRPC     {server.grpc_url}\n"
           f"  metrics  {server.metrics_url}\n"
           f"  client   modelfleet client --stack {stack} --out fleet_client.py\n"
           f"tritonserver pid {server.process.pid if server.process else '?'}; "
-          f"modelfleet serve pid {os.getpid()}: Ctrl-C or SIGTERM stops it", flush=True)
+          f"modelfleet serve pid {os.getpid()}: Ctrl-C, SIGTERM or SIGHUP stops it", flush=True)

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from ..engines.tritonserver import free_ports, http_ok
+from ..engines.probes import http_ok
+from ..engines.process import die_with_parent, listens_on, signal_group
+from ..engines.tritonserver import free_ports
 from ..plan import FleetPlan, VllmModelPlan
 from ..serve import local_vllm_args
-from .serve import EXIT_ENGINE, StopRequested, ignore_stop_signals, stop_signals
+from .serve import EXIT_ENGINE, StopRequested, ignore_stop_signals, run_directory, stop_signals
 
 STARTUP_TIMEOUT_S = 300.0  # measured 20-45 s for the tiny model; first runs compile kernels
 ENTRY_MODULES = ("vllm.entrypoints.launchers.api_server.entry", "vllm.entrypoints.openai.api_server")
@@ -59,9 +63,7 @@ def serve_llm(plan: FleetPlan, name: str, workdir: Path, explicit_python: str | 
         return EXIT_ENGINE
     env = _environment()
     model_dir = workdir / "tiny-llama"
-    if not (model_dir / "config.json").is_file():
-        print(f"writing a tiny random Llama to {model_dir}", flush=True)
-        subprocess.run([python, "-c", WRITE_MODEL, str(model_dir)], env=env, check=True)
+    write_tiny_model(python, env, model_dir)
     entry = subprocess.run([python, "-c", FIND_ENTRY, *ENTRY_MODULES], env=env, check=True,
                            capture_output=True, text=True).stdout.strip()
     port = free_ports(1)[0]
@@ -69,7 +71,26 @@ def serve_llm(plan: FleetPlan, name: str, workdir: Path, explicit_python: str | 
     print(f"modelfleet serve: {name} on a real vLLM (CPU) with a TINY RANDOM model, not {model.artifact}\n"
           "adapted for this machine (everything else as compiled):\n" + "".join(f"  - {n}\n" for n in notes),
           end="", flush=True)
-    return _run_vllm([python, "-m", entry, *args], env, workdir / "vllm.log", port, name)
+    with run_directory(workdir) as run_dir:
+        return _run_vllm([python, "-m", entry, *args], env, run_dir / "vllm.log", port, name)
+
+
+def write_tiny_model(python: str, env: dict[str, str], model_dir: Path) -> None:
+    """Write the tiny Llama once; concurrent runs each write a staging copy and the first rename wins."""
+    if (model_dir / "config.json").is_file():
+        return
+    print(f"writing a tiny random Llama to {model_dir}", flush=True)
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tiny-llama-", dir=model_dir.parent))
+    try:
+        subprocess.run([python, "-c", WRITE_MODEL, str(staging)], env=env, check=True)
+        try:
+            staging.rename(model_dir)
+        except OSError:  # another run's copy is already in place
+            if not (model_dir / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _run_vllm(command: list[str], env: dict[str, str], log_path: Path, port: int, name: str) -> int:
@@ -79,13 +100,13 @@ def _run_vllm(command: list[str], env: dict[str, str], log_path: Path, port: int
     print(f"starting vLLM (log: {log_path})", flush=True)
     with stop_signals(), open(log_path, "wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent())
         try:
-            if not _wait_healthy(process, base + "/health"):
+            if not _wait_healthy(process, base + "/health", port):
                 print(f"modelfleet serve: vLLM did not become healthy; see {log_path}", flush=True)
                 return EXIT_ENGINE
             print(f"ready: OpenAI API {base}/v1 (model {name!r}), health {base}/health, metrics {base}/metrics\n"
-                  f"Ctrl-C or SIGTERM stops it", flush=True)
+                  f"Ctrl-C, SIGTERM or SIGHUP stops it", flush=True)
             while process.poll() is None:
                 time.sleep(0.5)
             print(f"vLLM exited with {process.returncode}; see {log_path}", flush=True)
@@ -98,10 +119,11 @@ def _run_vllm(command: list[str], env: dict[str, str], log_path: Path, port: int
             _stop_group(process)
 
 
-def _wait_healthy(process: subprocess.Popen[bytes], url: str) -> bool:
+def _wait_healthy(process: subprocess.Popen[bytes], url: str, port: int) -> bool:
+    """Healthy, and it is our vLLM answering (not another process that took the free port meanwhile)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline and process.poll() is None:
-        if http_ok(url):
+        if http_ok(url) and listens_on(process.pid, port):
             return True
         time.sleep(1.0)
     return False
@@ -109,16 +131,11 @@ def _wait_healthy(process: subprocess.Popen[bytes], url: str) -> bool:
 
 def _stop_group(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
     """SIGTERM vLLM's process group (API server and engine core), SIGKILL what is left after ``timeout``."""
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            process.wait(wait)
-            if sig == signal.SIGTERM:
-                os.killpg(process.pid, signal.SIGKILL)  # engine workers that outlived the server
-            break
-        except (subprocess.TimeoutExpired, ProcessLookupError):
-            continue
-    print(f"vLLM stopped (exit code {process.poll()})", flush=True)
+    signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    signal_group(process.pid, signal.SIGKILL)  # the server if it hung, engine workers that outlived it
+    process.wait()
+    print(f"vLLM stopped (exit code {process.returncode})", flush=True)

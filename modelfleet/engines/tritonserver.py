@@ -19,9 +19,9 @@ own use, so three things must be arranged by hand:
   the system one, e.g. Debian's 3.11.2 with the venv's 3.11.7 stdlib, which also works). Triton's other way,
   the ``EXECUTION_ENV_PATH`` model parameter, wants a conda-pack tarball and is not needed here.
 
-Usage::
+Usage (metrics helpers in :mod:`modelfleet.engines.probes`)::
 
-    with LocalTritonServer(repo, ["--cache-config=local,size=1048576"]) as server:
+    with LocalTritonServer(repo, ["--cache-config=local,size=1048576"], expected_models=["m"]) as server:
         urllib.request.urlopen(server.http_url + "/v2/models/m/ready")
         samples = scrape_metrics(server.metrics_url)
         metric_value(samples, "nv_cache_num_hits_per_model", model="m")
@@ -42,14 +42,13 @@ import sys
 import sysconfig
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+from .probes import http_ok
+from .process import die_with_parent, listens_on, signal_group
 
 STUB_NAME = "triton_python_backend_stub"
 
@@ -60,6 +59,10 @@ class EngineUnavailable(Exception):
 
 class EngineStartError(Exception):
     """The engine was found but died or did not become ready; the message ends with its log tail."""
+
+
+class PortTaken(EngineStartError):
+    """Another process bound one of the chosen ports between choosing and binding (retried)."""
 
 
 @dataclass(frozen=True)
@@ -166,16 +169,22 @@ def free_ports(count: int) -> list[int]:
 
 
 class LocalTritonServer:
-    """A tritonserver process on loopback ports, for tests and ``modelfleet`` smoke checks.
+    """A tritonserver process on loopback ports, for ``modelfleet serve``, tests and benchmarks.
 
     The process runs in its own session (process group) so that :meth:`stop` also ends the python backend
-    stubs it forks. Leaving the ``with`` block always stops it.
+    stubs it forks, and gets SIGTERM if this process dies without stopping it
+    (:func:`modelfleet.engines.process.die_with_parent`). Leaving the ``with`` block always stops it.
+    ``backends``: an already prepared backends directory (default: one prepared under ``workdir``).
+    ``expected_models``: readiness also waits for these models.
     """
+
+    PORT_ATTEMPTS = 3  # free ports are chosen before tritonserver binds them: another process may win
 
     def __init__(self, model_repository: Path | str, extra_args: Sequence[str] = (), *,
                  workdir: Path | str | None = None, install: TritonInstall | None = None,
                  startup_timeout: float = 120.0, stop_timeout: float = 30.0,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, backends: Path | None = None,
+                 expected_models: Sequence[str] = ()) -> None:
         self.model_repository = Path(model_repository).resolve()
         self.extra_args = list(extra_args)
         self.install = install or find_tritonserver()
@@ -184,6 +193,8 @@ class LocalTritonServer:
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self._base_env = env
+        self.backends = Path(backends).resolve() if backends else None
+        self.expected_models = tuple(expected_models)
         self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         self.log_path = self.workdir / "tritonserver.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -203,6 +214,10 @@ class LocalTritonServer:
         """Prometheus endpoint."""
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
+    @property
+    def ports(self) -> tuple[int, int, int]:
+        return self.http_port, self.grpc_port, self.metrics_port
+
     def command(self, backends: Path) -> list[str]:
         """The full command line; our flags come before ``extra_args`` so callers can override them."""
         return [str(self.install.binary), f"--model-repository={self.model_repository}",
@@ -214,41 +229,75 @@ class LocalTritonServer:
                 *self.extra_args]
 
     def start(self) -> LocalTritonServer:
-        """Start the process and block until ``/v2/health/ready`` answers 200 (or raise with the log tail).
+        """Start the process and block until it serves (see :meth:`serving`), or raise with the log tail.
 
-        On failure the process group is stopped; the work directory (with the log) is kept for inspection.
+        A port taken by someone else meanwhile is retried on new ports. On failure the process group is
+        stopped; the work directory (with the log) is kept for inspection.
         """
         if self.process is not None:
             raise RuntimeError("server already started")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        backends = prepare_backends(self.install, self.workdir)
+        backends = self.backends or prepare_backends(self.install, self.workdir)
+        for attempt in range(1, self.PORT_ATTEMPTS + 1):
+            self._launch(backends)
+            try:
+                self._wait_ready()
+                return self
+            except PortTaken:
+                self.stop()
+                if attempt == self.PORT_ATTEMPTS:
+                    raise
+                self.process = None
+                self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _launch(self, backends: Path) -> None:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(backends), stdin=subprocess.DEVNULL, stdout=log,
                                             stderr=subprocess.STDOUT, cwd=self.workdir,
                                             env=server_environment(self.install, self._base_env),
-                                            start_new_session=True)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+                                            start_new_session=True, preexec_fn=die_with_parent())
 
     def _wait_ready(self) -> None:
-        """Poll readiness; fail fast if the process exits, fail with the log tail on timeout."""
+        """Poll until :meth:`serving`; fail fast if the process exits, with the log tail on timeout."""
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._exited(0.0):
-                raise EngineStartError(f"tritonserver exited during startup\n{self.log_tail()}")
-            if http_ok(self.http_url + "/v2/health/ready"):
+                tail = self.log_tail()
+                if "already in use" in tail:
+                    raise PortTaken(f"tritonserver could not bind its ports\n{tail}")
+                raise EngineStartError(f"tritonserver exited during startup\n{tail}")
+            if self.serving():
                 return
             time.sleep(0.1)
         raise EngineStartError(f"tritonserver not ready after {self.startup_timeout:g}s\n{self.log_tail()}")
+
+    def serving(self) -> bool:
+        """Ready, with every expected model ready, and it is *our* process answering.
+
+        Why the last check: the ports are chosen before tritonserver binds them, so a readiness probe can
+        reach another server that took a port meanwhile (ours then exits: "already in use"). Only a
+        listening socket held by our process proves the endpoints are ours.
+        """
+        if self.process is None or not http_ok(self.http_url + "/v2/health/ready"):
+            return False
+        if not all(http_ok(f"{self.http_url}/v2/models/{name}/ready") for name in self.expected_models):
+            return False
+        return all(listens_on(self.process.pid, port) for port in self.ports) and not self._exited(0.0)
+
+    def running(self) -> bool:
+        """Started and not exited (the process itself; whether it answers is :meth:`serving`)."""
+        return self.process is not None and self.process.returncode is None and not self._exited(0.0)
 
     def _exited(self, timeout: float) -> bool:
         """Has the server exited (waiting up to ``timeout``)? The zombie is not reaped, so its process
         group id cannot be reused before :meth:`stop` has swept the group."""
         assert self.process is not None
+        if self.process.returncode is not None:
+            return True
         deadline = time.monotonic() + timeout
         while True:
             info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -261,11 +310,11 @@ class LocalTritonServer:
         if self.process is None or self.process.returncode is not None:
             return None if self.process is None else self.process.returncode
         pgid = self.process.pid  # start_new_session: the server leads its own group
-        _signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGTERM)
         if not self._exited(self.stop_timeout):
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
             self._exited(10.0)
-        _signal_group(pgid, signal.SIGKILL)  # stubs that outlived the server
+        signal_group(pgid, signal.SIGKILL)  # stubs that outlived the server
         return self.process.wait()
 
     def log_tail(self, lines: int = 25) -> str:
@@ -286,63 +335,3 @@ class LocalTritonServer:
         self.stop()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Signal a process group; a group that is already gone is fine."""
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-# Loopback only: never route these requests through an http_proxy from the environment.
-_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def http_ok(url: str, timeout: float = 2.0) -> bool:
-    """True when ``GET url`` answers 200 (readiness probes answer 400 while loading)."""
-    try:
-        with _LOOPBACK.open(url, timeout=timeout) as response:
-            return response.status == 200
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-        return False
-
-
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?\s*$')
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-
-def parse_metrics(text: str) -> Samples:
-    """Parse the Prometheus text format into ``{(name, frozenset(labels)): value}`` (comments skipped)."""
-    samples: Samples = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if line.startswith("#") or match is None:
-            continue
-        name, labels, value = match.groups()
-        pairs = {(key, re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], raw))
-                 for key, raw in _LABEL.findall(labels or "")}
-        samples[(name, frozenset(pairs))] = float(value)
-    return samples
-
-
-def scrape_metrics(metrics_url: str, timeout: float = 5.0) -> Samples:
-    """GET the metrics endpoint and parse it."""
-    with _LOOPBACK.open(metrics_url, timeout=timeout) as response:
-        return parse_metrics(response.read().decode("utf-8"))
-
-
-def metric_value(samples: Samples | str, name: str, **labels: str) -> float:
-    """Sum of the samples called ``name`` whose labels include ``labels``; KeyError if none matches.
-
-    Why a sum: Triton labels per model *and* version, and callers usually ask per model.
-    """
-    if isinstance(samples, str):
-        samples = parse_metrics(samples)
-    wanted = set(labels.items())
-    values = [v for (n, pairs), v in samples.items() if n == name and wanted <= pairs]
-    if not values:
-        raise KeyError(f"no sample {name}{labels or ''}")
-    return sum(values)

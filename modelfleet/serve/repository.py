@@ -21,6 +21,7 @@ writes the directory tree.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,8 +204,18 @@ def write_local_repository(local: LocalRepository, repository: Path, backends: P
     for name in local.python_based_backends:
         (Path(backends) / name).mkdir(parents=True, exist_ok=True)
         for filename, text in backend_files().items():
-            (Path(backends) / name / filename).write_text(text)
+            _write_if_changed(Path(backends) / name / filename, text)
     return repository
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Atomic, and untouched when equal: the backends directory is shared by concurrent ``serve`` runs, whose
+    servers may be loading these very files."""
+    if path.is_file() and path.read_text() == text:
+        return
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(text)
+    partial.replace(path)
 
 
 def _write_version(model: LocalModel, target: Path, version: int) -> None:

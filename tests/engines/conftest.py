@@ -137,7 +137,7 @@ def served(plan, artifact_root: Path, workdir: Path, servers: tuple[str, ...] = 
 
 def wait_for(url: str, seconds: float = 10.0) -> None:
     """Readiness covers HTTP and gRPC; the metrics endpoint starts a few ms later (a race seen here)."""
-    from modelfleet.engines.tritonserver import http_ok
+    from modelfleet.engines.probes import http_ok
 
     deadline = time.monotonic() + seconds
     while not http_ok(url):

@@ -27,7 +27,7 @@ from tritonclient.grpc import model_config_pb2 as mc  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from modelfleet.clientgen import render_client  # noqa: E402
-from modelfleet.engines.tritonserver import metric_value, scrape_metrics  # noqa: E402
+from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
 from modelfleet.plan import TritonModelPlan  # noqa: E402
 from modelfleet.render import render_fleet  # noqa: E402
 from modelfleet.render_triton import parse_config  # noqa: E402

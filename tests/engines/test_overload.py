@@ -27,7 +27,7 @@ np = engine_import("triton", "numpy")
 httpclient = engine_import("triton", "tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from modelfleet.engines.tritonserver import metric_value, scrape_metrics  # noqa: E402
+from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
 from tests.engines.conftest import served  # noqa: E402
 
 pytestmark = pytest.mark.engine

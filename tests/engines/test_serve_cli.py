@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,12 +27,14 @@ require_tritonserver()
 np = engine_import("triton", "numpy")
 httpclient = engine_import("triton", "tritonclient.http")
 
+from modelfleet.engines.process import group_pids, signal_group  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.engines.conftest import make_artifact_root  # noqa: E402
 
 pytestmark = pytest.mark.engine
 
-READY_LINE = "Ctrl-C or SIGTERM stops it"
+READY_LINE = "Ctrl-C, SIGTERM or SIGHUP stops it"
+PREPROCESSOR_SERVER = "triton-image-preprocessor"
 
 
 class Output:
@@ -68,16 +71,15 @@ def servers_of(plan) -> list[str]:
     return sorted({plan.model(name).server for name in ("resnet50-classifier", "text-embedder")})
 
 
-@pytest.fixture
-def serve_process(dev_plan, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Output]]:
-    """`modelfleet serve` for the classifier's and the embedder's servers; the embedder's artifact is left out."""
-    root = make_artifact_root(tmp_path / "artifacts", ("resnet50-classifier", "fraud-scorer"), preprocessor=True)
+@contextmanager
+def serving(root: Path, workdir: Path, servers: list[str]) -> Iterator[tuple[subprocess.Popen[str], Output]]:
+    """`modelfleet serve --stack dev` for ``servers`` in a subprocess; never leaves a tritonserver behind."""
     command = [sys.executable, "-m", "modelfleet", "--project", str(ROOT), "serve", "--stack", "dev",
-               "--model-dir-root", str(root), "--workdir", str(tmp_path / "work")]
-    command += [arg for server in servers_of(dev_plan) for arg in ("--server", server)]
+               "--model-dir-root", str(root), "--workdir", str(workdir)]
+    command += [arg for server in servers for arg in ("--server", server)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                               cwd=tmp_path)
+                               cwd=workdir.parent)
     output = Output(process)
     try:
         yield process, output
@@ -89,11 +91,16 @@ def serve_process(dev_plan, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[s
                 process.wait(60)
             except subprocess.TimeoutExpired:
                 process.kill()
-        if server_pid:  # never leave a tritonserver behind, whatever happened above
-            try:
-                os.killpg(int(server_pid.group(1)), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if server_pid:  # whatever happened above
+            signal_group(int(server_pid.group(1)), signal.SIGKILL)
+
+
+@pytest.fixture
+def serve_process(dev_plan, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Output]]:
+    """`modelfleet serve` for the classifier's and the embedder's servers; the embedder's artifact is left out."""
+    root = make_artifact_root(tmp_path / "artifacts", ("resnet50-classifier", "fraud-scorer"), preprocessor=True)
+    with serving(root, tmp_path / "work", servers_of(dev_plan)) as (process, output):
+        yield process, output
 
 
 def test_serve_prints_adaptations_and_endpoints_answers_and_stops_on_sigterm(serve_process, dev_plan) -> None:
@@ -124,8 +131,51 @@ def test_serve_prints_adaptations_and_endpoints_answers_and_stops_on_sigterm(ser
     assert embedding.shape == (1, 384) and not embedding.any()  # the stand-in answers zeros
 
     server_pid = int(re.search(r"tritonserver pid (\d+)", text).group(1))
+    assert len(group_pids(server_pid)) >= 2  # the server and at least one python stub
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 0
     output.until("tritonserver stopped (exit code 0)", 5)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(server_pid, 0)  # the server and its python stubs are gone
+    assert group_pids(server_pid) == []  # the server and its python stubs are gone
+
+
+def wait_gone(pgid: int, seconds: float) -> list[int]:
+    """Wait until no process of group ``pgid`` is left; return what is left at the deadline."""
+    deadline = time.monotonic() + seconds
+    while (left := group_pids(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL], ids=["SIGHUP", "SIGKILL"])
+def test_no_tritonserver_outlives_serve(sig: signal.Signals, tmp_path: Path) -> None:
+    """SIGHUP (the terminal closed) stops cleanly like SIGTERM. SIGKILL gives serve no chance to clean up:
+    the kernel's parent-death signal (SIGTERM) must still stop tritonserver, which stops its stubs."""
+    (tmp_path / "artifacts").mkdir()
+    with serving(tmp_path / "artifacts", tmp_path / "work", [PREPROCESSOR_SERVER]) as (process, output):
+        text = output.until(READY_LINE, 120)
+        server_pid = int(re.search(r"tritonserver pid (\d+)", text).group(1))
+        assert len(group_pids(server_pid)) >= 2  # the server and the stand-in's python stub
+        process.send_signal(sig)
+        code = process.wait(60)
+        assert code == (0 if sig == signal.SIGHUP else -signal.SIGKILL)
+        left = wait_gone(server_pid, 45)  # a graceful stop may wait for --exit-timeout-secs
+        assert left == [], f"left behind after {sig.name}: {left}"
+
+
+def test_two_runs_of_one_stack_keep_their_own_repositories(tmp_path: Path) -> None:
+    """Both share --workdir; the second must not delete or rewrite the first one's model repository."""
+    (tmp_path / "artifacts").mkdir()
+    workdir = tmp_path / "work"
+    with serving(tmp_path / "artifacts", workdir, [PREPROCESSOR_SERVER]) as (first, first_output):
+        first_text = first_output.until(READY_LINE, 120)
+        with serving(tmp_path / "artifacts", workdir, [PREPROCESSOR_SERVER]) as (second, second_output):
+            second_output.until(READY_LINE, 120)
+            runs = sorted(p.name for p in workdir.glob("run-*"))
+            assert len(runs) == 2 and all((workdir / r / "repository").is_dir() for r in runs), runs
+        assert second.wait(60) == 0
+        http = re.search(r"HTTP\s+(http://127\.0\.0\.1:\d+)", first_text).group(1)
+        from modelfleet.engines.probes import http_ok
+
+        assert http_ok(http + "/v2/models/image-preprocessor/ready")  # the first server is untouched
+        assert [p.name for p in workdir.glob("run-*") if (p / "repository").exists()] == [
+            p for p in runs if p.startswith(f"run-{first.pid}-")]

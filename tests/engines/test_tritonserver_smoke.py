@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import textwrap
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,13 +25,13 @@ httpclient = engine_import("triton", "tritonclient.http")
 
 from modelfleet.engines.onnx_runner import write_python_runner  # noqa: E402
 from modelfleet.engines import tritonserver  # noqa: E402
+from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
+from modelfleet.engines.process import listens_on  # noqa: E402
 from modelfleet.engines.tritonserver import (  # noqa: E402
     EngineUnavailable,
     LocalTritonServer,
     find_tritonserver,
-    metric_value,
     prepare_backends,
-    scrape_metrics,
 )
 
 pytestmark = pytest.mark.engine
@@ -133,6 +135,40 @@ def doubler_server(tmp_path: Path) -> Iterator[LocalTritonServer]:
     (model_dir / "1" / "model.py").write_text(DOUBLER)
     with LocalTritonServer(tmp_path / "repo", SERVER_ARGS, workdir=tmp_path / "work") as server:
         yield server
+
+
+class AlwaysReady(BaseHTTPRequestHandler):
+    """Another process's HTTP server that answers 200 to everything, readiness probes included."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_port_taken_by_another_server_is_not_mistaken_for_ours(tmp_path: Path) -> None:
+    """The free ports are chosen before tritonserver binds them. If another server takes one meanwhile and
+    answers readiness probes, ours must not be declared ready on its word: it is retried on new ports."""
+    model_dir = tmp_path / "repo" / "doubler"
+    write_config(model_dir, '{ name: "X" data_type: TYPE_FP32 dims: [ 4 ] }',
+                 '{ name: "Y" data_type: TYPE_FP32 dims: [ 4 ] }')
+    (model_dir / "1").mkdir()
+    (model_dir / "1" / "model.py").write_text(DOUBLER)
+    server = LocalTritonServer(tmp_path / "repo", SERVER_ARGS, workdir=tmp_path / "work", expected_models=["doubler"])
+    taken = server.http_port
+    impostor = HTTPServer(("127.0.0.1", taken), AlwaysReady)
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    try:
+        with server:
+            assert server.http_port != taken
+            assert server.process is not None and all(listens_on(server.process.pid, p) for p in server.ports)
+            x = np.ones((1, 4), dtype=np.float32)
+            np.testing.assert_array_equal(infer(server, "doubler", x), x * 2)
+    finally:
+        impostor.shutdown()
+        impostor.server_close()
 
 
 def test_python_model_with_queue_policy_and_response_cache(doubler_server: LocalTritonServer) -> None:
