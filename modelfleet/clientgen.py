@@ -82,6 +82,14 @@ def _input(protocol: ModuleType, tensor: Tensor, value: np.ndarray, max_batch_si
     infer_input = protocol.InferInput(tensor.name, list(value.shape), tensor.datatype)
     infer_input.set_data_from_numpy(value)
     return infer_input
+
+
+def _output(result: Any, name: str) -> np.ndarray:
+    """One output of an InferResult; tritonclient answers None for a missing one, this raises instead."""
+    value = result.as_numpy(name)
+    if value is None:
+        raise ValueError(f"{{name}}: not in the response (request() asks for every output of the model)")
+    return value
 '''
 
 MODEL = '''
@@ -113,6 +121,7 @@ class {cls}:
 
     @staticmethod
     def decode(result: Any) -> {cls}Result:
+        """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
         return {cls}Result({decoded})
 '''
 
@@ -155,7 +164,7 @@ def render_model(model: TritonModelPlan) -> str:
         docs += " (L: any length)"
     fields = "\n".join(f"    {identifier(t.name)}: np.ndarray  # {WIRE_TYPES[t.data_type]} {_shape(t, batched)}"
                        for t in model.outputs)
-    decoded = ", ".join(f'{identifier(t.name)}=result.as_numpy("{t.name}")' for t in model.outputs)
+    decoded = ", ".join(f'{identifier(t.name)}=_output(result, "{t.name}")' for t in model.outputs)
     return MODEL.format(cls=cls, name=model.name, type=model.type, server=model.server, p99=model.p99_latency_ms,
                         timeout_us=model.queue_timeout_us, max_batch=model.max_batch_size,
                         inputs=_tensors(model.inputs), outputs=_tensors(model.outputs),

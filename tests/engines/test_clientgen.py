@@ -72,3 +72,20 @@ def test_requests_refuse_what_the_server_would_refuse(client_module, shape, dtyp
     np = pytest.importorskip("numpy")
     with pytest.raises(ValueError, match=message):
         client_module.FraudScorer.request(np.zeros(shape, dtype=dtype))
+
+
+class PartialResult:
+    """An InferResult without the named outputs: tritonclient's as_numpy answers None for those."""
+
+    def __init__(self, missing: str) -> None:
+        self.missing = missing
+
+    def as_numpy(self, name: str):
+        np = pytest.importorskip("numpy")
+        return None if name == self.missing else np.zeros((1, 1), np.float32)
+
+
+def test_decode_refuses_a_missing_output_instead_of_returning_none(client_module) -> None:
+    assert client_module.FraudScorer.decode(PartialResult("other")).fraud_probability.shape == (1, 1)
+    with pytest.raises(ValueError, match="fraud_probability: not in the response"):
+        client_module.FraudScorer.decode(PartialResult("fraud_probability"))

@@ -61,6 +61,14 @@ def _input(protocol: ModuleType, tensor: Tensor, value: np.ndarray, max_batch_si
     return infer_input
 
 
+def _output(result: Any, name: str) -> np.ndarray:
+    """One output of an InferResult; tritonclient answers None for a missing one, this raises instead."""
+    value = result.as_numpy(name)
+    if value is None:
+        raise ValueError(f"{name}: not in the response (request() asks for every output of the model)")
+    return value
+
+
 @dataclass(frozen=True)
 class FraudScorerResult:
     """Outputs of fraud-scorer."""
@@ -88,7 +96,8 @@ class FraudScorer:
 
     @staticmethod
     def decode(result: Any) -> FraudScorerResult:
-        return FraudScorerResult(fraud_probability=result.as_numpy("fraud_probability"))
+        """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
+        return FraudScorerResult(fraud_probability=_output(result, "fraud_probability"))
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,8 @@ class ImagePreprocessor:
 
     @staticmethod
     def decode(result: Any) -> ImagePreprocessorResult:
-        return ImagePreprocessorResult(images=result.as_numpy("images"))
+        """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
+        return ImagePreprocessorResult(images=_output(result, "images"))
 
 
 @dataclass(frozen=True)
@@ -148,7 +158,8 @@ class Resnet50Classifier:
 
     @staticmethod
     def decode(result: Any) -> Resnet50ClassifierResult:
-        return Resnet50ClassifierResult(probabilities=result.as_numpy("probabilities"))
+        """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
+        return Resnet50ClassifierResult(probabilities=_output(result, "probabilities"))
 
 
 @dataclass(frozen=True)
@@ -178,7 +189,8 @@ class TextEmbedder:
 
     @staticmethod
     def decode(result: Any) -> TextEmbedderResult:
-        return TextEmbedderResult(embedding=result.as_numpy("embedding"))
+        """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
+        return TextEmbedderResult(embedding=_output(result, "embedding"))
 
 
 MODELS = (FraudScorer, ImagePreprocessor, Resnet50Classifier, TextEmbedder)
