@@ -1,7 +1,11 @@
 """Placing one LLM: instance type, tensor/pipeline parallelism, max_num_seqs and replicas.
 
-Every (instance type, tp, pp) that the environment allows is sized; the cheapest that fits the memory,
-the context and the time-to-first-token SLA wins, and the others are kept as rejected alternatives.
+Every (instance type, tp) on one node that the environment allows is sized; the cheapest that fits the
+memory, the context and the time-to-first-token SLA wins. Pipeline parallelism across nodes is sized only
+when no allowed single node holds the model: a model split over nodes pays cross-node latency and a
+larger blast radius, and four one-GPU nodes are not a cheaper way to hold what one four-GPU node holds.
+Candidates are priced at the nodes the node group will really have: the GPUs their pods take, and at
+least one node per zone the availability floor spreads replicas over.
 """
 
 from __future__ import annotations
@@ -12,21 +16,25 @@ from dataclasses import dataclass
 from .environment import EnvironmentSpec
 from .errors import Issue
 from .instances import InstanceCatalogue, InstanceType
+from .llm_infeasible import explain_infeasible
 from .plan import Alternative, Decision
+from .precision import Precision, llm_weights_gib, precision_on, unsupported, weight_dtype
+from .rejection import CONTEXT, MEMORY, PRECISION, TTFT, Rejection, closeness
 from .sizing import (
     LLM_RUNTIME_OVERHEAD_GIB_PER_GPU,
+    MAX_PIPELINE_STAGES,
+    PREFILL_MFU,
     availability_floor,
     kv_bytes_per_token_per_gpu,
+    nodes_for_pods,
     prefill_ms,
     tensor_parallel_ok,
-    weights_gib,
 )
 from .spec import LlmModelSpec
-from .units import DTYPE_BYTES, GIB
+from .units import DTYPE_BYTES, GIB, format_param_count
 
-MAX_PIPELINE_STAGES = 8  # beyond 8 nodes per replica, cross-node latency dominates; nobody serves that way
 PRICE_REFERENCE_REGION = "us-east-1"  # ranks instance types when the stack's region has no price data
-
+TP_SIZES = (1, 2, 4, 8)
 
 @dataclass(frozen=True)
 class LlmCandidate:
@@ -40,16 +48,11 @@ class LlmCandidate:
     replicas: int
     nodes: int
     usd_per_hour: float
+    precision: Precision
 
     @property
     def label(self) -> str:
         return f"{self.instance.name} tp={self.tp} pp={self.pp}"
-
-
-@dataclass(frozen=True)
-class Rejection:
-    option: str
-    reason: str
 
 
 def load_sequences(model: LlmModelSpec) -> int:
@@ -71,100 +74,153 @@ def replica_bounds(model: LlmModelSpec, env: EnvironmentSpec, max_num_seqs: int)
     return min(floor, desired), desired, max(desired, math.ceil(desired * policy.max_scale_factor))
 
 
-def _price(instance: InstanceType, region: str) -> float:
+def nodes_for_replicas(instance: InstanceType, tp: int, pp: int, min_replicas: int, replicas: int) -> int:
+    """Nodes ``replicas`` take, as the node group is sized (compiler._node_groups): their pods of ``tp``
+    GPUs packed onto nodes, and at least one node per zone the ``min_replicas`` spread over."""
+    spread = min_replicas * pp if min_replicas >= 2 else 0
+    return max(nodes_for_pods([tp] * (replicas * pp), instance.gpus), spread)
+
+
+def price(instance: InstanceType, region: str) -> float:
     return instance.price(region) or instance.price(PRICE_REFERENCE_REGION) or math.inf
+
+
+def llm_params(model: LlmModelSpec) -> tuple[int, str | None]:
+    """Parameters for the prefill estimate: declared or from the preset; else derived from size.memory_gib
+    at the weights' dtype, with a note saying so (the estimate is never skipped)."""
+    params = model.resolved_params()
+    if params:
+        return params, None
+    memory = model.size.memory_gib or 0.0
+    derived = max(1, int(memory * GIB / DTYPE_BYTES[weight_dtype(model)]))
+    return derived, (f"TTFT estimated for {format_param_count(derived)} parameters derived from size.memory_gib "
+                     f"{memory:g} GiB at {weight_dtype(model)}; declare size.params for a better estimate")
 
 
 def size_candidate(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType, tp: int,
                    pp: int) -> LlmCandidate | Rejection:
     """Memory, context, TTFT and replicas for one layout; a Rejection says what does not fit."""
-    arch = model.resolved_architecture()
-    params = model.resolved_params() or 0
     label = f"{instance.name} tp={tp} pp={pp}"
+    precision = precision_on(model, instance.gpu, env.vllm.image)
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
-    kv_bytes = 1.0 if model.overrides.kv_cache_dtype == "fp8" else DTYPE_BYTES[_dtype(model)]
     budget = instance.gpu_memory_gib * util - LLM_RUNTIME_OVERHEAD_GIB_PER_GPU
     weights = llm_weights_gib(model) / (tp * pp)
-    if weights >= budget:
-        return Rejection(label, f"weights {weights:.1f} GiB per GPU exceed the {budget:.1f} GiB budget")
-    per_token = kv_bytes_per_token_per_gpu(arch, kv_bytes, tp, pp)
+    if weights * precision.load_factor >= budget:
+        return Rejection(label, _memory_reason(weights, precision, budget), MEMORY, budget * tp * pp)
+    per_token = kv_bytes_per_token_per_gpu(model.resolved_architecture(), precision.kv_bytes, tp, pp)
     tokens = int((budget - weights) * GIB // per_token)
-    if tokens < model.sla.max_context_tokens:
-        return Rejection(label, f"KV cache holds {tokens} tokens, less than one {model.sla.max_context_tokens}-token context")
-    ttft = prefill_ms(params, model.sla.max_context_tokens, tp, instance.gpu.fp16_tflops)
+    context = model.sla.max_context_tokens
+    if tokens < context:
+        return Rejection(label, f"KV cache holds {tokens} tokens, less than one {context}-token context", CONTEXT,
+                         tokens)
+    ttft = prefill_ms(llm_params(model)[0], context, tp, instance.gpu.fp16_tflops)
     if ttft > model.sla.p99_ttft_ms:
-        return Rejection(label, f"estimated TTFT {ttft:.0f} ms for a full context exceeds p99 {model.sla.p99_ttft_ms:.0f} ms")
-    avg = model.sla.avg_context_tokens or model.sla.max_context_tokens
+        return Rejection(label, f"a full {context}-token prefill on an idle replica takes an estimated {ttft:.0f} ms, "
+                         f"more than the p99 TTFT of {model.sla.p99_ttft_ms:.0f} ms", TTFT, ttft)
+    avg = model.sla.avg_context_tokens or context
     seqs = model.overrides.max_num_seqs or min(env.vllm.max_num_seqs_cap, max(1, tokens // avg))
-    _, replicas, _ = replica_bounds(model, env, seqs)
-    nodes = replicas * pp if pp > 1 else math.ceil(replicas / (instance.gpus // tp))
-    kv_gib = (budget - weights) * tp * pp
-    return LlmCandidate(instance, tp, pp, seqs, tokens, kv_gib, ttft, replicas, nodes, nodes * _price(instance, env.region))
+    lo, replicas, _ = replica_bounds(model, env, seqs)
+    nodes = nodes_for_replicas(instance, tp, pp, lo, replicas)
+    return LlmCandidate(instance, tp, pp, seqs, tokens, (budget - weights) * tp * pp, ttft, replicas, nodes,
+                        nodes * price(instance, env.region), precision)
 
 
-def _dtype(model: LlmModelSpec) -> str:
-    return model.size.dtype or "bf16"
+def _memory_reason(weights: float, precision: Precision, budget: float) -> str:
+    if weights < budget:  # fits once quantized, not while the 16-bit checkpoint loads
+        return (f"loading the 16-bit checkpoint to quantize it takes {weights * precision.load_factor:.1f} GiB per "
+                f"GPU, more than the {budget:.1f} GiB budget (this vLLM release quantizes after loading)")
+    return f"weights {weights:.1f} GiB per GPU exceed the {budget:.1f} GiB budget"
 
 
-def llm_weights_gib(model: LlmModelSpec) -> float:
-    """Weights in GiB: declared memory, or params (declared or from the preset) x dtype bytes."""
-    if model.size.memory_gib is not None:
-        return model.size.memory_gib
-    return weights_gib(model.resolved_params() or 0, _dtype(model))
-
-
-def _layouts(model: LlmModelSpec, instance: InstanceType) -> list[tuple[int, int]]:
-    """(tp, pp) pairs to size: tp within a node; pp only with whole nodes (tp = GPUs per node)."""
+def _layouts(model: LlmModelSpec, instance: InstanceType, multi_node: bool) -> list[tuple[int, int]]:
+    """(tp, pp) pairs to size: on one node any tp that fits the heads; across nodes whole nodes only
+    (tp = GPUs per node, pp = nodes), fewest nodes first."""
     arch = model.resolved_architecture()
-    tps = [t for t in (1, 2, 4, 8) if t <= instance.gpus and tensor_parallel_ok(arch, t)]
+    tps = [t for t in TP_SIZES if t <= instance.gpus and tensor_parallel_ok(arch, t)]
     if model.overrides.tensor_parallel_size:
         tps = [t for t in tps if t == model.overrides.tensor_parallel_size]
-    pps = [model.overrides.pipeline_parallel_size] if model.overrides.pipeline_parallel_size else list(
-        range(1, MAX_PIPELINE_STAGES + 1))
-    return [(t, p) for t in tps for p in pps if p == 1 or t == instance.gpus]
+    pinned = model.overrides.pipeline_parallel_size
+    if not multi_node:
+        return [(t, 1) for t in tps] if pinned in (None, 1) else []
+    stages = [pinned] if pinned else list(range(2, MAX_PIPELINE_STAGES + 1))
+    return [(t, p) for p in stages if p > 1 for t in tps if t == instance.gpus]
 
 
-def _best_for_instance(model: LlmModelSpec, env: EnvironmentSpec,
-                       instance: InstanceType) -> LlmCandidate | Rejection:
-    """The cheapest layout on one instance type; larger pp is only tried when smaller pp does not fit."""
+def best_for_instance(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType,
+                      multi_node: bool) -> LlmCandidate | Rejection:
+    """The cheapest layout on one instance type, or the rejection of the layout that came closest.
+    Across nodes, more stages are only tried while fewer do not fit."""
+    problem = unsupported(model, instance.gpu)
+    if problem:
+        return Rejection(instance.name, problem, PRECISION)
     best: LlmCandidate | None = None
-    first_rejection: Rejection | None = None
-    for tp, pp in _layouts(model, instance):
+    closest: Rejection | None = None
+    for tp, pp in _layouts(model, instance, multi_node):
         if best is not None and pp > best.pp:
             break
         result = size_candidate(model, env, instance, tp, pp)
         if isinstance(result, LlmCandidate):
             if best is None or (result.usd_per_hour, result.tp) < (best.usd_per_hour, best.tp):
                 best = result
-        elif first_rejection is None or ("exceed the" in first_rejection.reason and "exceed the" not in result.reason):
-            first_rejection = result  # the smallest layout's reason, unless only a larger one got past memory
+        elif closest is None or closeness(result) > closeness(closest):
+            closest = result
     if best is not None:
         return best
-    return first_rejection or Rejection(instance.name, f"no tensor-parallel size fits its {instance.gpus} GPU(s) "
-                                                       "and the model's attention heads")
+    where = "across whole nodes" if multi_node else "on one node"
+    return closest or Rejection(instance.name, f"no tensor-parallel size {where} fits its {instance.gpus} GPU(s), "
+                                               "the model's attention and KV heads and the overrides")
 
 
 def choose_llm_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
                       index: int) -> tuple[LlmCandidate, Decision] | Issue:
+    problem = _override_problem(model, env, catalogue, index)
+    if problem is not None:
+        return problem
     instances = _allowed_instances(model, env, catalogue)
-    results = [_best_for_instance(model, env, inst) for inst in instances]
+    results = [best_for_instance(model, env, inst, multi_node=False) for inst in instances]
+    single_node = any(isinstance(r, LlmCandidate) for r in results)
+    if not single_node:
+        results = [_further(r, best_for_instance(model, env, inst, multi_node=True))
+                   for r, inst in zip(results, instances)]
     fits = sorted((r for r in results if isinstance(r, LlmCandidate)),
                   key=lambda c: (c.usd_per_hour, c.instance.gpus * c.pp, c.instance.name))
     if not fits:
-        return _infeasible(model, env, catalogue, results, index)
+        return explain_infeasible(model, env, catalogue, [r for r in results if isinstance(r, Rejection)], index,
+                                  lambda inst: _fits_anywhere(model, env, inst))
     chosen = fits[0]
     rejected = tuple(
         Alternative(option=r.label, reason=f"costs {r.usd_per_hour:.2f} USD/h for {r.replicas} replica(s) "
                     f"on {r.nodes} node(s)", usd_per_hour=round(r.usd_per_hour, 4)) for r in fits[1:]
-    ) + tuple(Alternative(option=r.option, reason=r.reason) for r in results if isinstance(r, Rejection))
+    ) + tuple(Alternative(option=r.option, reason=r.reason + _multi_node_note(r, chosen, single_node))
+              for r in results if isinstance(r, Rejection))
+    return chosen, Decision(choice=chosen.label, reason=_reason(model, chosen), rejected=rejected)
+
+
+def _further(single: LlmCandidate | Rejection, multi: LlmCandidate | Rejection) -> LlmCandidate | Rejection:
+    if isinstance(multi, LlmCandidate) or isinstance(single, LlmCandidate):
+        return multi if isinstance(multi, LlmCandidate) else single
+    return multi if closeness(multi) > closeness(single) else single
+
+
+def _multi_node_note(rejection: Rejection, chosen: LlmCandidate, single_node: bool) -> str:
+    """Why a type whose one node is too small was not split over several: one node of another type holds it."""
+    if not single_node or rejection.stage not in (MEMORY, CONTEXT):
+        return ""
+    return (f"; pipeline parallelism across nodes is used only when no allowed single node holds the model, "
+            f"and {chosen.instance.name} does")
+
+
+def _reason(model: LlmModelSpec, chosen: LlmCandidate) -> str:
     where = "one GPU" if chosen.tp * chosen.pp == 1 else (
-        f"{chosen.tp} GPUs of one node" if chosen.pp == 1 else f"{chosen.pp} nodes of {chosen.tp} GPUs")
-    reason = (f"cheapest layout that fits: {llm_weights_gib(model):.1f} GiB weights on {where}, KV cache for "
-              f"{chosen.kv_cache_tokens} tokens ({chosen.max_num_seqs} sequences of "
-              f"{model.sla.avg_context_tokens or model.sla.max_context_tokens} tokens), estimated TTFT "
-              f"{chosen.ttft_ms:.0f} ms <= {model.sla.p99_ttft_ms:.0f} ms; {chosen.replicas} replica(s) on "
-              f"{chosen.nodes} node(s) = {chosen.usd_per_hour:.2f} USD/h")
-    return chosen, Decision(choice=chosen.label, reason=reason, rejected=rejected)
+        f"{chosen.tp} GPUs of one node" if chosen.pp == 1 else
+        f"{chosen.pp} nodes of {chosen.tp} GPUs (no allowed single node holds it)")
+    context = model.sla.max_context_tokens
+    return (f"cheapest layout that fits: {llm_weights_gib(model):.1f} GiB of {chosen.precision.weights} weights on "
+            f"{where}, KV cache for {chosen.kv_cache_tokens} tokens ({chosen.max_num_seqs} sequences of "
+            f"{model.sla.avg_context_tokens or context} tokens); estimated TTFT {chosen.ttft_ms:.0f} ms <= p99 "
+            f"{model.sla.p99_ttft_ms:.0f} ms (one full {context}-token prefill on an idle replica at "
+            f"{PREFILL_MFU:.0%} of FP16 peak; waiting behind other prefills is not included); {chosen.replicas} "
+            f"replica(s) on {chosen.nodes} node(s) = {chosen.usd_per_hour:.2f} USD/h")
 
 
 def _allowed_instances(model: LlmModelSpec, env: EnvironmentSpec,
@@ -175,26 +231,26 @@ def _allowed_instances(model: LlmModelSpec, env: EnvironmentSpec,
     return catalogue.in_families(env.instance_families)
 
 
-def _infeasible(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
-                results: list[LlmCandidate | Rejection], index: int) -> Issue:
-    if model.overrides.instance_type and not results:
-        return Issue("", 0, 0, f"models[{index}].overrides.instance_type",
-                     f"{model.name}: {model.overrides.instance_type} is unknown or not in this environment's "
-                     f"families ({', '.join(env.instance_families)})", "pick an allowed instance type")
-    need = llm_weights_gib(model)
-    biggest = max(catalogue.instances.values(), key=lambda i: i.total_gpu_memory_gib)
-    outside = sorted({i.family for i in catalogue.instances.values() if i.family not in env.instance_families
-                      and _fits_somewhere(model, env, i)})
-    hints = [f"allow {' or '.join(outside)}"] if outside else []
-    if _dtype(model) in ("bf16", "fp16", "fp32"):
-        hints.append("use fp8 weights (size.dtype: fp8)")
-    hints.append("lower sla.max_context_tokens or raise sla.p99_ttft_ms")
-    detail = "; ".join(sorted({r.reason for r in results if isinstance(r, Rejection)})[:3])
-    return Issue("", 0, 0, f"models[{index}]",
-                 f"{model.name}: no allowed instance type fits: needs {need:.0f} GiB of weights plus KV cache "
-                 f"(largest node in the catalogue: {biggest.name}, {biggest.total_gpu_memory_gib:.0f} GiB){'; ' + detail if detail else ''}",
-                 "; ".join(hints))
+def _override_problem(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                      index: int) -> Issue | None:
+    """A pinned tensor_parallel_size vLLM would refuse for this model, or that no allowed node has."""
+    tp = model.overrides.tensor_parallel_size
+    if tp is None:
+        return None
+    arch = model.resolved_architecture()
+    path = f"models[{index}].overrides.tensor_parallel_size"
+    valid = [t for t in TP_SIZES if tensor_parallel_ok(arch, t)]
+    if not tensor_parallel_ok(arch, tp):
+        return Issue("", 0, 0, path, f"{model.name}: tensor_parallel_size {tp} does not fit the model's "
+                     f"{arch.attention_heads} attention heads and {arch.kv_heads} KV heads (vLLM: heads % tp == 0, "
+                     "and kv_heads % tp == 0, or tp % kv_heads == 0 when tp > kv_heads)",
+                     f"use {' or '.join(map(str, valid))}, or leave it to the compiler")
+    most = max((i.gpus for i in _allowed_instances(model, env, catalogue)), default=0)
+    if most and tp > most:
+        return Issue("", 0, 0, path, f"{model.name}: tensor_parallel_size {tp} needs {tp} GPUs in one node; the "
+                     f"allowed instance types have at most {most}", "lower it, or allow a family with larger nodes")
+    return None
 
 
-def _fits_somewhere(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType) -> bool:
-    return isinstance(_best_for_instance(model, env, instance), LlmCandidate)
+def _fits_anywhere(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType) -> bool:
+    return any(isinstance(best_for_instance(model, env, instance, multi), LlmCandidate) for multi in (False, True))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 from .catalogue import apply_environment
-from .compile_llm import LlmCandidate, choose_llm_layout, llm_weights_gib, replica_bounds
+from .compile_llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
 from .engine_args import triton_server_args, vllm_serve_args, vllm_shm_gib
 from .environment import EnvironmentSpec
 from .errors import CompileError, Issue
@@ -14,6 +13,7 @@ from .instances import InstanceCatalogue
 from .names import node_group_name, stable_name
 from .packing import ClassicPlacement, pack_on
 from .plan import Alternative, Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
+from .precision import llm_weights_gib
 from .sizing import nodes_for_pods
 from .spec import ClassicModelSpec, FleetSpec, LlmModelSpec
 from .triton_plan import triton_model_plan
@@ -143,35 +143,53 @@ def _classic_infeasible(classic: list[Indexed], env: EnvironmentSpec, catalogue:
 def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, decision: Decision, *,
                warnings: list[Warning_], issues: list[Issue], index: int) -> tuple[VllmModelPlan, TritonServerPlan | None]:
     lo, desired, hi = replica_bounds(model, env, chosen.max_num_seqs)
-    gpus_per_pod = chosen.tp
+    gpus_per_pod, precision = chosen.tp, chosen.precision
     serving = model.serving or "vllm"
-    dtype = model.size.dtype or "bf16"
-    kv_dtype = model.overrides.kv_cache_dtype or "auto"
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
     prefix = env.vllm.enable_prefix_caching if model.overrides.enable_prefix_caching is None else (
         model.overrides.enable_prefix_caching)
     args = vllm_serve_args(artifact=model.artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
                            max_model_len=model.sla.max_context_tokens, max_num_seqs=chosen.max_num_seqs,
-                           gpu_memory_utilization=util, dtype=dtype, kv_cache_dtype=kv_dtype, prefix_caching=prefix)
+                           gpu_memory_utilization=util, dtype=precision.dtype_flag,
+                           quantization=precision.quantization_flag, kv_cache_dtype=precision.kv_cache_dtype,
+                           prefix_caching=prefix)
     group = node_group_name(chosen.instance.name, env.capacity_type)
     weights = llm_weights_gib(model)
     ram_share = chosen.instance.ram_gib * 0.85 * gpus_per_pod / chosen.instance.gpus
-    load = math.ceil((model.sla.peak_concurrent_sequences or 0) / chosen.max_num_seqs) if model.sla.peak_concurrent_sequences else 0
-    if env.replicas.single_replica and load > 1:
-        warnings.append(Warning_(model=model.name, message=f"single-replica environment: 1 replica serves "
-                                 f"{chosen.max_num_seqs} of the {model.sla.peak_concurrent_sequences} peak sequences"))
+    _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
         name=model.name, serving=serving, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=chosen.max_num_seqs, max_model_len=model.sla.max_context_tokens,
         weights_gib=round(weights, 3), kv_cache_gib=round(chosen.kv_cache_gib, 3), kv_cache_tokens=chosen.kv_cache_tokens,
-        gpu_memory_utilization=util, dtype=dtype, kv_cache_dtype=kv_dtype, estimated_ttft_ms=round(chosen.ttft_ms, 1),
-        artifact=model.artifact, args=args, shm_size_gib=vllm_shm_gib(gpus_per_pod),
-        memory_request_gib=round(ram_share, 1), image=env.vllm.image, decisions=(decision,))
+        gpu_memory_utilization=util, dtype=precision.weights, kv_cache_dtype=precision.kv_cache_dtype,
+        estimated_ttft_ms=round(chosen.ttft_ms, 1), artifact=model.artifact, args=args,
+        shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1), image=env.vllm.image,
+        decisions=(decision, _precision_decision(chosen)), quantization=precision.quantization_flag,
+        checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3))
     if serving != "triton":
         return plan, None
     return plan, _triton_llm_server(model, env, plan, warnings, issues, index)
+
+
+def _precision_decision(chosen: LlmCandidate) -> Decision:
+    precision = chosen.precision
+    kv = ("fp8, as overrides.kv_cache_dtype asks (half the memory; uncalibrated scales unless the checkpoint "
+          "ships them)" if precision.kv_cache_dtype == "fp8" else
+          "auto: the 16-bit activation dtype, exact; set overrides.kv_cache_dtype: fp8 to halve it")
+    return Decision(choice=precision.describe(), reason=f"{precision.source}; KV cache {kv}")
+
+
+def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, warnings: list[Warning_]) -> None:
+    notes = list(chosen.precision.notes)
+    assumed = llm_params(model)[1]
+    if assumed:
+        notes.append(assumed)
+    peak = model.sla.peak_concurrent_sequences
+    if env.replicas.single_replica and peak and peak > chosen.max_num_seqs:
+        notes.append(f"single-replica environment: 1 replica serves {chosen.max_num_seqs} of the {peak} peak sequences")
+    warnings.extend(Warning_(model=model.name, message=note) for note in notes)
 
 
 def _triton_llm_server(model: LlmModelSpec, env: EnvironmentSpec, plan: VllmModelPlan, warnings: list[Warning_],

@@ -8,8 +8,6 @@ TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT = 8000, 8001, 8002
 VLLM_PORT = 8000
 MODEL_REPOSITORY_DIR = "/models"  # filled from the server's S3 prefix before Triton starts
 
-VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-
 
 def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm_bytes: int) -> tuple[str, ...]:
     """``tritonserver`` flags: strict readiness (no traffic before every model loads), bounded shutdown,
@@ -32,15 +30,12 @@ def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm
     return tuple(args)
 
 
-def vllm_dtype(weight_dtype: str) -> str:
-    """vLLM's --dtype: the activation dtype; quantised checkpoints (fp8/int8/int4) say theirs: auto."""
-    return VLLM_DTYPES.get(weight_dtype, "auto")
-
-
 def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
-                    gpu_memory_utilization: float, dtype: str, kv_cache_dtype: str,
+                    gpu_memory_utilization: float, dtype: str, quantization: str | None, kv_cache_dtype: str,
                     prefix_caching: bool) -> tuple[str, ...]:
-    """The complete ``vllm serve`` argument list (every default that changed between versions pinned)."""
+    """The complete ``vllm serve`` argument list (every default that changed between versions pinned).
+
+    ``dtype``, ``quantization`` and ``kv_cache_dtype`` are vLLM's own values (precision.py decides them)."""
     args = [
         "vllm", "serve", artifact,
         "--served-model-name", served_name,
@@ -51,7 +46,8 @@ def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_mo
         "--max-model-len", str(max_model_len),
         "--max-num-seqs", str(max_num_seqs),
         "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}",
-        "--dtype", vllm_dtype(dtype),
+        "--dtype", dtype,
+        *(("--quantization", quantization) if quantization else ()),
         "--kv-cache-dtype", kv_cache_dtype,
         "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
     ]
@@ -67,6 +63,10 @@ def vllm_shm_gib(gpus_per_pod: int) -> float:
     return 1.0 if gpus_per_pod == 1 else float(min(16, 2 * gpus_per_pod))
 
 
-def startup_budget_s(weights_gib_per_pod: float) -> int:
-    """Seconds a probe waits for a cold start: 5 min plus loading at ~0.5 GiB/s from S3 or the hub."""
-    return 300 + math.ceil(weights_gib_per_pod / 0.5)
+DOWNLOAD_GIB_PER_S = 0.5  # what one pod reads from S3 or the Hugging Face hub
+
+
+def startup_budget_s(weights_gib_per_pod: float, load_gib_per_s: float = DOWNLOAD_GIB_PER_S) -> int:
+    """Seconds a probe waits for a cold start: 5 min plus loading at ``load_gib_per_s`` (~0.5 GiB/s from S3
+    or the hub; less where the pod's share of its node's disk is slower: modelfleet.k8s.disk)."""
+    return 300 + math.ceil(weights_gib_per_pod / load_gib_per_s)

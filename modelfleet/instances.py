@@ -20,6 +20,8 @@ class GpuType:
     name: str
     memory_gib: float  # usable per GPU
     fp16_tflops: float  # dense, per GPU
+    memory_bandwidth_gbs: float | None = None  # None: unknown (throughput is then scaled by compute alone)
+    compute_capability: float | None = None  # CUDA compute capability; None: unknown (bf16 assumed, FP8 not)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class InstanceCatalogue:
 
 
 def catalogue_from_data(data: dict) -> InstanceCatalogue:
-    gpus = {key: GpuType(key, g["name"], float(g["memory_gib"]), float(g["fp16_tflops"]))
+    gpus = {key: GpuType(key, g["name"], float(g["memory_gib"]), float(g["fp16_tflops"]),
+                         _optional_float(g.get("memory_bandwidth_gbs")), _optional_float(g.get("compute_capability")))
             for key, g in data["gpus"].items()}
     instances = {
         name: InstanceType(name, i["family"], gpus[i["gpu"]], int(i["gpus"]), int(i["vcpu"]), float(i["ram_gib"]),
@@ -89,6 +92,10 @@ def catalogue_from_data(data: dict) -> InstanceCatalogue:
     eks = data.get("eks_usd_per_cluster_hour")
     return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances),
                              MappingProxyType(sources), None if eks is None else float(eks))
+
+
+def _optional_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def load_instance_catalogue(path: str | None = None) -> InstanceCatalogue:

@@ -130,8 +130,10 @@ class VllmModelPlan(PlanModel):
     kv_cache_gib: float  # per replica, all GPUs
     kv_cache_tokens: int  # per replica
     gpu_memory_utilization: float
-    dtype: str
+    dtype: str  # the weights' dtype in GPU memory (size.dtype)
     kv_cache_dtype: str
+    # One full max_model_len prefill on an idle replica at PREFILL_MFU of FP16 peak: a lower bound on p99 TTFT
+    # (waiting behind other prefills is not included).
     estimated_ttft_ms: float
     artifact: str
     args: tuple[str, ...]
@@ -139,6 +141,8 @@ class VllmModelPlan(PlanModel):
     memory_request_gib: float
     image: str
     decisions: tuple[Decision, ...]
+    quantization: str | None = None  # vLLM --quantization: the checkpoint's format, or online fp8
+    checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
 
 
 class FleetPlan(PlanModel):

@@ -58,6 +58,8 @@ def vllm_backend_model_json(plan: VllmModelPlan) -> str:
         "gpu_memory_utilization": plan.gpu_memory_utilization, "dtype": plan.args[plan.args.index("--dtype") + 1],
         "kv_cache_dtype": plan.kv_cache_dtype, "enable_prefix_caching": "--enable-prefix-caching" in plan.args,
     }
+    if plan.quantization:
+        engine["quantization"] = plan.quantization
     return json.dumps(engine, indent=2, sort_keys=True) + "\n"
 
 

@@ -12,6 +12,9 @@ from .units import DTYPE_BYTES, GIB
 # with default chunked prefill (max_num_batched_tokens 8192) at bf16.
 LLM_RUNTIME_OVERHEAD_GIB_PER_GPU = 1.5
 
+# Pipeline stages (whole nodes) per replica at most: beyond 8, cross-node latency dominates; nobody serves so.
+MAX_PIPELINE_STAGES = 8
+
 # Prefill runs at roughly 40% of the GPU's dense FP16 peak (model FLOPs utilisation) in vLLM.
 PREFILL_MFU = 0.4
 

@@ -228,6 +228,13 @@ class LlmOverridesSpec(Frozen):
     enable_prefix_caching: bool | None = None
 
 
+# Weight dtypes each pre-quantized checkpoint format holds (vLLM: AWQ is 4-bit; GPTQ 4- or 8-bit).
+CHECKPOINT_DTYPES: dict[str, tuple[str, ...]] = {
+    "awq": ("int4",), "awq_marlin": ("int4",), "gptq": ("int4", "int8"), "gptq_marlin": ("int4", "int8"),
+    "fp8": ("fp8",), "compressed-tensors": ("fp8", "int8", "int4"),
+}
+
+
 class LlmModelSpec(Frozen):
     """A generative LLM, served by vLLM (or, with a warning, by Triton's vLLM backend)."""
 
@@ -238,6 +245,10 @@ class LlmModelSpec(Frozen):
     size: SizeSpec
     architecture: str | ArchitectureSpec
     sla: LlmSlaSpec
+    # How the checkpoint at `artifact` is already quantized, as its config.json's quantization_config says;
+    # passed to vLLM as --quantization. None: a 16-bit checkpoint (size.dtype fp8 then quantizes it while
+    # loading). Owned by the compiler's quantization rules (README "Quantized LLMs").
+    quantization: Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors"] | None = None
     team: str | None = None
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
@@ -269,6 +280,21 @@ class LlmModelSpec(Frozen):
                                f"{tp} does not divide the model's {arch.attention_heads} attention heads",
                                "pick a tensor_parallel_size that divides them, or leave it to the compiler")
         return self
+
+    @model_validator(mode="after")
+    def _quantized_checkpoint(self) -> LlmModelSpec:
+        """int8/int4 weights exist only in a pre-quantized checkpoint; a declared one fixes the dtype."""
+        allowed = CHECKPOINT_DTYPES.get(self.quantization or "", ("fp32", "fp16", "bf16", "fp8", None))
+        if self.size.dtype in allowed:
+            return self
+        if self.quantization is None:
+            raise FieldProblem(("size", "dtype"), f"{self.size.dtype} weights need a pre-quantized checkpoint: vLLM "
+                               "quantizes a 16-bit checkpoint only to fp8 while loading",
+                               "declare the checkpoint's format (quantization: awq or gptq) and point artifact at it, "
+                               "or use dtype fp8 or bf16")
+        raise FieldProblem(("quantization",), f"a {self.quantization} checkpoint holds {' or '.join(map(str, allowed))} "
+                           f"weights, not {self.size.dtype or 'an unspecified dtype'}",
+                           f"set size.dtype: {allowed[0]}")
 
     def resolved_architecture(self) -> ArchitectureSpec:
         if isinstance(self.architecture, ArchitectureSpec):

@@ -13,6 +13,7 @@ from modelfleet.environment import EnvironmentSpec
 from modelfleet.errors import CompileError
 from modelfleet.render import render_fleet
 from modelfleet.render_triton import parse_config
+from modelfleet.units import GIB
 
 LLM = textwrap.dedent("""\
     models:
@@ -45,15 +46,55 @@ def test_llm_on_triton_renders_the_vllm_backend_with_a_warning():
     assert "vllm/chat.json" not in files
 
 
-def test_405b_that_fits_nowhere_says_how_to_fix():
-    # g4dn/g5 could hold 756 GiB only across 5+ nodes, and then prefill is too slow for a 10 s TTFT
+def test_405b_that_fits_nowhere_names_the_binding_constraint_and_the_closest_layouts():
+    # g5.48xlarge holds 756 GiB over 6 nodes, but prefill is too slow: TTFT binds, not memory.
+    # 2 x 405.85e9 x 8192 FLOPs / (8 x 125e12 x 0.4) = 16,623.6 ms on 8 A10Gs, > 10,000 ms
     env = EnvironmentSpec(name="dev", region="us-east-1", instance_families=("g4dn", "g5"))
     with pytest.raises(CompileError) as caught:
         compile_text(LLM.format(serving="vllm", dtype="bf16", arch="llama-3.1-405b", ttft=10000), env)
     issue = caught.value.issues[0]
     assert issue.path == "models[0]"
-    assert "needs 756 GiB" in issue.message
-    assert "allow" in issue.fix and "p5" in issue.fix and "fp8" in issue.fix
+    assert "time to first token binds" in issue.message and "g5.48xlarge tp=8 pp=6 16,624 ms" in issue.message
+    assert "GiB" not in issue.message  # memory is not the problem
+    assert "allow g6e or p4d or p4de or p5 or p5en" in issue.fix  # families whose GPUs prefill fast enough
+    assert "raise sla.p99_ttft_ms to at least 16624" in issue.fix
+    assert "fp8" not in issue.fix  # quantizing would not make the estimate faster
+
+
+def test_405b_in_prod_with_a_tight_ttft_blames_ttft_not_memory():
+    # p5.48xlarge holds the 405B over 2 nodes; 2 x 405.85e9 x 8192 / (8 x 989e12 x 0.4) = 2,101.05 ms > 2,000.
+    # p5en (not allowed in prod) has the same H100-class FP16 peak, so allowing it would not help.
+    with pytest.raises(CompileError) as caught:
+        compile_text(LLM.format(serving="vllm", dtype="bf16", arch="llama-3.1-405b", ttft=2000))
+    issue = caught.value.issues[0]
+    assert issue.message.startswith("chat: time to first token binds")
+    assert "p5.48xlarge tp=8 pp=2 2,102 ms" in issue.message
+    assert "p5en" not in issue.message + issue.fix and "756" not in issue.message
+    assert issue.fix == ("raise sla.p99_ttft_ms to at least 2102; or lower sla.max_context_tokens to 7797 "
+                         "(prefill time grows with it)")  # 8192 x 2000 / 2101.05
+
+
+def test_weights_too_big_for_every_layout_blame_memory_with_the_largest_layouts():
+    # 405.85B bf16 = 756 GiB. Without g5.48xlarge, the largest g5 layout is 8 nodes of g5.12xlarge:
+    # 756 / 32 GPUs = 23.6 GiB each, over 22.35 x 0.9 - 1.5 = 18.6 GiB: memory binds.
+    env = EnvironmentSpec(name="dev", region="us-east-1", instance_families=("g5",))
+    text = LLM.format(serving="vllm", dtype="bf16", arch="llama-3.1-405b", ttft=100000)
+    with pytest.raises(CompileError) as caught:
+        compile_text(text, env, _without(("g5.48xlarge",)))
+    issue = caught.value.issues[0]
+    assert "GPU memory binds: 756 GiB of bf16 weights" in issue.message
+    assert "g5.12xlarge tp=4 pp=8: weights 23.6 GiB per GPU exceed the 18.6 GiB budget" in issue.message
+    assert "quantization: awq_marlin" in issue.fix
+
+
+def _without(names: tuple[str, ...]):
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from modelfleet.instances import load_instance_catalogue
+
+    full = load_instance_catalogue()
+    return replace(full, instances=MappingProxyType({k: v for k, v in full.instances.items() if k not in names}))
 
 
 def test_tight_ttft_is_infeasible_with_reasons():
@@ -62,11 +103,151 @@ def test_tight_ttft_is_infeasible_with_reasons():
     assert "TTFT" in caught.value.issues[0].message
 
 
-def test_fp8_kv_cache_and_weights_change_the_layout():
-    bf16 = compile_text(LLM.format(serving="vllm", dtype="bf16", arch="llama-3.1-8b", ttft=2000)).model("chat")
-    fp8 = compile_text(LLM.format(serving="vllm", dtype="fp8", arch="llama-3.1-8b", ttft=2000)).model("chat")
-    assert fp8.weights_gib == pytest.approx(bf16.weights_gib / 2, abs=0.001)
-    assert fp8.args[fp8.args.index("--dtype") + 1] == "auto"
+CUSTOM = textwrap.dedent("""\
+    models:
+      - name: chat
+        type: llm
+        artifact: acme/custom-llm
+        size: {size}
+        architecture: {{layers: 32, attention_heads: {heads}, kv_heads: {kv_heads}, head_dim: 128}}
+        sla: {{max_context_tokens: 8192, peak_concurrent_sequences: 16, p99_ttft_ms: {ttft}}}
+        overrides: {overrides}
+    """)
+
+
+def test_tensor_parallel_override_that_breaks_the_kv_head_rule_points_at_the_override():
+    # 24 heads / 2 is fine, but 3 KV heads: 3 % 2 != 0 and 2 < 3, so vLLM refuses tp=2
+    text = CUSTOM.format(size="{params: 7B, dtype: bf16}", heads=24, kv_heads=3, ttft=2500,
+                         overrides="{tensor_parallel_size: 2}")
+    with pytest.raises(CompileError) as caught:
+        compile_text(text)
+    issue = caught.value.issues[0]
+    assert issue.path == "models[0].overrides.tensor_parallel_size"
+    assert "3 KV heads" in issue.message and "fp8" not in issue.fix
+    assert issue.fix == "use 1, or leave it to the compiler"  # of 1, 2, 4, 8 only 1 divides the 3 KV heads
+
+
+def test_multi_node_layouts_only_when_no_single_node_holds_the_model():
+    # Llama 3.1 70B, relaxed TTFT: four g6e.xlarge (1 x L40S) at pp=4 would cost 4 x 1.861 = 7.44 USD/h per
+    # replica, less than one g6e.12xlarge (10.49), but one node holds the model, so no pipeline parallelism.
+    plan = compile_text(LLM.format(serving="vllm", dtype="bf16", arch="llama-3.1-70b", ttft=10000))
+    chat = plan.model("chat")
+    assert (chat.instance_type, chat.tensor_parallel_size, chat.pipeline_parallel_size) == ("g6e.12xlarge", 4, 1)
+    rejected = {a.option: a.reason for a in chat.decisions[0].rejected}
+    assert rejected["g6e.xlarge tp=1 pp=1"].endswith(
+        "pipeline parallelism across nodes is used only when no allowed single node holds the model, "
+        "and g6e.12xlarge does")
+
+
+def test_a_model_whose_heads_forbid_tensor_parallelism_stays_on_one_big_gpu():
+    # 7 heads: only tp=1. 20B bf16 = 37.3 GiB fits one L40S (38.5 GiB budget) or H100, never eight L4s in a pipeline
+    text = CUSTOM.format(size="{params: 20B, dtype: bf16}", heads=7, kv_heads=7, ttft=10000, overrides="{}")
+    chat = compile_text(text).model("chat")
+    assert (chat.tensor_parallel_size, chat.pipeline_parallel_size, chat.nodes_per_replica) == (1, 1, 1)
+
+
+def test_candidates_are_priced_at_the_nodes_the_zone_spread_forces():
+    # 16 sequences of the 8B at 99.9%: two replicas in two zones, so two nodes even where one 4-GPU node
+    # would hold both pods: g6e.12xlarge costs 2 x 10.49264 = 20.99 USD/h, not 10.49
+    plan = compile_text(LLM.format(serving="vllm", dtype="bf16", arch="llama-3.1-8b", ttft=2000))
+    chat = plan.model("chat")
+    rejected = {a.option: a for a in chat.decisions[0].rejected}
+    big = rejected["g6e.12xlarge tp=1 pp=1"]
+    assert big.usd_per_hour == pytest.approx(2 * 10.49264, abs=1e-4) and "on 2 node(s)" in big.reason
+    assert f"on {plan.node_group(chat.node_group).desired_size} node(s)" in chat.decisions[0].reason
+
+
+def test_memory_only_llm_still_gets_a_ttft_check():
+    # 30 GiB of bf16 weights = 16.1e9 parameters; 2 x 16.1e9 x 8192 / (362e12 x 0.4) = 1,822 ms on an L40S
+    text = CUSTOM.format(size="{memory_gib: 30}", heads=32, kv_heads=8, ttft=2500, overrides="{}")
+    plan = compile_text(text)
+    params = int(30 * GIB / 2)
+    assert plan.model("chat").estimated_ttft_ms == pytest.approx(2 * params * 8192 / (362e12 * 0.4) * 1000, abs=0.1)
+    assert any("derived from size.memory_gib" in w.message for w in plan.warnings)
+    # a tight SLA is refused, not skipped: even 8 H100s take 2 x 16.1e9 x 8192 / (8 x 989e12 x 0.4) = 83 ms
+    with pytest.raises(CompileError) as caught:
+        compile_text(CUSTOM.format(size="{memory_gib: 30}", heads=32, kv_heads=8, ttft=50, overrides="{}"))
+    assert "time to first token binds" in caught.value.issues[0].message
+
+
+QUANTIZED = textwrap.dedent("""\
+    models:
+      - name: chat
+        type: llm
+        artifact: meta-llama/Llama-3.3-70B-Instruct
+        size: {{dtype: {dtype}}}
+        architecture: llama-3.3-70b
+        {quantization}
+        sla: {{max_context_tokens: 8192, peak_concurrent_sequences: 32, p99_ttft_ms: 2500}}
+    """)
+
+
+def _flag(args: tuple[str, ...], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_fp8_weights_are_quantized_by_vllm_on_fp8_gpus_only():
+    # A 16-bit checkpoint quantized while loading; vLLM 0.11 (the pinned image) spells it --quantization fp8
+    # and holds the 16-bit weights while loading: 131.4 / 4 = 32.9 GiB per L40S, within 44.4 x 0.9 - 1.5.
+    chat = compile_text(QUANTIZED.format(dtype="fp8", quantization="")).model("chat")
+    assert chat.weights_gib == pytest.approx(70.55e9 / GIB, abs=0.001) and chat.dtype == "fp8"
+    assert (_flag(chat.args, "--quantization"), _flag(chat.args, "--dtype")) == ("fp8", "auto")
+    assert chat.instance_type == "g6e.12xlarge"
+    assert chat.checkpoint_gib == pytest.approx(2 * chat.weights_gib, abs=0.01)
+    # the KV cache stays 16-bit: 2 x 80 layers x 2 KV heads per GPU x 128 x 2 B per token
+    left = 44.4 * 0.9 - 1.5 - 70.55e9 / GIB / 4
+    assert chat.kv_cache_tokens == int(left * GIB // (2 * 80 * 2 * 128 * 2))
+    only_ampere = EnvironmentSpec(name="prod", region="us-east-1", instance_families=("g5", "p4d"))
+    with pytest.raises(CompileError) as caught:
+        compile_text(QUANTIZED.format(dtype="fp8", quantization=""), only_ampere)
+    assert "FP8 tensor cores" in caught.value.issues[0].message
+    # g6 has FP8 too, but eight L4s prefill the 70B in 2 x 70.55e9 x 8192 / (8 x 121e12 x 0.4) = 2,985 ms > 2,500
+    assert caught.value.issues[0].fix.startswith("allow g6e or p5 or p5en (instanceFamilies)")
+
+
+def test_online_fp8_flag_follows_the_vllm_release_in_the_image():
+    newer = EnvironmentSpec.model_validate({"name": "prod", "region": "us-east-1",
+                                            "vllm": {"image": "vllm/vllm-openai:v0.32.0"}})
+    chat = compile_text(QUANTIZED.format(dtype="fp8", quantization=""), newer).model("chat")
+    assert _flag(chat.args, "--quantization") == "fp8_per_tensor"  # 0.32 refuses online `fp8`
+    custom = EnvironmentSpec.model_validate({"name": "prod", "region": "us-east-1",
+                                             "vllm": {"image": "123.dkr.ecr.us-east-1.amazonaws.com/vllm@sha256:ab"}})
+    plan = compile_text(QUANTIZED.format(dtype="fp8", quantization=""), custom)
+    assert any("cannot tell the vLLM release" in w.message for w in plan.warnings)
+
+
+def test_pre_quantized_checkpoint_is_declared_and_passed_to_vllm():
+    chat = compile_text(QUANTIZED.format(dtype="int4", quantization="quantization: awq_marlin")).model("chat")
+    assert chat.weights_gib == pytest.approx(70.55e9 * 0.5 / GIB, abs=0.001)
+    assert (_flag(chat.args, "--quantization"), _flag(chat.args, "--dtype")) == ("awq_marlin", "auto")
+    assert _flag(chat.args, "--kv-cache-dtype") == "auto" and chat.quantization == "awq_marlin"
+    # the KV cache is sized at 2 bytes (auto = the 16-bit activations), not at the weights' 0.5 bytes
+    assert chat.instance_type == "g6e.12xlarge" and chat.tensor_parallel_size == 4
+    left = 44.4 * 0.9 - 1.5 - 70.55e9 * 0.5 / GIB / 4
+    assert chat.kv_cache_tokens == int(left * GIB // (2 * 80 * 2 * 128 * 2))
+
+
+@pytest.mark.parametrize(("dtype", "quantization", "path", "text"), [
+    ("int4", "", "models[0].size.dtype", "need a pre-quantized checkpoint"),
+    ("bf16", "quantization: awq", "models[0].quantization", "holds int4 weights, not bf16"),
+    ("fp8", "quantization: gptq", "models[0].quantization", "int4 or int8"),
+])
+def test_quantization_contradictions_are_located(dtype, quantization, path, text):
+    from modelfleet.errors import SpecError
+
+    with pytest.raises(SpecError) as caught:
+        parse_fleet_text(QUANTIZED.format(dtype=dtype, quantization=quantization))
+    issue = caught.value.issues[0]
+    assert issue.path == path and text in issue.message and issue.line > 0
+
+
+def test_kv_cache_fp8_override_halves_the_kv_cache():
+    text = LLM.format(serving="vllm", dtype="bf16", arch="llama-3.1-8b", ttft=2000)
+    auto = compile_text(text).model("chat")
+    fp8 = compile_text(text + "    overrides: {kv_cache_dtype: fp8}\n").model("chat")
+    assert fp8.instance_type == auto.instance_type
+    assert fp8.kv_cache_tokens in (2 * auto.kv_cache_tokens, 2 * auto.kv_cache_tokens + 1)
+    assert _flag(fp8.args, "--kv-cache-dtype") == "fp8" and "uncalibrated" in fp8.decisions[1].reason
 
 
 CLASSIC = textwrap.dedent("""\
@@ -114,3 +295,10 @@ def test_small_models_share_one_gpu():
     assert len(plan.triton_servers) == 1
     assert len(plan.triton_servers[0].models) == 6
     assert plan.triton_servers[0].cache_size_bytes > 0
+
+
+def test_llm_on_triton_carries_the_quantization_into_model_json():
+    plan = compile_text(LLM.format(serving="triton", dtype="fp8", arch="llama-3.1-8b", ttft=2000))
+    server = plan.triton_servers[0]
+    engine = json.loads(render_fleet(plan)[f"triton/{server.name}/chat/1/model.json"])
+    assert (engine["quantization"], engine["dtype"]) == ("fp8", "auto")
