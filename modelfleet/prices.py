@@ -2,8 +2,15 @@
 
 An edge adapter, the only module that talks to AWS; the compiler never imports it. The clients are
 injected (boto3 clients built by the command; botocore Stubbers in tests), and the result is plain
-catalogue data: the starting table's hardware, with the region's on-demand and spot prices replaced and
-dated. An instance type AWS returns no single price for is left without one (reported, never guessed).
+catalogue data: the starting table, with the region's on-demand and spot prices replaced and dated, and
+its vCPU, RAM and GPU counts checked against the Pricing API's product attributes (a difference is
+taken from AWS and reported). An instance type AWS returns no single on-demand price for is left without
+one (reported, never guessed); a type with no spot price is priced, on spot stacks, by the stack's
+``spotPriceRatio`` assumption, and the report says so.
+
+GPU memory is only checked, not rewritten: AWS lists the nominal total (``gpuMemory: "96 GB"`` for four
+24 GB GPUs) while the table records what CUDA leaves usable per GPU, some 1-8% less. A per-GPU nominal
+figure the table's usable one does not fall within that of means the table names the wrong GPU model.
 
 Spot: the latest price of each availability zone, and of those the dearest: node groups spread over
 zones, and a budget should not depend on landing in the cheapest one.
@@ -38,7 +45,8 @@ class RefreshResult:
 
 
 def _filters(instance_type: str, region: str) -> list[dict[str, str]]:
-    terms = {"instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
+    terms = {"instanceType": instance_type, "regionCode": region, "locationType": "AWS Region",
+             "operatingSystem": "Linux", "tenancy": "Shared",
              "preInstalledSw": "NA", "capacitystatus": "Used", "licenseModel": "No License required",
              "operation": "RunInstances"}
     return [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in terms.items()]
@@ -57,31 +65,79 @@ def _pages(call: Any, key: str, **params: Any) -> Iterable[Any]:
 
 def parse_on_demand_prices(price_list: Iterable[str]) -> set[float]:
     """Hourly USD prices of the OnDemand terms in a get_products PriceList (each entry a JSON string)."""
-    prices = set()
+    return parse_products(price_list)[0]
+
+
+def parse_products(price_list: Iterable[str]) -> tuple[set[float], list[dict[str, str]]]:
+    """The OnDemand hourly prices and every product's attributes of a get_products PriceList."""
+    prices, attributes = set(), []
     for entry in price_list:
         product = json.loads(entry)
+        attributes.append(product.get("product", {}).get("attributes", {}))
         for term in product.get("terms", {}).get("OnDemand", {}).values():
             for dimension in term.get("priceDimensions", {}).values():
                 usd = float(dimension.get("pricePerUnit", {}).get("USD", "0"))
                 if dimension.get("unit") == "Hrs" and usd > 0:
                     prices.add(usd)
-    return prices
+    return prices, attributes
 
 
-def fetch_on_demand(pricing: Any, region: str, instance_types: Iterable[str]) -> tuple[dict[str, float], list[str]]:
-    """On-demand USD/hour per instance type; a type with no price or several is reported, not priced."""
-    prices, report = {}, []
+@dataclass(frozen=True)
+class OnDemand:
+    prices: dict[str, float]  # instance type -> USD/hour
+    attributes: dict[str, dict[str, str]]  # instance type -> the Pricing API's product attributes
+    report: list[str]
+
+
+def fetch_on_demand(pricing: Any, region: str, instance_types: Iterable[str]) -> OnDemand:
+    """On-demand USD/hour and product attributes per instance type; no price or several: reported, not priced."""
+    out = OnDemand({}, {}, [])
     for name in sorted(instance_types):
-        found = parse_on_demand_prices(_pages(pricing.get_products, "PriceList", ServiceCode="AmazonEC2",
-                                              Filters=_filters(name, region), FormatVersion="aws_v1", MaxResults=100))
+        found, attributes = parse_products(_pages(pricing.get_products, "PriceList", ServiceCode="AmazonEC2",
+                                                  Filters=_filters(name, region), FormatVersion="aws_v1",
+                                                  MaxResults=100))
+        if attributes:
+            out.attributes[name] = attributes[0]
         if len(found) == 1:
-            prices[name] = found.pop()
+            out.prices[name] = found.pop()
         elif not found:
-            report.append(f"{name}: no on-demand price in {region} (not offered there?); left unknown")
+            out.report.append(f"{name}: no on-demand price in {region} (not offered there?); left unknown")
         else:
-            report.append(f"{name}: several on-demand prices in {region} ({', '.join(map(str, sorted(found)))}); "
-                          "left unknown")
-    return prices, report
+            out.report.append(f"{name}: several on-demand prices in {region} ({', '.join(map(str, sorted(found)))}); "
+                              "left unknown")
+    return out
+
+
+HARDWARE = (("vcpu", "vcpu", int), ("ram_gib", "memory", float), ("gpus", "gpu", int))  # table key, AWS key, type
+GPU_MEMORY_USABLE = (0.85, 1.0)  # usable GiB per GPU / nominal GB per GPU: CUDA leaves 1-8% of it in use
+
+
+def _number(text: str) -> float | None:
+    """``"2,048 GiB"`` -> 2048.0; ``"NA"`` -> None."""
+    head = text.split()[0].replace(",", "") if text.strip() else ""
+    try:
+        return float(head)
+    except ValueError:
+        return None
+
+
+def check_hardware(name: str, instance: dict[str, Any], gpus: dict[str, Any],
+                   attributes: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The table's hardware of ``name`` against AWS's attributes: (fields to take from AWS, report lines)."""
+    updates, report = {}, []
+    for key, aws_key, kind in HARDWARE:
+        value = _number(attributes.get(aws_key, ""))
+        if value is not None and kind(value) != instance[key]:
+            updates[key] = kind(value)
+            report.append(f"{name}: {key} {instance[key]} in the table, {kind(value)} from the Pricing API "
+                          f"({aws_key}: {attributes[aws_key]!r}); taken from AWS")
+    nominal, count = _number(attributes.get("gpuMemory", "")), updates.get("gpus", instance["gpus"])
+    usable = float(gpus[instance["gpu"]]["memory_gib"])
+    if nominal and count and not GPU_MEMORY_USABLE[0] <= usable / (nominal / count) <= GPU_MEMORY_USABLE[1]:
+        report.append(f"{name}: the Pricing API lists {attributes['gpuMemory']} of GPU memory ({nominal / count:g} GB "
+                      f"per GPU) but the table's {instance['gpu']} has {usable:g} GiB usable per GPU: check which GPU "
+                      "the table names for it (left as it is)")
+    return updates, report
 
 
 def fetch_spot(ec2: Any, instance_types: Iterable[str], now: datetime) -> dict[str, float]:
@@ -100,26 +156,39 @@ def fetch_spot(ec2: Any, instance_types: Iterable[str], now: datetime) -> dict[s
 
 
 def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | None, now: datetime) -> RefreshResult:
-    """The catalogue ``data`` with ``region``'s prices fetched afresh; ``ec2=None`` skips spot."""
+    """The catalogue ``data`` with ``region``'s prices fetched afresh and its hardware checked; ``ec2=None``
+    skips spot. A failing Pricing API call raises (botocore's error); a failing spot call is reported."""
+    from botocore.exceptions import BotoCoreError, ClientError  # the clients are botocore's, so botocore is here
+
     names = sorted(data["instances"])
-    on_demand, report = fetch_on_demand(pricing, region, names)
+    on_demand = fetch_on_demand(pricing, region, names)
+    report, hardware = list(on_demand.report), {}
+    for name in names:
+        if name in on_demand.attributes:
+            hardware[name], lines = check_hardware(name, data["instances"][name], data["gpus"],
+                                                   on_demand.attributes[name])
+            report += lines
     spot: dict[str, float] | None = None
     if ec2 is not None:
         try:
             spot = fetch_spot(ec2, names, now)
-        except Exception as exc:  # noqa: BLE001 - any AWS failure leaves spot to the stack's assumption
+        except (ClientError, BotoCoreError) as exc:  # AWS said no: on-demand still stands
             report.append(f"spot prices not refreshed ({type(exc).__name__}: {exc}); spot stacks keep using "
                           "their modelfleet:cost.spotPriceRatio assumption")
     if spot is not None:
-        report += [f"{n}: no spot price in {region}; left unknown" for n in names if n not in spot]
-    return RefreshResult(compute_refreshed_data(data, region, on_demand, spot, now.date()), tuple(report))
+        report += [f"{n}: no spot price in {region}; spot stacks price it at their modelfleet:cost.spotPriceRatio "
+                   "x on-demand" for n in names if n not in spot]
+    refreshed = compute_refreshed_data(data, region, on_demand.prices, spot, now.date(), hardware)
+    return RefreshResult(refreshed, tuple(report))
 
 
 def compute_refreshed_data(data: dict[str, Any], region: str, on_demand: dict[str, float],
-                           spot: dict[str, float] | None, today: date) -> dict[str, Any]:
-    """Replace one region's prices (and their dated sources) in a copy of the catalogue data."""
+                           spot: dict[str, float] | None, today: date,
+                           hardware: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Replace one region's prices (and their dated sources), and hardware AWS corrected, in a copy of ``data``."""
     out = copy.deepcopy(data)
     for name, instance in out["instances"].items():
+        instance.update((hardware or {}).get(name, {}))
         _set_price(instance, "usd_per_hour", region, on_demand.get(name))
         _set_price(instance, "spot_usd_per_hour", region, None if spot is None else spot.get(name))
     sources = out.setdefault("prices", {}).setdefault(region, {})

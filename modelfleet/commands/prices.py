@@ -31,21 +31,21 @@ def run(args: argparse.Namespace, clients: tuple[Any, Any | None] | None = None,
     pricing, ec2 = clients if clients is not None else make_clients(args.region, spot=not args.no_spot)
     if args.no_spot:
         ec2 = None
+    from botocore.exceptions import BotoCoreError, ClientError  # installed with boto3, which made the clients
+
     try:
         result = refresh_prices(data, args.region, pricing, ec2, now or datetime.now(timezone.utc))
-    except Exception as exc:
-        if type(exc).__module__.startswith("botocore"):  # AWS said no: one line, not a traceback
-            raise PriceRefreshError([Issue("", 0, 0, "prices refresh", f"{type(exc).__name__}: {exc}",
-                                           "check the credentials' permissions and the network")]) from None
-        raise
+    except (ClientError, BotoCoreError) as exc:  # AWS said no (permissions, network, throttling): one line
+        raise PriceRefreshError([Issue("", 0, 0, "prices refresh", f"{type(exc).__name__}: {exc}",
+                                       "check the credentials' permissions and the network")]) from None
     catalogue_from_data(result.data)  # the table must load as the compiler will load it
     out = args.out or os.path.join(args.project, "prices.yaml")
     write_file(out, render_catalogue_yaml(result.data, args.region).encode())
     for line in result.report:
         print(f"note: {line}")
     priced = sum(1 for i in result.data["instances"].values() if args.region in i["usd_per_hour"])
-    print(f"wrote {out}: {priced} of {len(result.data['instances'])} instance types priced in {args.region}; "
-          f"use it with --prices {out}")
+    print(f"wrote {out}: {priced} of {len(result.data['instances'])} instance types priced on demand in "
+          f"{args.region}; use it with --prices {out}")
     return 0
 
 

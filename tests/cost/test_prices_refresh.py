@@ -29,15 +29,23 @@ def shipped_subset() -> dict:
     return data
 
 
-def product(instance_type: str, usd: str, sku: str, reserved_hourly: str = "0.9120000000") -> str:
+# What the Pricing API lists for each type: vcpu, memory, gpu and gpuMemory (the instance's total, nominal).
+HARDWARE = {"g6.xlarge": ("4", "16 GiB", "1", "24 GB"), "g6e.12xlarge": ("48", "384 GiB", "4", "192 GB"),
+            "p5.48xlarge": ("192", "2048 GiB", "8", "640 GB")}
+
+
+def product(instance_type: str, usd: str, sku: str, reserved_hourly: str = "0.9120000000",
+            hardware: tuple[str, str, str, str] | None = None) -> str:
     """One PriceList entry as AWS sends it: a JSON *string* with product attributes and terms."""
+    vcpu, memory, gpu, gpu_memory = hardware or HARDWARE[instance_type]
     return json.dumps({
         "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
             "instanceType": instance_type, "regionCode": REGION, "location": "EU (Ireland)",
             "locationType": "AWS Region", "operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA",
             "capacitystatus": "Used", "licenseModel": "No License required", "operation": "RunInstances",
             "instanceFamily": "GPU instance", "servicecode": "AmazonEC2", "usagetype": f"EU-BoxUsage:{instance_type}",
-            "vcpu": "4", "memory": "16 GiB", "gpu": "1", "gpuMemory": "24 GB"}},
+            "vcpu": vcpu, "memory": memory, "gpu": gpu, "gpuMemory": gpu_memory, "physicalProcessor": "AMD EPYC",
+            "currentGeneration": "Yes", "processorArchitecture": "64-bit", "marketoption": "OnDemand"}},
         "serviceCode": "AmazonEC2",
         "terms": {
             "OnDemand": {f"{sku}.JRTCKXETXF": {
@@ -59,7 +67,8 @@ def product(instance_type: str, usd: str, sku: str, reserved_hourly: str = "0.91
 
 def filters(instance_type: str) -> list[dict]:
     return [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
-        ("instanceType", instance_type), ("regionCode", REGION), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
+        ("instanceType", instance_type), ("regionCode", REGION), ("locationType", "AWS Region"),
+        ("operatingSystem", "Linux"), ("tenancy", "Shared"),
         ("preInstalledSw", "NA"), ("capacitystatus", "Used"), ("licenseModel", "No License required"),
         ("operation", "RunInstances"))]
 
@@ -128,7 +137,9 @@ def test_refresh_rebuilds_one_regions_prices():
     assert result.data["prices"][REGION]["spot"]["as_of"] == "2026-08-01"
     assert result.data["prices"]["us-east-1"]["on-demand"]["as_of"] == "2026-07-20"
     assert result.report == ("p5.48xlarge: no on-demand price in eu-west-1 (not offered there?); left unknown",
-                             "p5.48xlarge: no spot price in eu-west-1; left unknown")
+                             "p5.48xlarge: no spot price in eu-west-1; spot stacks price it at their "
+                             "modelfleet:cost.spotPriceRatio x on-demand")
+    assert result.data["instances"]["g6.xlarge"]["vcpu"] == 4  # AWS agrees with the table: nothing to report
 
 
 def test_several_on_demand_prices_are_not_guessed_between():
@@ -161,6 +172,55 @@ def test_spot_failure_keeps_on_demand_and_says_so():
 
 def test_parse_ignores_reserved_and_upfront_terms():
     assert parse_on_demand_prices([product("g6.xlarge", "0.8896000000", "X", reserved_hourly="0.5")]) == {0.8896}
+
+
+def test_hardware_is_checked_against_the_pricing_api():
+    """vCPU, RAM and GPU counts are taken from AWS when they differ (and said); GPU memory is only checked."""
+    pricing, stub, _, _ = clients()
+    wrong = product("g6.xlarge", "0.8896000000", "G6", hardware=("8", "32 GiB", "1", "48 GB"))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [wrong]}, params("g6.xlarge"))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [product(
+        "g6e.12xlarge", "11.6090000000", "G6E")]}, params("g6e.12xlarge"))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [product(
+        "p5.48xlarge", "63.2960000000", "P5", hardware=("192", "2,048 GiB", "8", "640 GB"))]}, params("p5.48xlarge"))
+    with stub:
+        result = refresh_prices(shipped_subset(), REGION, pricing, None, NOW)
+    g6 = result.data["instances"]["g6.xlarge"]
+    assert (g6["vcpu"], g6["ram_gib"], g6["gpus"]) == (8, 32.0, 1)
+    assert result.report == (
+        "g6.xlarge: vcpu 4 in the table, 8 from the Pricing API (vcpu: '8'); taken from AWS",
+        "g6.xlarge: ram_gib 16 in the table, 32.0 from the Pricing API (memory: '32 GiB'); taken from AWS",
+        # 22.05 GiB usable of a 48 GB GPU is not a CUDA reserve: the table's GPU model would be wrong
+        "g6.xlarge: the Pricing API lists 48 GB of GPU memory (48 GB per GPU) but the table's l4 has 22.05 GiB usable "
+        "per GPU: check which GPU the table names for it (left as it is)")
+    assert result.data["gpus"]["l4"]["memory_gib"] == 22.05
+    assert result.data["instances"]["p5.48xlarge"]["ram_gib"] == 2048  # "2,048 GiB" read as 2048: no change
+
+
+class _Broken:
+    """An EC2 client with a bug in it (not an AWS error): it must not be mistaken for "AWS said no"."""
+
+    def describe_spot_price_history(self, **_):
+        raise TypeError("a bug, not AWS")
+
+
+def test_only_aws_errors_are_reported_as_aws_errors():
+    pricing, stub, _, _ = clients()
+    stub_pricing(stub)
+    with stub, pytest.raises(TypeError, match="a bug, not AWS"):
+        refresh_prices(shipped_subset(), REGION, pricing, _Broken(), NOW)
+
+
+def test_a_pricing_api_error_is_one_line_and_writes_nothing(tmp_path, capsys):
+    pricing, stub, _, _ = clients()
+    stub.add_client_error("get_products", service_error_code="AccessDeniedException", http_status_code=400,
+                          service_message="User is not authorized to perform: pricing:GetProducts")
+    args = argparse.Namespace(project=str(tmp_path), region=REGION, prices=None, out=str(tmp_path / "p.yaml"),
+                              no_spot=True)
+    denied = r"prices refresh: AccessDeniedException: An error occurred \(AccessDeniedException\)"
+    with stub, pytest.raises(PriceRefreshError, match=denied):
+        prices_command.run(args, clients=(pricing, None), now=NOW)
+    assert not (tmp_path / "p.yaml").exists()
 
 
 def test_refresh_command_writes_a_table_the_cost_preview_uses(tmp_path, capsys):
