@@ -22,14 +22,15 @@ from ..environment import DeploySettings
 from ..plan import FleetPlan, VllmModelPlan
 from ..render import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
-from .storage import node_disk_gib
+from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
+from .storage import NodeDisk, node_disk, node_disk_gib
 from .triton import model_repository_prefix, render_triton_manifests, repository_objects
 from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
 
-__all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "from_hub", "hf_secret_metadata", "hf_secret_name",
-           "model_repository_bucket", "model_repository_prefix", "node_disk_gib", "render_cluster_manifests",
-           "render_fleet_manifests", "render_kubernetes", "render_triton_manifests", "render_vllm_manifests",
-           "repository_objects", "vllm_models", "workload_endpoints"]
+__all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "NodeDisk", "dump_yaml", "from_hub", "hf_secret_metadata",
+           "hf_secret_name", "model_repository_bucket", "model_repository_prefix", "node_disk", "node_disk_gib",
+           "render_cluster_manifests", "render_fleet_manifests", "render_kubernetes", "render_triton_manifests",
+           "render_vllm_manifests", "repository_objects", "vllm_models", "workload_endpoints"]
 
 CLUSTER = "cluster"  # the workload name of the cluster-wide objects (namespace, device plugin)
 
@@ -58,10 +59,24 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings,
     return groups
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Every object written out in full: a dict shared by two probes must not become ``&id001`` / ``*id001``
+    (valid YAML, but not what a reviewer expects to read, nor what every tool resolves)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(documents: list[dict[str, Any]]) -> bytes:
+    return yaml.dump_all(documents, Dumper=_PlainDumper, sort_keys=True, default_flow_style=False).encode()
+
+
 def render_kubernetes(plan: FleetPlan, deploy: DeploySettings) -> dict[str, bytes]:
-    """``kubernetes/<workload>.yaml``: one multi-document file per workload, objects in apply order, keys sorted."""
-    return {f"kubernetes/{name}.yaml": yaml.safe_dump_all(objects, sort_keys=True, default_flow_style=False).encode()
-            for name, objects in sorted(render_fleet_manifests(plan, deploy).items())}
+    """``kubernetes/<workload>.yaml``: one multi-document file per workload, objects in apply order, keys
+    sorted; and ``prerequisites/``: the prometheus-adapter values a platform team installs for the HPAs."""
+    files = {f"kubernetes/{name}.yaml": dump_yaml(objects)
+             for name, objects in sorted(render_fleet_manifests(plan, deploy).items())}
+    return files | {ADAPTER_VALUES_FILE: render_adapter_values()}
 
 
 def workload_endpoints(plan: FleetPlan) -> dict[str, str]:

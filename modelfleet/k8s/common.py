@@ -132,6 +132,15 @@ def pdb(name: str, plan: FleetPlan, min_replicas: int, match: dict[str, str] | N
             "spec": {**budget, "selector": {"matchLabels": match or selector(name)}}}
 
 
+def group_pdb(name: str, plan: FleetPlan) -> dict[str, Any]:
+    """A LeaderWorkerSet's budget covers every pod of every group, leaders and workers: evicting any one
+    pod restarts its whole group (RecreateGroupOnPodRestart), so at most one pod may be evicted at a time,
+    and while that group is coming back (its pods unready) the budget holds every other eviction. The
+    leader and worker StatefulSets LWS creates give the disruption controller the expected pod count."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata(name, plan, "pdb"),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(name)}}}
+
+
 def service_account(name: str, plan: FleetPlan) -> dict[str, Any]:
     """The pod identity's anchor (EKS Pod Identity binds the IAM role to it); no Kubernetes API token."""
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(name, plan, "identity"),

@@ -1,19 +1,29 @@
-"""Node root disks sized from what the pods on them write: their emptyDirs and their images.
+"""Node volumes sized and provisioned for what the pods on them write: their emptyDirs and their images.
 
-A GPU node's pods keep model repositories and Hugging Face caches in emptyDirs on the node's root volume;
-a disk too small for them gets pods evicted (or never scheduled) long after ``pulumi up`` succeeded.
+A GPU node's pods keep model repositories and Hugging Face caches in emptyDirs on the node's volume (the
+root volume on AL2023, the data volume on Bottlerocket); a disk too small for them gets pods evicted (or
+never scheduled) long after ``pulumi up`` succeeded, and a disk too slow for them never lets them start
+(``disk.py``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..plan import FleetPlan, VllmModelPlan
-from . import triton, vllm
+from . import disk, triton, vllm
 
 IMAGE_GIB = 40  # one serving image unpacked (Triton and vLLM are each about 20 GB) and its layers during the pull
 SYSTEM_GIB = 20  # the OS, kubelet and container logs, the daemonsets' images
 ROUND_GIB = 10
+
+
+@dataclass(frozen=True)
+class NodeDisk:
+    size_gib: int
+    throughput_mibps: int
+    iops: int
 
 
 def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:
@@ -31,8 +41,14 @@ def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:
 
 
 def node_disk_gib(plan: FleetPlan, group: str, floor_gib: int) -> int:
-    """Root volume of the group's nodes: a node full of its most disk-hungry pods, their images and the
+    """Volume size of the group's nodes: a node full of its most disk-hungry pods, their images and the
     system, rounded up to 10 GiB; never below the stack's ``deploy.nodeDiskGib``."""
     per_gpu, images = _scratch_per_gpu(plan, group)
     need = per_gpu * plan.node_group(group).gpus_per_node + IMAGE_GIB * len(images) + SYSTEM_GIB
     return max(floor_gib, ROUND_GIB * math.ceil(need / ROUND_GIB))
+
+
+def node_disk(plan: FleetPlan, group: str, floor_gib: int) -> NodeDisk:
+    """The gp3 volume of the group's nodes: its size, and the throughput and IOPS its cold starts need."""
+    throughput = disk.throughput_mibps(plan, group)
+    return NodeDisk(node_disk_gib(plan, group, floor_gib), throughput, disk.iops(throughput))

@@ -16,6 +16,7 @@ from typing import Any
 from ..engine_args import MODEL_REPOSITORY_DIR, TRITON_GRPC_PORT, TRITON_HTTP_PORT, TRITON_METRICS_PORT, startup_budget_s
 from ..plan import FleetPlan, TritonModelPlan, TritonServerPlan
 from . import common as c
+from . import disk
 
 TRITON_UID = 1000  # the image's triton-server user (the image has no USER line, so the pod says it)
 REPOSITORY_DIGEST = "modelfleet.io/repository-sha256"
@@ -58,13 +59,19 @@ def sync_script(bucket: str, server: TritonServerPlan, plan: FleetPlan) -> str:
     return "set -eu\n" + "\n".join(steps) + "\n"
 
 
-def _weights_gib(server: TritonServerPlan, plan: FleetPlan) -> float:
-    return sum(plan.model(n).weights_gib for n in server.models)
-
-
 def repository_gib(server: TritonServerPlan, plan: FleetPlan) -> int:
     """The /models emptyDir: twice the weights (an artifact may keep more than one version) and 2 GiB."""
-    return c.disk_gib(2 + 2 * _weights_gib(server, plan))
+    return c.disk_gib(2 + 2 * disk.triton_download_gib(server, plan))
+
+
+def startup_s(server: TritonServerPlan, plan: FleetPlan) -> int:
+    """Loading the models from /models, at the pod's share of its node's disk (or the network rate)."""
+    return startup_budget_s(disk.triton_download_gib(server, plan), disk.pod_download_gib_s(plan, server.node_group))
+
+
+def copy_s(server: TritonServerPlan, plan: FleetPlan) -> int:
+    """The init container's copy of the artifacts (before the startup probe's clock starts)."""
+    return math.ceil(disk.triton_download_gib(server, plan) / disk.pod_download_gib_s(plan, server.node_group))
 
 
 def scratch_gib(server: TritonServerPlan, plan: FleetPlan) -> int:
@@ -91,7 +98,7 @@ def _container(server: TritonServerPlan, plan: FleetPlan, cpu: str, scratch: int
         "resources": {"requests": {"cpu": cpu, "memory": memory, "ephemeral-storage": f"{scratch}Gi",
                                    c.GPU_RESOURCE: server.gpus_per_replica},
                       "limits": {"cpu": cpu, "memory": memory, c.GPU_RESOURCE: server.gpus_per_replica}},
-        **c.http_probes("http", "/v2/health/live", "/v2/health/ready", startup_budget_s(_weights_gib(server, plan))),
+        **c.http_probes("http", "/v2/health/live", "/v2/health/ready", startup_s(server, plan)),
         "securityContext": c.container_security(read_only_root=True, non_root=True),
         "volumeMounts": [{"name": "models", "mountPath": MODEL_REPOSITORY_DIR}, {"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "tmp", "mountPath": "/tmp"}],
@@ -130,7 +137,7 @@ def _exit_timeout_s(server: TritonServerPlan) -> int:
 
 
 def await_budget_s(server: TritonServerPlan, plan: FleetPlan) -> int:
-    return c.await_budget_s(server.replicas, startup_budget_s(_weights_gib(server, plan)))
+    return c.await_budget_s(server.replicas, copy_s(server, plan) + startup_s(server, plan))
 
 
 def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str, digest: str) -> dict[str, Any]:

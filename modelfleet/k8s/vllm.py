@@ -16,6 +16,8 @@ from typing import Any
 from ..engine_args import VLLM_PORT, startup_budget_s
 from ..plan import FleetPlan, VllmModelPlan
 from . import common as c
+from . import disk
+from .disk import from_hub
 
 HF_CACHE = "/root/.cache/huggingface"
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
@@ -30,11 +32,6 @@ SKIPS = {
 }
 
 
-def from_hub(model: VllmModelPlan) -> bool:
-    """A Hugging Face id (downloaded with the token) rather than s3:// (streamed with the pod's role)."""
-    return not model.artifact.startswith("s3://")
-
-
 def hf_secret_name(model: VllmModelPlan) -> str:
     return f"{model.name}-hf-token"
 
@@ -44,18 +41,21 @@ def hf_secret_metadata(plan: FleetPlan, model: VllmModelPlan) -> dict[str, Any]:
     return c.metadata(hf_secret_name(model), plan, "credentials")
 
 
-def _load_gib_per_pod(model: VllmModelPlan) -> float:
-    """Every node downloads the whole hub checkpoint; runai_streamer streams only each node's stage."""
-    return model.weights_gib if from_hub(model) else model.weights_gib / model.nodes_per_replica
-
-
 def cache_gib(model: VllmModelPlan) -> int:
     """The Hugging Face cache emptyDir: the checkpoint plus 10% and 5 GiB (tokenizer, compile caches)."""
-    return c.disk_gib(5 + (1.1 * model.weights_gib if from_hub(model) else 0))
+    return c.disk_gib(5 + 1.1 * disk.vllm_download_gib(model))
 
 
-def startup_s(model: VllmModelPlan) -> int:
-    return startup_budget_s(_load_gib_per_pod(model))
+def startup_s(model: VllmModelPlan, plan: FleetPlan) -> int:
+    """A cold start's budget. Hub model: every node downloads the whole checkpoint at the network rate or
+    its share of the node's disk, whichever is slower, then reads its pipeline stage back from that disk.
+    s3:// model: runai_streamer streams each node's stage straight to its GPUs at the network rate."""
+    if not from_hub(model):
+        return startup_budget_s(model.weights_gib / model.nodes_per_replica)
+    download = disk.vllm_download_gib(model)
+    disk_gib_s = disk.pod_disk_gib_s(plan, model.node_group)
+    read_back_s = math.ceil(download / model.pipeline_parallel_size / disk_gib_s)
+    return startup_budget_s(download, min(disk.DOWNLOAD_GIB_PER_S, disk_gib_s)) + read_back_s
 
 
 def _env(model: VllmModelPlan, plan: FleetPlan) -> list[dict[str, str]]:
@@ -85,18 +85,18 @@ def _container(model: VllmModelPlan, plan: FleetPlan, command: list[str], leader
     }
     if leader:
         container["ports"] = [{"name": "http", "containerPort": VLLM_PORT}]
-        container.update(c.http_probes("http", "/health", "/health", startup_s(model)))
+        container.update(c.http_probes("http", "/health", "/health", startup_s(model, plan)))
     else:
         container["ports"] = [{"name": "ray", "containerPort": RAY_PORT}]
-        container.update(_ray_worker_probes(model))
+        container.update(_ray_worker_probes(model, plan))
     return container
 
 
-def _ray_worker_probes(model: VllmModelPlan) -> dict[str, Any]:
+def _ray_worker_probes(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
     """A worker is healthy while its leader's Ray head answers (a lost head restarts the whole group)."""
     check = {"exec": {"command": ["/bin/sh", "-c", f"ray health-check --address=$LWS_LEADER_ADDRESS:{RAY_PORT}"]},
              "timeoutSeconds": 10}
-    return {"startupProbe": {**check, "periodSeconds": 10, "failureThreshold": max(3, math.ceil(startup_s(model) / 10))},
+    return {"startupProbe": {**check, "periodSeconds": 10, "failureThreshold": max(3, math.ceil(startup_s(model, plan) / 10))},
             "livenessProbe": {**check, "periodSeconds": 15, "failureThreshold": 3},
             "readinessProbe": {**check, "periodSeconds": 15, "failureThreshold": 3}}
 
@@ -128,12 +128,12 @@ def _template(model: VllmModelPlan, plan: FleetPlan, command: list[str], role: s
             "spec": pod}
 
 
-def await_budget_s(model: VllmModelPlan) -> int:
-    return c.await_budget_s(model.replicas, startup_s(model))
+def await_budget_s(model: VllmModelPlan, plan: FleetPlan) -> int:
+    return c.await_budget_s(model.replicas, startup_s(model, plan))
 
 
 def workload(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
-    annotations = c.checkov_skips(SKIPS | c.image_skips(model.image)) | {c.AWAIT_TIMEOUT: str(await_budget_s(model))}
+    annotations = c.checkov_skips(SKIPS | c.image_skips(model.image)) | {c.AWAIT_TIMEOUT: str(await_budget_s(model, plan))}
     meta = c.metadata(model.name, plan, "vllm", annotations)
     rolling = c.rolling_update(plan, model.node_group, model.nodes_per_replica)
     if model.nodes_per_replica == 1:
@@ -167,8 +167,8 @@ def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[st
     scaler = c.autoscaler(model.name, plan, {"apiVersion": api, "kind": kind, "name": model.name},
                           [autoscaling_metric(model)], (model.min_replicas, model.max_replicas))
     objects = [c.service_account(model.name, plan), workload(model, plan),
-               c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, startup_s(model)), leaders),
-               c.pdb(model.name, plan, model.min_replicas, leaders),
+               c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, startup_s(model, plan)), leaders),
+               c.group_pdb(model.name, plan) if multi_node else c.pdb(model.name, plan, model.min_replicas),
                c.network_policy(model.name, plan, [VLLM_PORT], peers=multi_node),
                c.service_monitor(model.name, plan, "http")]
     return objects + ([scaler] if scaler else [])
