@@ -1,29 +1,41 @@
-"""The Pulumi program: stack config + models.yaml -> compile -> components -> exports.
+"""The Pulumi program: stack config + models.yaml -> compile -> deploy plan -> components -> exports.
 
-Every decision is the compiler's (the same one `modelfleet plan/render` runs); components only create.
-MODELFLEET_MODELS / MODELFLEET_PRICES point at another catalogue or price table (`modelfleet preview` passes
-its --models / --prices this way).
+Every decision is the compiler's (the same one `modelfleet plan/render` runs) and the deploy plan's
+(modelfleet.deploy, given the node groups running now); components only create. MODELFLEET_MODELS /
+MODELFLEET_PRICES point at another catalogue or price table (`modelfleet preview` passes its --models /
+--prices this way).
 """
 
 import os
 
 import pulumi
 
-from components.program import build_fleet, read_stack_config
+from components import build_fleet, read_live_node_groups, read_stack_config
+from modelfleet.deploy import cluster_deploy, compile_deploy_plan
+from modelfleet.deploy.checks import cluster_issues, credential_issues
 from modelfleet.environment import deployment_issues
 from modelfleet.errors import ModelfleetError, SpecError
 from modelfleet.project import Project
 
 stack = pulumi.get_stack()
 project = Project(root=".", models_file=os.environ.get("MODELFLEET_MODELS"), prices_file=os.environ.get("MODELFLEET_PRICES"))
+hf_token = pulumi.Config("modelfleet").get_secret("hfToken")
+stack_file = project.environment_path(stack)
 try:
     deployment = project.deployment(stack, read_stack_config())
-    if issues := deployment_issues(deployment.env, project.environment_path(stack)):
+    if issues := deployment_issues(deployment.env, stack_file) + cluster_issues(deployment.env, stack_file):
         raise SpecError(issues)
+    live = read_live_node_groups(cluster_deploy(deployment.env))
+    fleet = compile_deploy_plan(deployment, live, pulumi.get_project())
+    errors, warnings = credential_issues(fleet, hf_token is not None, pulumi.runtime.is_dry_run(), stack_file)
+    if errors:  # a real deploy of hub models without the token would crash-loop for hours
+        raise SpecError(errors)
 except ModelfleetError as error:  # every problem, located, and nothing created
     raise pulumi.RunError(f"modelfleet cannot deploy stack {stack}:\n" + "\n".join(map(str, error.issues))) from None
 
-for name, value in build_fleet(deployment, pulumi.Config("modelfleet").get_secret("hfToken")).items():
+for message in (*fleet.warnings, *warnings):
+    pulumi.log.warn(message)
+for note in fleet.notes:
+    pulumi.log.info(note)
+for name, value in build_fleet(fleet, hf_token).items():
     pulumi.export(name, value)
-cost = deployment.cost.monthly_usd  # None when a price is unknown
-pulumi.export("monthly_cost_usd", None if cost is None else {k: round(v, 2) for k, v in cost.model_dump().items()})

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from modelfleet.iam import pod_identity_trust_policy
+from modelfleet.deploy.types import PodIdentityDeploy
 
 
-def pod_role(name: str, policy: pulumi.Input[str], cluster_name: pulumi.Input[str], namespace: str,
+def pod_role(spec: PodIdentityDeploy, cluster_name: pulumi.Input[str],
              parent: pulumi.Resource) -> aws.eks.PodIdentityAssociation:
-    """Role ``<name>-pod`` with the inline read-only ``policy``, associated with service account ``name``."""
+    """Role ``<name>-pod`` with its one inline policy, associated with the service account."""
     child = pulumi.ResourceOptions(parent=parent)
-    role = aws.iam.Role(f"{name}-pod", assume_role_policy=pod_identity_trust_policy(), opts=child)
-    grant = aws.iam.RolePolicy(f"{name}-read", role=role.id, policy=policy, opts=child)
+    role = aws.iam.Role(f"{spec.name}-pod", assume_role_policy=spec.trust_policy, opts=child)
+    grant = aws.iam.RolePolicy(f"{spec.name}-{spec.policy_name}", role=role.id, policy=spec.policy, opts=child)
     return aws.eks.PodIdentityAssociation(
-        f"{name}-identity", cluster_name=cluster_name, namespace=namespace, service_account=name, role_arn=role.arn,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[grant]))
+        f"{spec.name}-identity", cluster_name=cluster_name, namespace=spec.namespace,
+        service_account=spec.service_account, role_arn=role.arn, opts=pulumi.ResourceOptions(parent=parent, depends_on=[grant]))

@@ -12,6 +12,10 @@ from typing import Any
 
 import pulumi
 
+from modelfleet.deploy.types import AppliedObject, object_key
+
+from .registry import Registry
+
 
 def type_token(obj: dict[str, Any]) -> str:
     api = obj["apiVersion"]
@@ -19,32 +23,18 @@ def type_token(obj: dict[str, Any]) -> str:
     return f"kubernetes:{group_version}:{obj['kind']}"
 
 
-def logical_name(obj: dict[str, Any]) -> str:
-    """Stable: kind and name (and namespace), never a position in a list."""
-    meta = obj["metadata"]
-    return "-".join(p for p in (obj["kind"].lower(), meta.get("namespace", ""), meta["name"]) if p)
-
-
-def autoscaled(objects: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
-    """(kind, name) of every object an HPA in ``objects`` scales."""
-    return {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
-            for o in objects if o["kind"] == "HorizontalPodAutoscaler"}
-
-
 class KubernetesObject(pulumi.CustomResource):
     def __init__(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(type_token(obj), name, dict(obj), opts)
 
 
-def apply_objects(objects: Sequence[dict[str, Any]], parent: pulumi.Resource, provider: pulumi.ProviderResource,
-                  depends_on: Sequence[pulumi.Resource] = ()) -> list[KubernetesObject]:
-    """Objects in order, each after the one before it (a Deployment after its account, its Service after it
-    is available). The replicas of an autoscaled workload are set on creation and then left to its HPA."""
-    created: list[KubernetesObject] = []
-    scaled = autoscaled(objects)
+def apply_objects(objects: Sequence[AppliedObject], parent: pulumi.Resource, provider: pulumi.ProviderResource,
+                  registry: Registry) -> list[KubernetesObject]:
+    """Each object after what it waits for; each registered under its own key for those that follow."""
+    created = []
     for obj in objects:
-        ignore = ["spec.replicas"] if (obj["kind"], obj["metadata"]["name"]) in scaled else []
-        opts = pulumi.ResourceOptions(parent=parent, provider=provider, ignore_changes=ignore,
-                                      depends_on=[*depends_on, *created[-1:]])
-        created.append(KubernetesObject(logical_name(obj), obj, opts))
+        opts = pulumi.ResourceOptions(parent=parent, provider=provider, ignore_changes=list(obj.ignore_changes),
+                                      depends_on=registry.resolve(obj.waits_for))
+        created.append(KubernetesObject(obj.name, obj.manifest, opts))
+        registry.add(object_key(obj.name), created[-1])
     return created

@@ -1,4 +1,4 @@
-"""The program's body: stack config in, components out (kept here so __main__.py stays a few lines)."""
+"""The program's body: stack config in, components out (kept here so __main__.py stays short)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from modelfleet.k8s import (CLUSTER, from_hub, model_repository_bucket, node_disk_gib, repository_objects, vllm_models,
-                            workload_endpoints)
-from modelfleet.project import Deployment
+from modelfleet.deploy.types import CLUSTER_READY, SYSTEM_NODES, DeployPlan, node_group_key
 
 from .cluster import ClusterAccess
 from .kubernetes import apply_objects
 from .model_repository import ModelRepository
-from .node_group import GpuNodeGroup, NodeRole
+from .node_group import GpuNodeGroup, NodeRole, SystemNodeGroup
+from .prerequisites import ClusterPrerequisites
+from .registry import Registry
 from .triton_server import TritonServer
 from .vllm_deployment import VllmDeployment
 
@@ -23,46 +23,50 @@ HF_TOKEN_KEY = "modelfleet:hfToken"  # a Pulumi secret (`pulumi config set --sec
 
 
 def read_stack_config() -> dict[str, Any]:
-    """Every config key of the running stack but the secret, structured values decoded (Pulumi passes
-    them as JSON strings): the same keys the CLI reads from the stack file."""
+    """Every config key of the running stack but the secret, as the stack file has it: Pulumi hands a program
+    every value as a string (``2`` as "2", ``true`` as "true", mappings and lists as JSON), and the
+    environment's parser is strict about types, so each is decoded back."""
     values = {**(runtime_config.get_config_env() or {}), **runtime_config.CONFIG.get()}
     return {key: _decode(value) for key, value in values.items() if key != HF_TOKEN_KEY}
 
 
 def _decode(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("[", "{"):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
+    """JSON where the string is JSON (numbers, booleans, mappings, lists); any other string is a string."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
-def build_fleet(deployment: Deployment, hf_token: pulumi.Output[str] | None) -> dict[str, Any]:
-    """Node groups, then the cluster-wide objects, then every workload; returns the stack's outputs."""
-    env, plan, files, manifests = deployment.env, deployment.plan, deployment.files, deployment.manifests
-    for warning in plan.warnings:
-        pulumi.log.warn(f"{warning.model}: {warning.message}")
-    cluster = ClusterAccess("cluster", env)
-    role = NodeRole("gpu-nodes")
-    groups = {g.name: GpuNodeGroup(g, cluster.name, cluster.subnet_ids, role, env.deploy.ami_type,
-                                   node_disk_gib(plan, g.name, env.deploy.node_disk_gib), env.protect)
-              for g in plan.node_groups}
-    after = [*groups.values(), *apply_objects(manifests[CLUSTER], cluster, cluster.provider,
-                                              depends_on=[*groups.values(), *cluster.ready])]
-    outputs: dict[str, Any] = {"cluster": cluster.name, "endpoints": workload_endpoints(plan)}
-    if plan.triton_servers:
-        repository = ModelRepository("model-repository", model_repository_bucket(plan, env.deploy), env.protect)
-        outputs["model_repository"] = repository.bucket.bucket
-        for server in plan.triton_servers:
-            TritonServer(plan, server, repository_objects(files, server), manifests[server.name], repository.bucket,
-                         cluster.name, cluster.provider, after)
-    if hf_token is None and any(from_hub(m) for m in vllm_models(plan)):
-        pulumi.log.warn("modelfleet:hfToken is not set: gated Hugging Face models will fail to download "
-                        "(pulumi config set --secret modelfleet:hfToken hf_...)")
-    for model in vllm_models(plan):
-        VllmDeployment(plan, model, manifests[model.name], hf_token, cluster.name, cluster.provider, after)
-    outputs["node_groups"] = {g.name: {"eks_name": groups[g.name].node_group.node_group_name, "max": g.max_size,
-                                       "instance_type": g.instance_type, "min": g.min_size, "desired": g.desired_size}
-                              for g in plan.node_groups}
-    return outputs
+def _node_groups(fleet: DeployPlan, cluster: ClusterAccess, registry: Registry) -> dict[str, GpuNodeGroup]:
+    role = NodeRole("gpu-nodes", fleet.node_role)
+    groups = {g.name: GpuNodeGroup(g, cluster.name, cluster.subnet_ids, role) for g in fleet.node_groups}
+    for name, group in groups.items():
+        registry.add(node_group_key(name), group.node_group)
+    if fleet.system_node_group is not None:
+        system = SystemNodeGroup(fleet.system_node_group, cluster.name, cluster.subnet_ids, role)
+        registry.add(SYSTEM_NODES, system.node_group)
+    return groups
+
+
+def build_fleet(fleet: DeployPlan, hf_token: pulumi.Output[str] | None) -> dict[str, Any]:
+    """The cluster (and its prerequisites), node groups and every workload; returns the stack's outputs.
+    Nothing waits on anything the deploy plan does not name (each object's ``waits_for``)."""
+    registry = Registry()
+    cluster = ClusterAccess("cluster", fleet.cluster)
+    registry.add(CLUSTER_READY, *cluster.ready)
+    groups = _node_groups(fleet, cluster, registry)
+    apply_objects(fleet.cluster_objects, cluster, cluster.provider, registry)
+    if fleet.releases:
+        ClusterPrerequisites("prerequisites", fleet.releases, cluster.name, cluster.provider, registry)
+    if fleet.repository is not None:
+        bucket = ModelRepository(fleet.repository).bucket
+        for server in fleet.triton_servers:
+            TritonServer(server, bucket, cluster.name, cluster.provider, registry)
+    for model in fleet.vllm_models:
+        VllmDeployment(model, hf_token, cluster.name, cluster.provider, registry)
+    node_groups = {name: {**info, "eks_name": groups[name].node_group.node_group_name}
+                   for name, info in fleet.outputs["node_groups"].items()}
+    return {"cluster": cluster.name, **fleet.outputs, "node_groups": node_groups}

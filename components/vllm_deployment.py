@@ -3,34 +3,34 @@ artifact) and its manifests."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import pulumi
 import pulumi_kubernetes as k8s
 
-from modelfleet.iam import vllm_read_policy
-from modelfleet.k8s import hf_secret_metadata
-from modelfleet.plan import FleetPlan, VllmModelPlan
+from modelfleet.deploy.types import SecretDeploy, VllmDeploy, credentials_key
 
 from .identity import pod_role
 from .kubernetes import apply_objects
+from .registry import Registry
+
+
+def token_secret(spec: SecretDeploy, token: pulumi.Output[str] | None, parent: pulumi.Resource,
+                 provider: pulumi.ProviderResource, registry: Registry) -> k8s.core.v1.Secret:
+    """Without a token (a preview only: a real deploy stops first) the Secret is shown with no data."""
+    return k8s.core.v1.Secret(
+        spec.name, metadata=spec.metadata, type="Opaque",
+        string_data=None if token is None else {spec.data_key: pulumi.Output.secret(token)},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=registry.resolve(spec.waits_for),
+                                    additional_secret_outputs=["stringData", "data"],
+                                    aliases=[pulumi.Alias(name=alias) for alias in spec.aliases]))
 
 
 class VllmDeployment(pulumi.ComponentResource):
-    def __init__(self, plan: FleetPlan, model: VllmModelPlan, manifests: Sequence[dict[str, Any]],
-                 hf_token: pulumi.Input[str] | None, cluster_name: pulumi.Input[str], provider: pulumi.ProviderResource,
-                 after: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("modelfleet:index:VllmDeployment", model.name, None, opts)
-        policy = vllm_read_policy(model)
-        if policy is not None:
-            credentials: pulumi.Resource = pod_role(model.name, policy, cluster_name, plan.namespace, self)
-        else:
-            meta = hf_secret_metadata(plan, model)
-            credentials = k8s.core.v1.Secret(
-                meta["name"], metadata=meta, type="Opaque",
-                string_data={"token": pulumi.Output.secret(hf_token if hf_token is not None else "")},
-                opts=pulumi.ResourceOptions(parent=self, provider=provider,
-                                            additional_secret_outputs=["stringData", "data"]))
-        apply_objects(manifests, self, provider, depends_on=[*after, credentials])
+    def __init__(self, spec: VllmDeploy, hf_token: pulumi.Output[str] | None, cluster_name: pulumi.Input[str],
+                 provider: pulumi.ProviderResource, registry: Registry, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("modelfleet:index:VllmDeployment", spec.name, None, opts)
+        if spec.identity is not None:
+            registry.add(credentials_key(spec.name), pod_role(spec.identity, cluster_name, self))
+        if spec.hf_secret is not None:
+            registry.add(credentials_key(spec.name), token_secret(spec.hf_secret, hf_token, self, provider, registry))
+        apply_objects(spec.manifests, self, provider, registry)
         self.register_outputs({})

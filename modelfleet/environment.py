@@ -60,6 +60,12 @@ class ClusterSettings(EnvFrozen):
     # Private subnets for node groups (and the created cluster's control plane); empty: the existing
     # cluster's own subnets are looked up.
     subnet_ids: tuple[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]+$")], ...] = ()
+    # A created cluster's public API endpoint answers only these CIDRs (your CI runners' and VPN's egress);
+    # [] keeps it private (then `pulumi up` runs from inside the VPC). Required with create: true, so that
+    # nobody gets an endpoint open to the internet by default (checked by modelfleet.deploy.checks).
+    public_access_cidrs: tuple[str, ...] | None = None
+    # A created cluster's untainted system nodes (CoreDNS, the autoscaler, Prometheus, the LWS controller).
+    system_instance_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")] = "m7i.large"
 
 
 class DeploySettings(EnvFrozen):

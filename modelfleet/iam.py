@@ -80,3 +80,24 @@ def triton_read_policy(plan: FleetPlan, server: TritonServerPlan, repository_buc
 def vllm_read_policy(model: VllmModelPlan) -> str | None:
     """What a vLLM model's pods may read: its S3 artifact (streamed by runai_streamer); None for a hub id."""
     return read_only_policy([s3_location(model.artifact)]) if model.artifact.startswith("s3://") else None
+
+
+def cluster_autoscaler_policy(cluster_name: str, region: str) -> str:
+    """The cluster autoscaler's permissions (as its AWS documentation lists them), scoped: it may resize and
+    trim only the Auto Scaling groups EKS created for this cluster's managed node groups (named ``eks-...``,
+    tagged ``k8s.io/cluster-autoscaler/<cluster>: owned``) and describe only this cluster's node groups; the
+    Describe calls that take no resource stay on ``*``."""
+    groups = f"arn:aws:autoscaling:{region}:*:autoScalingGroup:*:autoScalingGroupName/eks-*"
+    return _document([
+        {"Sid": "ResizeThisClustersGroups", "Effect": "Allow",
+         "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+         "Resource": groups,
+         "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}}},
+        {"Sid": "DescribeThisClustersNodeGroups", "Effect": "Allow", "Action": "eks:DescribeNodegroup",
+         "Resource": f"arn:aws:eks:{region}:*:nodegroup/{cluster_name}/*/*"},
+        {"Sid": "DescribeGroupsAndInstanceTypes", "Effect": "Allow",
+         "Action": ["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
+                    "autoscaling:DescribeLaunchConfigurations", "autoscaling:DescribeScalingActivities",
+                    "autoscaling:DescribeTags", "ec2:DescribeImages", "ec2:DescribeInstanceTypes",
+                    "ec2:DescribeLaunchTemplateVersions", "ec2:GetInstanceTypesFromInstanceRequirements"],
+         "Resource": "*"}])

@@ -36,20 +36,43 @@ def _node_group(i: dict[str, Any]) -> str:
     taint = ", ".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
     return (f"{','.join(i.get('instanceTypes', []))} {i.get('capacityType')} {i.get('amiType')}, nodes "
             f"{scaling.get('minSize')}/{scaling.get('desiredSize')}/{scaling.get('maxSize')} (min/desired/max), "
-            f"taint {taint}")
+            + (f"taint {taint}" if taint else "no taint"))
 
 
 def _launch_template(i: dict[str, Any]) -> str:
     meta = i.get("metadataOptions", {})
-    disks = [f"{d['ebs']['volumeSize']} GiB {d['ebs']['volumeType']} on {d['deviceName']}"
-             for d in i.get("blockDeviceMappings", [])]
+    disks = [f"{d['ebs']['volumeSize']} GiB {d['ebs']['volumeType']} at {d['ebs'].get('throughput', 125)} MiB/s, "
+             f"{d['ebs'].get('iops', 3000)} IOPS on {d['deviceName']}" for d in i.get("blockDeviceMappings", [])]
     return f"IMDS tokens {meta.get('httpTokens')}, hop limit {meta.get('httpPutResponseHopLimit')}; {', '.join(disks)}"
 
 
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
 def _policy(i: dict[str, Any]) -> str:
+    """S3 reads as the prefixes they reach; anything else as its actions and the condition that scopes them."""
     document = json.loads(i["policy"]) if isinstance(i.get("policy"), str) else {}
-    reads = [r for s in document.get("Statement", []) if s.get("Action") == "s3:GetObject" for r in s["Resource"]]
-    return "read-only: " + ", ".join(r.replace("arn:aws:s3:::", "s3://") for r in reads)
+    statements = document.get("Statement", [])
+    if all(s.get("Action") in ("s3:GetObject", "s3:ListBucket") for s in statements):
+        reads = [r for s in statements if s.get("Action") == "s3:GetObject" for r in s["Resource"]]
+        return "read-only: " + ", ".join(r.replace("arn:aws:s3:::", "s3://") for r in reads)
+    parts = []
+    for statement in statements:
+        scope = "; ".join(f"{k}={v}" for test in statement.get("Condition", {}).values() for k, v in test.items())
+        parts.append(", ".join(_as_list(statement["Action"])) + (f" where {scope}" if scope else ""))
+    return " | ".join(parts)
+
+
+def _cluster(i: dict[str, Any]) -> str:
+    vpc = i.get("vpcConfig", {})
+    public = f"public to {', '.join(vpc.get('publicAccessCidrs', []))}" if vpc.get("endpointPublicAccess") else "private only"
+    return f"EKS {i.get('name')} version {i.get('version')}, API endpoint {public}"
+
+
+def _release(i: dict[str, Any]) -> str:
+    source = i.get("repositoryOpts", {}).get("repo")
+    return f"{i.get('chart')} {i.get('version')}" + (f" from {source}" if source else "") + f" in {i.get('namespace')}"
 
 
 def _trust(i: dict[str, Any]) -> str:
@@ -99,8 +122,9 @@ SUMMARIES: dict[str, Summary] = {
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": lambda i: f"service account {i.get('namespace')}/{i.get('serviceAccount')}",
     "aws:s3/bucketObjectv2:BucketObjectv2": lambda i: f"key {i.get('key')}",
     "aws:s3/bucket:Bucket": lambda i: f"s3://{i.get('bucket')}",
-    "aws:eks/cluster:Cluster": lambda i: f"EKS {i.get('name')} version {i.get('version')}",
-    "aws:eks/addon:Addon": lambda i: i.get("addonName", ""),
+    "aws:eks/cluster:Cluster": _cluster,
+    "aws:eks/addon:Addon": lambda i: i.get("addonName", "") + (f" {i['configurationValues']}" if i.get("configurationValues") else ""),
+    "kubernetes:helm.sh/v3:Release": _release,
     "kubernetes:apps/v1:Deployment": _workload,
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": _workload,
     "kubernetes:apps/v1:DaemonSet": lambda o: o["spec"]["template"]["spec"]["containers"][0]["image"],
@@ -114,7 +138,8 @@ SUMMARIES: dict[str, Summary] = {
         f"scrapes port {e['port']} {e['path']} every {e['interval']}" for e in o["spec"]["endpoints"]),
     "kubernetes:core/v1:Namespace": lambda o: "pod security: " + ", ".join(
         f"{k.rsplit('/', 1)[1]} {v}" for k, v in sorted(o["metadata"]["labels"].items()) if k.startswith("pod-security")),
-    "kubernetes:core/v1:Secret": lambda o: "data: [secret]" if is_secret(o.get("stringData")) else "data: NOT A SECRET",
+    "kubernetes:core/v1:Secret": lambda o: ("data: none (modelfleet:hfToken is not set)" if "stringData" not in o else
+                                            "data: [secret]" if is_secret(o["stringData"]) else "data: NOT A SECRET"),
 }
 
 
@@ -135,18 +160,22 @@ def _display_name(resource: Any) -> str:
     return resource.name
 
 
-# Siblings are shown in the order `pulumi up` needs them; Kubernetes objects keep their apply order.
+# Siblings are shown in the order `pulumi up` needs them (Kubernetes objects by kind, as rendered).
 ORDER = ("pulumi:providers:", "modelfleet:index:ClusterAccess", "modelfleet:index:NodeRole",
-         "modelfleet:index:GpuNodeGroup", "modelfleet:index:ModelRepository", "modelfleet:index:TritonServer",
-         "modelfleet:index:VllmDeployment", "aws:iam/role:", "aws:iam/rolePolicyAttachment:", "aws:iam/rolePolicy:",
-         "aws:eks/cluster:", "aws:eks/addon:", "aws:ec2/", "aws:eks/nodeGroup:", "aws:s3/bucket:",
-         "aws:s3/bucketPublicAccessBlock:", "aws:s3/bucketVersioning:", "aws:s3/bucketObjectv2:",
-         "aws:eks/podIdentityAssociation:", "kubernetes:core/v1:Secret", "kubernetes:")
+         "modelfleet:index:SystemNodeGroup", "modelfleet:index:ClusterPrerequisites", "modelfleet:index:GpuNodeGroup",
+         "modelfleet:index:ModelRepository", "modelfleet:index:TritonServer", "modelfleet:index:VllmDeployment",
+         "aws:iam/role:", "aws:iam/rolePolicyAttachment:", "aws:iam/rolePolicy:", "aws:eks/cluster:", "aws:eks/addon:",
+         "aws:ec2/", "aws:eks/nodeGroup:", "aws:s3/bucket:", "aws:s3/bucketPublicAccessBlock:", "aws:s3/bucketVersioning:",
+         "aws:s3/bucketObjectv2:", "aws:eks/podIdentityAssociation:", "kubernetes:helm.sh/", "kubernetes:")
+KINDS = ("Namespace", "DaemonSet", "Secret", "ServiceAccount", "Deployment", "LeaderWorkerSet", "Service",
+         "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "HorizontalPodAutoscaler")
 
 
-def _rank(resource: Any, index: int) -> tuple[int, str | int]:
+def _rank(resource: Any, index: int) -> tuple[int, int, str | int]:
     rank = next((i for i, prefix in enumerate(ORDER) if resource.type.startswith(prefix)), len(ORDER))
-    return rank, index if resource.type.startswith("kubernetes:") else resource.name
+    kind = resource.type.rsplit(":", 1)[-1]
+    by_kind = KINDS.index(kind) if resource.type.startswith("kubernetes:") and kind in KINDS else len(KINDS)
+    return rank, by_kind, index if resource.type.startswith("kubernetes:") else resource.name
 
 
 def format_tree(resources: list[Any]) -> list[str]:
@@ -167,14 +196,18 @@ def format_tree(resources: list[Any]) -> list[str]:
     return lines
 
 
-def format_preview(result: Any, seconds: float) -> str:
+def format_preview(result: Any) -> str:
+    """Deterministic: the same program and catalogue print the same text (timings go to stderr)."""
     kinds = Counter("provider" if r.type.startswith("pulumi:providers:") else "stack" if r.type == "pulumi:pulumi:Stack"
                     else "object" if r.custom else "component" for r in result.resources)
     protected = sum(r.protect for r in result.resources)
     head = [f"pulumi up --stack {result.stack} would create {len(result.resources)} resources: {kinds['object']} AWS "
             f"and Kubernetes objects ({protected} protected), {kinds['component']} components, "
             f"{kinds['provider']} provider(s) and the stack",
-            f"offline preview: the real program under Pulumi's mocks, no AWS account, nothing created ({seconds:.1f} s)",
+            "offline preview: the real program under Pulumi's mocks, no AWS account, nothing created; as a first "
+            "deploy (no node groups running)",
+            f"protected resources are never deleted or replaced by `pulumi up`: see README, \"Replacing a protected "
+            f"node group\"" if protected else "nothing is protected",
             ""]
     outputs = {k: result.outputs.get(k, "(known after a real deploy)") for k in result.exported}
     body = yaml.safe_dump(outputs, sort_keys=True, default_flow_style=False, width=120).rstrip().splitlines()

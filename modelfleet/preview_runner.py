@@ -13,13 +13,15 @@ import logging
 import os
 import runpy
 import sys
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 from google.protobuf import json_format
+from pulumi.runtime.settings import SETTINGS
 
 FAKE_ACCOUNT = "123456789012"
 
@@ -65,8 +67,11 @@ def _logger(result: PreviewResult) -> logging.Logger:
 
 
 class FleetMocks(pulumi.runtime.Mocks):
-    def __init__(self, region: str) -> None:
-        self.region = region
+    """``live``: node groups the cluster runs already, as EKS describes them (default: none, a first deploy);
+    ``clusters``: the EKS clusters that exist (default: the one a joining stack names)."""
+
+    def __init__(self, region: str, live: Sequence[Mapping[str, Any]] = (), clusters: Sequence[str] | None = None) -> None:
+        self.region, self.live, self.clusters = region, {g["nodeGroupName"]: g for g in live}, clusters
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
@@ -87,6 +92,12 @@ class FleetMocks(pulumi.runtime.Mocks):
                     "endpoint": f"https://{name}.eks.{self.region}.amazonaws.com",
                     "certificateAuthorities": [{"data": "LS0tLS1CRUdJTi0tLS0t"}], "version": "1.33",
                     "vpcConfig": {"subnetIds": ["subnet-0private0a", "subnet-0private0b", "subnet-0private0c"]}}, []
+        if args.token == "aws:eks/getClusters:getClusters":
+            return {"id": self.region, "names": list(self.clusters or [])}, []
+        if args.token == "aws:eks/getNodeGroups:getNodeGroups":
+            return {"id": args.args["clusterName"], "clusterName": args.args["clusterName"], "names": sorted(self.live)}, []
+        if args.token == "aws:eks/getNodeGroup:getNodeGroup":
+            return dict(self.live[args.args["nodeGroupName"]], clusterName=args.args["clusterName"]), []
         return {}, []
 
 
@@ -143,15 +154,51 @@ def _program_context(project_dir: str, environ: dict[str, str]) -> Iterator[dict
             os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
 
 
+class _Outputs:
+    """Stands in for the SDK's list of pending outputs (``SETTINGS.outputs``, a deque): the SDK removes every
+    resolved output from it by a linear scan, quadratic in the program's outputs (at 1,000 models most of
+    the preview's time). Same operations, each O(1): removal only forgets the item, and ``popleft`` skips
+    what was forgotten."""
+
+    def __init__(self) -> None:
+        self._order: deque[Any] = deque()
+        self._live: set[Any] = set()
+
+    def append(self, item: Any) -> None:
+        self._order.append(item)
+        self._live.add(item)
+
+    def remove(self, item: Any) -> None:
+        if item not in self._live:
+            raise ValueError(item)
+        self._live.remove(item)
+
+    def popleft(self) -> Any:
+        while True:
+            item = self._order.popleft()
+            if item in self._live:
+                self._live.remove(item)
+                return item
+
+    def clear(self) -> None:
+        self._order.clear()
+        self._live.clear()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
 def run_program(project_dir: str, stack: str, config: dict[str, Any], secrets: dict[str, str] | None = None,
-                environ: dict[str, str] | None = None) -> PreviewResult:
+                environ: dict[str, str] | None = None, mocks: FleetMocks | None = None, dry_run: bool = True) -> PreviewResult:
     """Run ``<project_dir>/__main__.py`` for ``stack`` under mocks and return what it registered.
-    ``environ``: extra environment variables for the program (e.g. MODELFLEET_MODELS)."""
+    ``environ``: extra environment variables for the program (e.g. MODELFLEET_MODELS); ``mocks``: what AWS
+    answers (default: a first deploy into an existing cluster); ``dry_run``: False runs it as `pulumi up`."""
     result = PreviewResult(stack)
-    mocks = FleetMocks(str(config.get("aws:region", "us-east-1")))
+    mocks = mocks or FleetMocks(str(config.get("aws:region", "us-east-1")))
     pulumi.runtime.set_all_config({**stack_config_strings(config), **(secrets or {})}, list(secrets or {}))
-    pulumi.runtime.set_mocks(mocks, project="modelfleet", stack=stack, preview=True, logger=_logger(result),
+    pulumi.runtime.set_mocks(mocks, project="modelfleet", stack=stack, preview=dry_run, logger=_logger(result),
                              monitor=RecordingMonitor(mocks, result))
+    SETTINGS.outputs = _Outputs()
     with _program_context(os.path.abspath(project_dir), environ or {}) as exports:
         try:
             _run(os.path.join(os.path.abspath(project_dir), "__main__.py"), exports, result)

@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     if result.error:  # the program's RunError: every compile problem, located, as `pulumi up` shows them
         print(result.error, file=sys.stderr)
         return EXIT_USER_ERROR
-    sys.stdout.write(format_preview(result, time.perf_counter() - started))
+    sys.stdout.write(format_preview(result))  # deterministic; the time and the program's messages go to stderr
     for level, message in result.messages:  # the program's own warnings (the plan's among them)
         print(f"{level}: {message}", file=sys.stderr)
+    print(f"preview ran in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return 0

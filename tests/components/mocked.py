@@ -8,10 +8,11 @@ from typing import Any
 
 import yaml
 
-from modelfleet.preview_runner import PreviewResult, Recorded, run_program
+from modelfleet.preview_runner import FleetMocks, PreviewResult, Recorded, run_program
 from tests.conftest import ROOT
 
 TOKEN = "hf_very_secret_token"
+SUBNETS = ["subnet-0a1b2c3d", "subnet-1a2b3c4d"]
 
 
 def stack_config(stack: str, **changes: Any) -> dict[str, Any]:
@@ -20,11 +21,34 @@ def stack_config(stack: str, **changes: Any) -> dict[str, Any]:
     return {**config, **changes}
 
 
-def run(stack: str, root: Path = ROOT, config: dict[str, Any] | None = None, token: str | None = TOKEN) -> PreviewResult:
+def run(stack: str, root: Path = ROOT, config: dict[str, Any] | None = None, token: str | None = TOKEN,
+        live: list[dict[str, Any]] = (), clusters: list[str] | None = None, dry_run: bool = True,
+        expect_error: bool = False) -> PreviewResult:
+    """The program for ``stack`` under mocks; ``live``: node groups EKS reports (``live_group``);
+    ``clusters``: the EKS clusters that exist (a created cluster's second deploy)."""
     secrets = {"modelfleet:hfToken": token} if token is not None else {}
-    result = run_program(str(root), stack, config if config is not None else stack_config(stack), secrets)
-    assert result.error is None, result.error
+    config = config if config is not None else stack_config(stack)
+    mocks = FleetMocks(str(config.get("aws:region", "us-east-1")), live, clusters)
+    result = run_program(str(root), stack, config, secrets, mocks=mocks, dry_run=dry_run)
+    assert (result.error is not None) == expect_error, result.error
     return result
+
+
+def live_group(name: str, stack: str, sizes: tuple[int, int, int], suffix: str = "20260701120000000000000001",
+               **fields: Any) -> dict[str, Any]:
+    """A node group as ``aws eks describe-nodegroup`` reports it (min, desired, max ``sizes``), created by
+    ``stack`` for the planned group ``name``."""
+    low, desired, high = sizes
+    return {"nodeGroupName": f"{name}-{suffix}", "amiType": "AL2023_x86_64_NVIDIA", "capacityType": "ON_DEMAND",
+            "instanceTypes": [fields.pop("instance_type", "g6e.xlarge")], "subnetIds": SUBNETS,
+            "scalingConfigs": [{"minSize": low, "desiredSize": desired, "maxSize": high}],
+            "tags": {"modelfleet.io/node-group": name, "modelfleet.io/stack": stack}, **fields}
+
+
+def created_cluster(stack: str, **cluster: Any) -> dict[str, Any]:
+    """The stack's config with ``cluster: {create: true}``, its subnets and a restricted endpoint."""
+    settings = {"create": True, "name": "ml-prod", "subnetIds": SUBNETS, "publicAccessCidrs": ["203.0.113.0/24"], **cluster}
+    return stack_config(stack, **{"modelfleet:cluster": settings})
 
 
 def of_type(result: PreviewResult, token: str) -> dict[str, Recorded]:

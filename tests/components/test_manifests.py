@@ -3,10 +3,13 @@ objects themselves (schema-valid, probes, shared memory, placement, multi-node l
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
 from modelfleet.engine_args import MODEL_REPOSITORY_DIR, startup_budget_s
+from modelfleet.k8s.disk import pod_download_gib_s
 from modelfleet.k8s import CLUSTER, render_fleet_manifests, render_triton_manifests, repository_objects, vllm_models
 from modelfleet.k8s.triton import REPOSITORY_DIGEST, shm_bytes
 from modelfleet.render import render_triton_repositories
@@ -30,6 +33,7 @@ def test_render_is_exactly_what_is_applied(runs, project, stack):
     assert {k: v for k, v in applied.items() if k[0] != "Secret"} == rendered
     assert {n for k, n in applied if k == "Secret"} == {f"{m.name}-hf-token" for m in vllm_models(project.plan(stack))
                                                        if not m.artifact.startswith("s3://")}
+    assert "prerequisites/prometheus-adapter-values.yaml" in project.rendered(stack)[1]
     types = {r.type for r in runs[stack].resources if r.type.startswith("kubernetes:")}
     assert "kubernetes:apps/v1:Deployment" in types and "kubernetes:autoscaling/v2:HorizontalPodAutoscaler" in types or stack == "dev"
 
@@ -68,7 +72,7 @@ def test_triton_pod_builds_its_repository_then_serves(project, plans):
         assert f"{plan.model(name).artifact}/ {MODEL_REPOSITORY_DIR}/{name}/" in script
     (container,) = pod["containers"]
     assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= startup_budget_s(
-        sum(plan.model(n).weights_gib for n in server.models))
+        sum(plan.model(n).weights_gib for n in server.models), pod_download_gib_s(plan, server.node_group))
     shm = next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]
     assert shm["medium"] == "Memory" and shm["sizeLimit"] == f"{shm_bytes(server, plan) // 1024**2}Mi"
     assert shm_bytes(server, plan) >= 2 * server.python_shm_bytes > 0  # a python model lives here
@@ -122,3 +126,28 @@ def test_the_device_plugin_runs_on_this_fleets_gpu_nodes_only(project, plans):
     (plugin,) = [o for o in cluster if o["kind"] == "DaemonSet"]
     terms = _pod(plugin)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms[0]["matchExpressions"][0]["values"] == sorted({g.instance_type for g in plan.node_groups})
+
+
+def test_a_leader_worker_sets_budget_covers_every_pod_of_every_group(project, plans):
+    """Evicting a worker restarts its whole group as surely as evicting the leader: the budget selects all
+    of the model's pods and lets one go at a time."""
+    plan = plans["prod"]
+    model = next(m for m in vllm_models(plan) if m.nodes_per_replica > 1)
+    objects = render_fleet_manifests(plan, project.environment("prod").deploy)[model.name]
+    (budget,) = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": model.name}}}
+    lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        labels = lws[role]["metadata"]["labels"]
+        assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items(), role
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_rendered_yaml_has_no_anchors_or_aliases(project, stack):
+    """A dict shared by two probes was written once and referenced (``exec: *id001``)."""
+    files = project.rendered(stack)[1]
+    texts = [text.decode() for name, text in files.items() if name.startswith(("kubernetes/", "prerequisites/"))]
+    assert texts and not any(re.search(r"[&*]id\d{3}", text) for text in texts)
+    ray_probes = [o for name, text in files.items() if name.startswith("kubernetes/") for o in yaml.safe_load_all(text)
+                  if o["kind"] == "LeaderWorkerSet"]
+    assert ray_probes or stack != "prod"

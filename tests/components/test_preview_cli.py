@@ -56,3 +56,11 @@ def test_preview_reports_compile_errors_like_every_command(capsys, tmp_path):
     code, out, err = preview(capsys, "--stack", "prod", "--models", str(path))
     assert code == 2 and out == ""
     assert re.search(r"models\.yaml:\d+:\d+: models\[1\]\.sla\.p99_latency_ms", err)
+
+
+def test_preview_stdout_is_deterministic_and_the_timing_goes_to_stderr(capsys):
+    first = preview(capsys, "--stack", "dev")
+    second = preview(capsys, "--stack", "dev")
+    assert first[0] == second[0] == 0 and first[1] == second[1]
+    assert " s)" not in first[1] and re.search(r"^preview ran in \d+\.\d s$", first[2], re.M)
+    assert "as a first deploy (no node groups running)" in first[1]

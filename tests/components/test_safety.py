@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from modelfleet.k8s import vllm_models
 from modelfleet.preview_format import is_secret
 from modelfleet.preview_runner import run_program
-from tests.components.mocked import TOKEN, copy_project, example_models, of_type, run, stack_config
+from tests.components.mocked import (SUBNETS, TOKEN, copy_project, created_cluster, example_models, of_type, run,
+                                     stack_config)
 from tests.conftest import ROOT
 
 PROTECTED = ("aws:eks/nodeGroup:NodeGroup", "aws:s3/bucket:Bucket")
-SUBNETS = ["subnet-0a1b2c3d", "subnet-1a2b3c4d"]
 
 
 def test_the_hf_token_stays_secret(runs):
@@ -39,8 +42,7 @@ def test_the_repository_bucket_keeps_its_first_address(runs):
 
 
 def test_a_created_cluster_is_protected_and_runs_the_pod_identity_agent():
-    config = stack_config("prod", **{"modelfleet:cluster": {"create": True, "name": "ml-prod", "subnetIds": SUBNETS}})
-    result = run("prod", config=config)
+    result = run("prod", config=created_cluster("prod"))
     cluster = of_type(result, "aws:eks/cluster:Cluster")["cluster-eks"]
     assert cluster.protect and cluster.inputs["name"] == "ml-prod"
     assert cluster.inputs["vpcConfig"]["subnetIds"] == SUBNETS
@@ -50,8 +52,35 @@ def test_a_created_cluster_is_protected_and_runs_the_pod_identity_agent():
     assert not any(r.type == "aws:eks/cluster:Cluster" for r in run("dev").resources)
 
 
+def test_a_created_clusters_api_answers_only_the_listed_cidrs():
+    public = of_type(run("prod", config=created_cluster("prod")), "aws:eks/cluster:Cluster")["cluster-eks"]
+    assert public.inputs["vpcConfig"]["endpointPublicAccess"] is True
+    assert public.inputs["vpcConfig"]["publicAccessCidrs"] == ["203.0.113.0/24"]
+    private = of_type(run("prod", config=created_cluster("prod", publicAccessCidrs=[])), "aws:eks/cluster:Cluster")
+    assert private["cluster-eks"].inputs["vpcConfig"]["endpointPublicAccess"] is False
+    assert private["cluster-eks"].inputs["vpcConfig"]["endpointPrivateAccess"] is True
+    assert "publicAccessCidrs" not in private["cluster-eks"].inputs["vpcConfig"]
+
+
+@pytest.mark.parametrize(("cidrs", "expected"), [
+    (None, "needs its API endpoint's access stated"),
+    (["0.0.0.0/0"], "publicAccessCidrs[0]: the API endpoint would be open to the internet"),
+    (["203.0.113.0/24", "::/0"], "publicAccessCidrs[1]: the API endpoint would be open to the internet"),
+    (["203.0.113.7/24"], "publicAccessCidrs[0]: '203.0.113.7/24' is not a CIDR"),
+])
+def test_a_created_cluster_is_never_open_to_the_internet_by_default(cidrs, expected):
+    config = created_cluster("prod")
+    if cidrs is None:
+        config["modelfleet:cluster"].pop("publicAccessCidrs")
+    else:
+        config["modelfleet:cluster"]["publicAccessCidrs"] = cidrs
+    result = run("prod", config=config, expect_error=True)
+    assert f"config.modelfleet:cluster.{expected}" in result.error if "publicAccessCidrs[" in expected else expected in result.error
+    assert not any(r.custom for r in result.resources)
+
+
 def test_a_created_cluster_without_subnets_stops_before_anything_is_created():
-    config = stack_config("dev", **{"modelfleet:cluster": {"create": True}})
+    config = stack_config("dev", **{"modelfleet:cluster": {"create": True, "publicAccessCidrs": []}})
     result = run_program(str(ROOT), "dev", config)
     assert result.error and "config.modelfleet:cluster.subnetIds" in result.error
     assert not any(r.custom for r in result.resources)
@@ -90,11 +119,29 @@ def test_adding_an_llm_changes_no_existing_resource(runs, tmp_path):
     assert before[group][0]["scalingConfig"] != after[group][0]["scalingConfig"]
 
 
-def test_without_a_token_hub_models_deploy_with_a_warning(runs, plans):
-    result = run("dev", token=None)
-    assert of_type(result, "kubernetes:core/v1:Secret")
-    assert ("warning", "modelfleet:hfToken is not set: gated Hugging Face models will fail to download "
-                       "(pulumi config set --secret modelfleet:hfToken hf_...)") in result.messages
+def test_without_a_token_a_preview_warns_and_a_deploy_stops(runs, plans):
+    """Gated meta-llama models cannot download without the token: `pulumi up` stops before creating anything;
+    a preview (and the offline `modelfleet preview`) still runs, and says so."""
+    preview = run("dev", token=None)
+    hub = sorted(m.name for m in vllm_models(plans["dev"]) if not m.artifact.startswith("s3://"))
+    secrets = of_type(preview, "kubernetes:core/v1:Secret")
+    assert hub and len(secrets) == len(hub) and all("stringData" not in s.inputs for s in secrets.values())
+    warning = next(text for level, text in preview.messages if "hfToken" in text)
+    assert warning.startswith(f"modelfleet:hfToken is not set: {', '.join(hub)} download from the Hugging Face hub")
+    deploy = run("dev", token=None, dry_run=False, expect_error=True)
+    assert "config.modelfleet:hfToken: modelfleet:hfToken is not set" in deploy.error
+    assert "pulumi config set --secret modelfleet:hfToken" in deploy.error
+    assert not any(r.custom for r in deploy.resources), "nothing is created"
+    assert run("dev", dry_run=False).error is None  # with the token, the same deploy goes ahead
     plan_warnings = {("warning", f"{w.model}: {w.message}") for w in plans["dev"].warnings}
     assert plan_warnings and plan_warnings <= set(runs["dev"].messages)
     assert not any("hfToken" in text for _, text in runs["dev"].messages)
+
+
+def test_the_token_secret_keeps_its_first_address(runs):
+    """Its logical name is kind-namespace-name now, like every object's; an alias keeps the existing Secret."""
+    secrets = of_type(runs["prod"], "kubernetes:core/v1:Secret")
+    for name, secret in secrets.items():
+        meta = secret.inputs["metadata"]
+        assert name == f"secret-{meta['namespace']}-{meta['name']}"
+        assert {"name": meta["name"]} in [{k: v for k, v in a.items() if k == "name"} for a in secret.aliases]

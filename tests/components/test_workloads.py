@@ -93,23 +93,12 @@ def test_an_s3_llm_gets_a_role_and_a_hub_llm_gets_the_token(runs, plans):
     policies = of_type(result, "aws:iam/rolePolicy:RolePolicy")
     for model in vllm_models(plan):
         if model.artifact.startswith("s3://"):
-            assert f"{model.name}-read" in policies and f"{model.name}-hf-token" not in secrets
+            assert f"{model.name}-read" in policies and f"secret-{plan.namespace}-{model.name}-hf-token" not in secrets
             reads = json.loads(policies[f"{model.name}-read"].inputs["policy"])["Statement"][0]["Resource"]
             assert reads == [f"arn:aws:s3:::{model.artifact.removeprefix('s3://')}/*"]
         else:
-            assert f"{model.name}-hf-token" in secrets and f"{model.name}-read" not in policies
+            assert f"secret-{plan.namespace}-{model.name}-hf-token" in secrets and f"{model.name}-read" not in policies
     assert {m.artifact[:5] == "s3://" for m in vllm_models(plan)} == {True, False}
-
-
-def test_workloads_wait_for_nodes_credentials_and_the_namespace(runs):
-    result = runs["prod"]
-    by_urn = {r.urn: r for r in result.resources}
-    deployment = next(r for r in result.resources if r.type == "kubernetes:apps/v1:Deployment"
-                      and r.inputs["metadata"]["name"] == "triton-fraud-scorer")
-    waits_for = {by_urn[u].type for u in deployment.depends_on}
-    assert {"aws:eks/nodeGroup:NodeGroup", "aws:eks/podIdentityAssociation:PodIdentityAssociation",
-            "aws:s3/bucketObjectv2:BucketObjectv2", "kubernetes:core/v1:ServiceAccount",
-            "kubernetes:core/v1:Namespace", "kubernetes:apps/v1:DaemonSet"} <= waits_for
 
 
 @pytest.mark.parametrize("stack", STACKS)

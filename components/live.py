@@ -1,0 +1,26 @@
+"""What runs now: the cluster's node groups as EKS reports them, read at preview and up time (AWS reads,
+no changes), so the deploy plan can send a scaling config EKS accepts (modelfleet.deploy.node_groups)."""
+
+from __future__ import annotations
+
+import pulumi_aws as aws
+
+from modelfleet.deploy.types import ClusterDeploy, LiveNodeGroup
+
+
+def _live(cluster: str, name: str) -> LiveNodeGroup:
+    group = aws.eks.get_node_group(cluster_name=cluster, node_group_name=name)
+    scaling = group.scaling_configs[0]
+    return LiveNodeGroup(name=name, min_size=scaling.min_size, desired_size=scaling.desired_size,
+                         max_size=scaling.max_size, ami_type=group.ami_type, capacity_type=group.capacity_type,
+                         instance_types=tuple(group.instance_types), subnet_ids=tuple(group.subnet_ids),
+                         tags=dict(group.tags or {}))
+
+
+def read_live_node_groups(cluster: ClusterDeploy) -> tuple[LiveNodeGroup, ...]:
+    """Every node group of the cluster (the deploy plan picks this stack's by their tags); none when this
+    stack creates the cluster and it does not exist yet."""
+    if cluster.create and cluster.name not in aws.eks.get_clusters().names:
+        return ()
+    names = aws.eks.get_node_groups(cluster_name=cluster.name).names
+    return tuple(_live(cluster.name, n) for n in sorted(names))

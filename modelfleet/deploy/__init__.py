@@ -1,0 +1,70 @@
+"""What ``pulumi up`` creates, decided from the plan, the stack and what already runs (pure: no pulumi, no I/O).
+
+``compile_deploy_plan`` turns a compiled, rendered stack (``project.Deployment``) and the node groups EKS
+reports (read by the program: ``components/live.py``) into a ``DeployPlan``; the components in
+``components/`` only create what it lists. Types: ``types.py``; checks before anything is created:
+``checks.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..k8s import model_repository_bucket, workload_endpoints
+from ..project import Deployment
+from .addons import releases
+from .cluster import cluster_deploy, cluster_name, node_role
+from .node_groups import gpu_node_group, protected_changes, system_node_group
+from .types import BucketDeploy, DeployPlan, LiveNodeGroup, NodeGroupDeploy, object_key
+from .workloads import Context, cluster_objects, workloads
+
+__all__ = ["DeployPlan", "LiveNodeGroup", "cluster_deploy", "compile_deploy_plan"]
+
+
+def _context(deployment: Deployment, release_names: frozenset[str]) -> Context:
+    objects = cluster_objects(deployment.manifests)
+    namespace = next(o.name for o in objects if o.manifest["kind"] == "Namespace")
+    return Context(namespace=object_key(namespace), releases=release_names,
+                   cluster_objects=frozenset(object_key(o.name) for o in objects if o.manifest["kind"] == "DaemonSet"),
+                   cluster_ready=deployment.env.cluster.create)
+
+
+def _warnings(deployment: Deployment, groups: Sequence[NodeGroupDeploy], live: Sequence[LiveNodeGroup],
+              project: str) -> tuple[str, ...]:
+    env = deployment.env
+    warnings = [f"{w.model}: {w.message}" for w in deployment.plan.warnings]
+    if not env.cluster.create and not env.cluster.subnet_ids and groups:
+        warnings.append(f"node groups will use the subnets of cluster {cluster_name(env)}'s control plane, public "
+                        "ones included if it has any: set modelfleet:cluster.subnetIds to its private subnets")
+    return tuple(warnings + protected_changes(groups, live, env, project))
+
+
+def _outputs(deployment: Deployment) -> dict[str, Any]:
+    plan, cost = deployment.plan, deployment.cost.monthly_usd  # None when a price is unknown
+    outputs: dict[str, Any] = {
+        "endpoints": workload_endpoints(plan),
+        "node_groups": {g.name: {"instance_type": g.instance_type, "min": g.min_size, "desired": g.desired_size,
+                                 "max": g.max_size} for g in plan.node_groups},
+        "monthly_cost_usd": None if cost is None else {k: round(v, 2) for k, v in cost.model_dump().items()}}
+    if plan.triton_servers:
+        outputs["model_repository"] = model_repository_bucket(plan, deployment.env.deploy)
+    return outputs
+
+
+def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = (), project: str = "modelfleet") -> DeployPlan:
+    """``live``: the cluster's node groups now (none for a new cluster); ``project``: the Pulumi project's name."""
+    env, plan = deployment.env, deployment.plan
+    groups = tuple(gpu_node_group(plan, g, env, live) for g in plan.node_groups)
+    system = system_node_group(env, live) if env.cluster.create else None
+    every_group = (*groups, *((system,) if system else ()))
+    charts = releases(plan, env)
+    servers, models = workloads(plan, env, deployment.files, deployment.manifests,
+                                _context(deployment, frozenset(r.name for r in charts)))
+    repository = (BucketDeploy(name="model-repository", bucket=model_repository_bucket(plan, env.deploy), protect=env.protect)
+                  if plan.triton_servers else None)
+    return DeployPlan(stack=env.name, project=project, cluster=cluster_deploy(env), node_role=node_role(),
+                      system_node_group=system, node_groups=groups, cluster_objects=cluster_objects(deployment.manifests),
+                      releases=charts, repository=repository, triton_servers=servers, vllm_models=models,
+                      outputs=_outputs(deployment), warnings=_warnings(deployment, every_group, live, project),
+                      notes=tuple(f"node group {g.name}: {g.scaling.note}" for g in every_group if g.scaling.note))

@@ -1,0 +1,123 @@
+"""Node groups as EKS gets them: the planned GPU groups (and a created cluster's system group), with their
+taint, labels, volume, and a scaling config EKS accepts given what is running now.
+
+Scaling: once a group exists the cluster autoscaler owns its desired size, so Pulumi ignores it... unless
+the plan moves min or max past it. EKS rejects an update whose min is above the desired size it is sent,
+and a provider that ignores the desired size sends the one from the last deploy ("Minimum capacity 4 can't
+be greater than desired size 3"; terraform-aws-eks #748, #944, #2030). So the program reads each group's
+live scaling config first and, when the planned bounds differ from the live ones, sends the live desired
+size clamped into the new bounds (hashicorp/terraform-provider-aws #18310 proposes the same rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..environment import EnvironmentSpec
+from ..k8s import node_disk
+from ..plan import FleetPlan, NodeGroupPlan
+from .types import LaunchTemplateDeploy, LiveNodeGroup, NodeGroupDeploy, ScalingDeploy, Taint
+
+GPU_TAINT = Taint(key="nvidia.com/gpu", value="true", effect="NO_SCHEDULE")
+GROUP_LABEL, GPU_LABEL, STACK_TAG = "modelfleet.io/node-group", "modelfleet.io/gpu", "modelfleet.io/stack"
+# The volume that holds images and emptyDirs: AL2023 has one root volume; Bottlerocket keeps its OS on
+# /dev/xvda and containers on the data volume /dev/xvdb.
+DATA_DEVICE = {"AL2023_x86_64_NVIDIA": "/dev/xvda", "BOTTLEROCKET_x86_64_NVIDIA": "/dev/xvdb",
+               "AL2023_x86_64_STANDARD": "/dev/xvda"}
+CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT"}
+# A created cluster's untainted group for CoreDNS and the controllers: two nodes in two zones, room for a third
+# and fourth while Prometheus grows with the fleet.
+SYSTEM_GROUP, SYSTEM_AMI, SYSTEM_SIZES, SYSTEM_DISK_GIB = "system", "AL2023_x86_64_STANDARD", (2, 2, 4), 50
+
+
+def live_group(name: str, live: Sequence[LiveNodeGroup], stack: str) -> LiveNodeGroup | None:
+    """The running group this plan's group ``name`` is (EKS name: the prefix and a provider suffix of hex
+    digits), tagged as this stack's; the largest if a replacement left two."""
+    prefix = f"{name}-"
+    matches = [g for g in live if g.name.startswith(prefix) and g.name[len(prefix):].isalnum()
+               and g.tags.get(STACK_TAG) == stack and g.tags.get(GROUP_LABEL) == name]
+    return max(matches, key=lambda g: g.desired_size, default=None)
+
+
+def scaling(sizes: tuple[int, int, int], live: LiveNodeGroup | None) -> ScalingDeploy:
+    """See the module docstring. ``sizes``: the planned (min, desired, max)."""
+    low, desired, high = sizes
+    autoscaled = high > low
+    if live is None or not autoscaled:
+        return ScalingDeploy(min_size=low, desired_size=desired, max_size=high, ignore_desired=autoscaled,
+                             note="" if live is None or live.desired_size == desired else
+                             f"desired {live.desired_size} -> {desired}: a fixed size")
+    if (live.min_size, live.max_size) == (low, high):
+        return ScalingDeploy(min_size=low, desired_size=desired, max_size=high, ignore_desired=True)
+    kept = min(high, max(low, live.desired_size))
+    why = (f"desired {live.desired_size} -> {kept}: the new bounds exclude the live size" if kept != live.desired_size
+           else f"desired stays at the live {kept} while min/max change")
+    return ScalingDeploy(min_size=low, desired_size=kept, max_size=high, ignore_desired=False, note=why)
+
+
+def _labels(group: NodeGroupPlan) -> dict[str, str]:
+    return {GROUP_LABEL: group.name, GPU_LABEL: group.gpu_model.replace(" ", "-")}
+
+
+def gpu_node_group(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec,
+                   live: Sequence[LiveNodeGroup]) -> NodeGroupDeploy:
+    labels, volume = _labels(group), node_disk(plan, group.name, env.deploy.node_disk_gib)
+    tags = labels | {STACK_TAG: env.name}
+    template = LaunchTemplateDeploy(name=f"{group.name}-lt", device_name=DATA_DEVICE[env.deploy.ami_type],
+                                    volume_gib=volume.size_gib, throughput_mibps=volume.throughput_mibps,
+                                    iops=volume.iops, tags=labels)
+    sizes = (group.min_size, group.desired_size, group.max_size)
+    return NodeGroupDeploy(name=group.name, name_prefix=f"{group.name}-", instance_type=group.instance_type,
+                           capacity_type=CAPACITY_TYPES[group.capacity_type], ami_type=env.deploy.ami_type,
+                           labels=labels, tags=tags, taints=(GPU_TAINT,),
+                           scaling=scaling(sizes, live_group(group.name, live, env.name)),
+                           launch_template=template, subnet_ids=env.cluster.subnet_ids, protect=env.protect)
+
+
+def system_node_group(env: EnvironmentSpec, live: Sequence[LiveNodeGroup]) -> NodeGroupDeploy:
+    labels = {GROUP_LABEL: SYSTEM_GROUP}
+    template = LaunchTemplateDeploy(name=f"{SYSTEM_GROUP}-lt", device_name=DATA_DEVICE[SYSTEM_AMI],
+                                    volume_gib=SYSTEM_DISK_GIB, throughput_mibps=125, iops=3000, tags=labels)
+    return NodeGroupDeploy(name=SYSTEM_GROUP, name_prefix=f"{SYSTEM_GROUP}-",
+                           instance_type=env.cluster.system_instance_type, capacity_type="ON_DEMAND",
+                           ami_type=SYSTEM_AMI, labels=labels, tags=labels | {STACK_TAG: env.name}, taints=(),
+                           scaling=scaling(SYSTEM_SIZES, live_group(SYSTEM_GROUP, live, env.name)),
+                           launch_template=template, subnet_ids=env.cluster.subnet_ids, protect=env.protect)
+
+
+def _replaced_by(planned: NodeGroupDeploy, live: LiveNodeGroup) -> list[str]:
+    """What of ``planned`` differs from ``live`` in a way EKS can only apply by a new group."""
+    changes = [f"{what} {old} -> {new}" for what, old, new in (
+        ("AMI type", live.ami_type, planned.ami_type), ("capacity type", live.capacity_type, planned.capacity_type),
+        ("instance types", ",".join(live.instance_types), planned.instance_type))
+        if old != new]
+    if planned.subnet_ids and set(planned.subnet_ids) != set(live.subnet_ids):
+        changes.append("subnets")
+    return changes
+
+
+def node_group_urn(stack: str, project: str, name: str) -> str:
+    """The URN Pulumi gives the aws:eks NodeGroup ``name`` under its GpuNodeGroup component (for `pulumi state`)."""
+    return f"urn:pulumi:{stack}::{project}::modelfleet:index:GpuNodeGroup$aws:eks/nodeGroup:NodeGroup::{name}"
+
+
+def protected_changes(groups: Sequence[NodeGroupDeploy], live: Sequence[LiveNodeGroup], env: EnvironmentSpec,
+                      project: str) -> list[str]:
+    """Protected groups this deploy would delete or replace: Pulumi creates the new groups, then stops at the
+    protected one (create-before-delete cannot finish). Each message says what to run before ``pulumi up``."""
+    if not env.protect:
+        return []
+    planned = {g.name: g for g in groups}
+    messages = []
+    for group in sorted(live, key=lambda g: g.name):
+        name = group.tags.get(GROUP_LABEL, "")
+        if group.tags.get(STACK_TAG) != env.name or not name:
+            continue
+        target = planned.get(name)
+        changes = ["the plan no longer has it"] if target is None else _replaced_by(target, group)
+        if changes:
+            messages.append(f"protected node group {name} ({group.name}) would be "
+                            f"{'deleted' if target is None else 'replaced'} ({'; '.join(changes)}): `pulumi up` "
+                            "would create the new groups and then fail; first run `pulumi state unprotect "
+                            f"'{node_group_urn(env.name, project, name)}'` (README, \"Replacing a protected node group\")")
+    return messages

@@ -1,0 +1,228 @@
+"""What ``pulumi up`` creates, decided (``*Deploy``): frozen data the Pulumi components only turn into resources.
+
+The components (``components/``) import this module, ``modelfleet.plan`` and pulumi, nothing else: every
+choice (names, taints, labels, disks, scaling, IAM documents, what waits for what) is made by the pure
+``modelfleet.deploy`` package and can be tested without mocks.
+
+Dependencies are named by keys (``Key``): an applied object ``waits_for`` keys, and the program resolves each
+key to the resources registered under it. The pure side only ever names keys that exist in the same plan.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class DeployModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- dependency keys: what a resource waits for ------------------------------------------------------------
+
+
+def object_key(logical_name: str) -> str:
+    """A Kubernetes object applied by this program, by its logical name."""
+    return f"object:{logical_name}"
+
+
+def node_group_key(name: str) -> str:
+    return f"node-group:{name}"
+
+
+def release_key(name: str) -> str:
+    return f"release:{name}"
+
+
+def credentials_key(workload: str) -> str:
+    """A workload's credentials: its pod identity association, HF token Secret or S3 objects."""
+    return f"credentials:{workload}"
+
+
+CLUSTER_READY = "cluster-ready"  # a created cluster's add-ons (Pod Identity agent, VPC CNI network policy)
+SYSTEM_NODES = "system-nodes"  # a created cluster's untainted node group, where controllers run
+
+
+# --- AWS -------------------------------------------------------------------------------------------------------
+
+
+class LiveNodeGroup(DeployModel):
+    """A node group as EKS reports it before this deploy (read by the program at preview and up time)."""
+
+    name: str  # the EKS name: the planned prefix and the provider's unique suffix
+    min_size: int
+    desired_size: int
+    max_size: int
+    ami_type: str
+    capacity_type: str
+    instance_types: tuple[str, ...]
+    subnet_ids: tuple[str, ...]
+    tags: dict[str, str]
+
+
+class Taint(DeployModel):
+    key: str
+    value: str
+    effect: Literal["NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE"]  # the EKS API's spelling
+
+
+class LaunchTemplateDeploy(DeployModel):
+    """IMDSv2 only with one hop (pods cannot reach the node role), and the volume pods write to."""
+
+    name: str
+    device_name: str
+    volume_gib: int
+    throughput_mibps: int  # gp3: 125 included, up to 1000
+    iops: int  # gp3: 3000 included; at least 4 per MiB/s of throughput
+    tags: dict[str, str]
+
+
+class ScalingDeploy(DeployModel):
+    min_size: int
+    desired_size: int
+    max_size: int
+    # The cluster autoscaler owns the desired size once the group exists: Pulumi leaves it alone...
+    ignore_desired: bool
+    # ...except when the planned bounds move past the live desired size (or the group is new): why, for the preview.
+    note: str = ""
+
+
+class NodeGroupDeploy(DeployModel):
+    name: str  # the logical name (and the EKS name's prefix, before the provider's suffix)
+    name_prefix: str
+    instance_type: str
+    capacity_type: Literal["ON_DEMAND", "SPOT"]
+    ami_type: str
+    labels: dict[str, str]
+    tags: dict[str, str]
+    taints: tuple[Taint, ...]
+    scaling: ScalingDeploy
+    launch_template: LaunchTemplateDeploy
+    subnet_ids: tuple[str, ...]  # empty: the cluster's own subnets (looked up)
+    protect: bool
+
+
+class RoleDeploy(DeployModel):
+    name: str
+    trust_policy: str
+    policy_arns: tuple[str, ...]
+
+
+class PodIdentityDeploy(DeployModel):
+    """A role only EKS Pod Identity can assume, with one inline policy, bound to a service account."""
+
+    name: str  # resources are <name>-pod, <name>-<policy_name>, <name>-identity
+    namespace: str
+    service_account: str
+    policy: str
+    trust_policy: str
+    policy_name: str = "read"  # what the inline policy allows (workloads only read)
+
+
+class EksAddonDeploy(DeployModel):
+    name: str
+    addon_name: str
+    configuration_values: str | None = None
+
+
+class ClusterDeploy(DeployModel):
+    name: str
+    create: bool
+    region: str
+    kubernetes_version: str
+    subnet_ids: tuple[str, ...]
+    endpoint_public_access: bool
+    public_access_cidrs: tuple[str, ...]
+    protect: bool
+    role: RoleDeploy | None  # the created cluster's role
+    addons: tuple[EksAddonDeploy, ...]
+
+    def kubeconfig(self, name: str, endpoint: str, ca_data: str) -> str:
+        """A kubeconfig that authenticates with ``aws eks get-token`` (no long-lived credentials in state)."""
+        user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
+                         "args": ["eks", "get-token", "--cluster-name", name, "--region", self.region]}}
+        return json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": name,
+                           "clusters": [{"name": name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+                           "users": [{"name": name, "user": user}],
+                           "contexts": [{"name": name, "context": {"cluster": name, "user": name}}]})
+
+
+class BucketDeploy(DeployModel):
+    name: str
+    bucket: str
+    protect: bool
+
+
+class S3ObjectDeploy(DeployModel):
+    name: str
+    key: str
+    content: str
+
+
+# --- Kubernetes ------------------------------------------------------------------------------------------------
+
+
+class AppliedObject(DeployModel):
+    """One rendered Kubernetes object, applied as it is."""
+
+    name: str  # logical name: kind-namespace-name
+    manifest: dict[str, Any]
+    waits_for: tuple[str, ...]
+    ignore_changes: tuple[str, ...] = ()
+
+
+class SecretDeploy(DeployModel):
+    """The Hugging Face token Secret: its data is a Pulumi secret, so only the program writes it."""
+
+    name: str
+    metadata: dict[str, Any]
+    data_key: str
+    waits_for: tuple[str, ...]
+    aliases: tuple[str, ...] = ()  # earlier logical names of the same Secret
+
+
+class HelmReleaseDeploy(DeployModel):
+    """A cluster prerequisite installed from its chart, pinned."""
+
+    name: str  # the Helm release name (fixed: charts derive service names from it)
+    chart: str
+    version: str
+    repository: str | None  # None: ``chart`` is an oci:// reference
+    namespace: str
+    values: dict[str, Any]
+    waits_for: tuple[str, ...]
+    identity: PodIdentityDeploy | None = None
+    timeout_s: int = 900
+
+
+class TritonDeploy(DeployModel):
+    name: str
+    objects: tuple[S3ObjectDeploy, ...]
+    identity: PodIdentityDeploy
+    manifests: tuple[AppliedObject, ...]
+
+
+class VllmDeploy(DeployModel):
+    name: str
+    identity: PodIdentityDeploy | None  # an s3:// artifact
+    hf_secret: SecretDeploy | None  # a Hugging Face id
+    manifests: tuple[AppliedObject, ...]
+
+
+class DeployPlan(DeployModel):
+    stack: str
+    project: str
+    cluster: ClusterDeploy
+    node_role: RoleDeploy
+    system_node_group: NodeGroupDeploy | None  # created clusters only
+    node_groups: tuple[NodeGroupDeploy, ...]
+    cluster_objects: tuple[AppliedObject, ...]
+    releases: tuple[HelmReleaseDeploy, ...]
+    repository: BucketDeploy | None
+    triton_servers: tuple[TritonDeploy, ...]
+    vllm_models: tuple[VllmDeploy, ...]
+    outputs: dict[str, Any]
+    warnings: tuple[str, ...]  # for whoever runs `pulumi preview` / `pulumi up` (pulumi.log.warn)
+    notes: tuple[str, ...] = ()  # expected changes worth saying, e.g. a desired size the new bounds move

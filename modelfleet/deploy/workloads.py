@@ -1,0 +1,125 @@
+"""The rendered Kubernetes objects in the order ``pulumi up`` can apply them, and each workload's AWS side.
+
+What waits for what (each object names its dependencies; nothing waits for a GPU node it does not run on):
+
+- the Namespace and the kube-system objects (device plugin) wait for nothing but the cluster: they are applied
+  while the node groups are still being created (which takes many minutes; the kubernetes provider retries
+  a missing namespace for about 30 s only);
+- every namespaced object waits for the Namespace; ServiceMonitors for the Prometheus operator's CRD, HPAs for
+  the metrics adapter (where this stack installs them);
+- a Deployment or LeaderWorkerSet waits for its account, its credentials (pod identity, HF token Secret, S3
+  configs), the device plugin, the LWS controller (multi-node) and its own node group;
+- its Service (which Pulumi awaits until it has a ready endpoint) and HPA wait for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..environment import EnvironmentSpec
+from ..iam import pod_identity_trust_policy, triton_read_policy, vllm_read_policy
+from ..k8s import (CLUSTER, hf_secret_metadata, model_repository_bucket, model_repository_prefix, repository_objects,
+                   vllm_models)
+from ..k8s import prerequisites as p
+from ..plan import FleetPlan, TritonServerPlan, VllmModelPlan
+from .types import (CLUSTER_READY, AppliedObject, PodIdentityDeploy, S3ObjectDeploy, SecretDeploy, TritonDeploy,
+                    VllmDeploy, credentials_key, node_group_key, object_key, release_key)
+
+WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
+HF_TOKEN_KEY = "token"  # the file the vLLM pod reads (HF_TOKEN_PATH)
+
+
+def logical_name(obj: Mapping[str, Any]) -> str:
+    """Stable: kind, namespace and name, never a position in a list."""
+    meta = obj["metadata"]
+    return "-".join(part for part in (obj["kind"].lower(), meta.get("namespace", ""), meta["name"]) if part)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a workload's objects may wait for in this stack."""
+
+    namespace: str  # the Namespace's key
+    releases: frozenset[str]  # Helm releases this stack installs
+    cluster_objects: frozenset[str]  # keys of the device plugin's objects
+    cluster_ready: bool  # a created cluster's add-ons (the Pod Identity agent) exist as resources
+
+
+def _workload_waits(kind: str, workload: str, own: Mapping[str, str], node_group: str, identity: bool,
+                    ctx: Context) -> list[str]:
+    waits = [object_key(own["ServiceAccount"]), credentials_key(workload), node_group_key(node_group),
+             *sorted(ctx.cluster_objects)]
+    if identity and ctx.cluster_ready:
+        waits.append(CLUSTER_READY)
+    if kind == "LeaderWorkerSet" and p.LWS.release in ctx.releases:
+        waits.append(release_key(p.LWS.release))
+    return waits
+
+
+def _waits(obj: Mapping[str, Any], own: Mapping[str, str], node_group: str, identity: bool,
+           ctx: Context) -> tuple[str, ...]:
+    """``own``: kind -> logical name of the workload's objects."""
+    kind, workload = obj["kind"], next(own[k] for k in WORKLOAD_KINDS if k in own)
+    waits = [ctx.namespace]
+    if kind in WORKLOAD_KINDS:
+        waits += _workload_waits(kind, obj["metadata"]["name"], own, node_group, identity, ctx)
+    elif kind in ("Service", "HorizontalPodAutoscaler"):
+        waits.append(object_key(workload))
+    if kind == "ServiceMonitor" and p.PROMETHEUS_STACK.release in ctx.releases:
+        waits.append(release_key(p.PROMETHEUS_STACK.release))
+    if kind == "HorizontalPodAutoscaler" and p.PROMETHEUS_ADAPTER.release in ctx.releases:
+        waits.append(release_key(p.PROMETHEUS_ADAPTER.release))
+    return tuple(waits)
+
+
+def applied(objects: Sequence[dict[str, Any]], node_group: str, identity: bool, ctx: Context) -> tuple[AppliedObject, ...]:
+    """One workload's objects. An autoscaled workload's replicas are set at creation, then left to its HPA."""
+    scaled = {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
+              for o in objects if o["kind"] == "HorizontalPodAutoscaler"}
+    own = {o["kind"]: logical_name(o) for o in objects}
+    return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=_waits(o, own, node_group, identity, ctx),
+                               ignore_changes=("spec.replicas",) if (o["kind"], o["metadata"]["name"]) in scaled else ())
+                 for o in objects)
+
+
+def cluster_objects(manifests: Mapping[str, list[dict[str, Any]]]) -> tuple[AppliedObject, ...]:
+    """The namespace and the device plugin: nothing to wait for but the cluster itself."""
+    return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=()) for o in manifests[CLUSTER])
+
+
+def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpec, files: Mapping[str, bytes],
+                  manifests: Sequence[dict[str, Any]], ctx: Context) -> TritonDeploy:
+    """Its configs as S3 objects under its prefix, a role reading that prefix and its artifacts, its objects."""
+    bucket, prefix = model_repository_bucket(plan, env.deploy), model_repository_prefix(server)
+    objects = tuple(S3ObjectDeploy(name=key.removeprefix("triton/").replace("/", "-"), key=key, content=content.decode())
+                    for key, content in sorted(repository_objects(files, server).items()))
+    identity = PodIdentityDeploy(name=server.name, namespace=plan.namespace, service_account=server.name,
+                                 policy=triton_read_policy(plan, server, bucket, prefix),
+                                 trust_policy=pod_identity_trust_policy())
+    return TritonDeploy(name=server.name, objects=objects, identity=identity,
+                        manifests=applied(manifests, server.node_group, True, ctx))
+
+
+def hf_secret(plan: FleetPlan, model: VllmModelPlan, ctx: Context) -> SecretDeploy:
+    meta = hf_secret_metadata(plan, model)
+    # It was registered as "<name>-hf-token" before logical names were kind-namespace-name: the alias keeps it.
+    return SecretDeploy(name=logical_name({"kind": "Secret", "metadata": meta}), metadata=meta, data_key=HF_TOKEN_KEY,
+                        waits_for=(ctx.namespace,), aliases=(meta["name"],))
+
+
+def vllm_model(plan: FleetPlan, model: VllmModelPlan, manifests: Sequence[dict[str, Any]], ctx: Context) -> VllmDeploy:
+    """An s3:// model gets a role reading its artifact; a Hugging Face one the token Secret."""
+    policy = vllm_read_policy(model)
+    identity = None if policy is None else PodIdentityDeploy(name=model.name, namespace=plan.namespace,
+                                                             service_account=model.name, policy=policy,
+                                                             trust_policy=pod_identity_trust_policy())
+    return VllmDeploy(name=model.name, identity=identity, hf_secret=hf_secret(plan, model, ctx) if policy is None else None,
+                      manifests=applied(manifests, model.node_group, identity is not None, ctx))
+
+
+def workloads(plan: FleetPlan, env: EnvironmentSpec, files: Mapping[str, bytes],
+              manifests: Mapping[str, list[dict[str, Any]]], ctx: Context) -> tuple[tuple[TritonDeploy, ...], tuple[VllmDeploy, ...]]:
+    servers = tuple(triton_server(plan, s, env, files, manifests[s.name], ctx) for s in plan.triton_servers)
+    return servers, tuple(vllm_model(plan, m, manifests[m.name], ctx) for m in vllm_models(plan))
