@@ -48,13 +48,18 @@ class LlmLoad(PlanModel):
 
     peak_sequences: int
     output_tokens_per_s_per_sequence: float
+    rate_is_default: bool  # the profile does not set output_tokens_per_s_per_sequence: 30, the spec's default
     declared: str  # what models.yaml said, e.g. "peak_concurrent_sequences 32"
 
 
 class UnitCost(PlanModel):
     metric: str  # "usd_per_1k_inferences" | "usd_per_million_tokens"
     value: float
-    assumption: str
+    basis: str  # the load it is priced at, short enough for a table cell: "8 seq x 30 tok/s (default)"
+    assumption: str  # the same load in full, with what models.yaml declared
+    # Set when the replicas serve less than the declared peak: the figure is then priced at what they
+    # serve, so it is not the cost of the peak a reviewer may assume.
+    shortfall: str | None = None
 
 
 class NodeGroupCost(PlanModel):
@@ -82,6 +87,7 @@ class FleetCost(PlanModel):
     environment: str
     region: str
     capacity_type: str
+    spot_price_ratio: float | None  # the stack's spot assumption (None on on-demand stacks)
     hours_per_month: float
     prices_as_of: str
     price_basis: tuple[str, ...]  # one line per price source used
@@ -95,6 +101,18 @@ class FleetCost(PlanModel):
     def model(self, name: str) -> ModelCost:
         return next(m for m in self.models if m.name == name)
 
+    @property
+    def pricing(self) -> str:
+        """How the node-hours are priced, for the environment's row: "spot, assumed 50% of on-demand"."""
+        if self.capacity_type != "spot":
+            return self.capacity_type
+        assumed = [g for g in self.node_groups if g.price_basis.startswith("spot assumed")]
+        if not assumed:
+            return "spot, measured"
+        some = "" if len(assumed) == len(self.node_groups) else (
+            f" for {len(assumed)} of {len(self.node_groups)} node groups")
+        return f"spot, assumed {self.spot_price_ratio:.0%} of on-demand{some}"
+
     def node_group(self, name: str) -> NodeGroupCost:
         return next(g for g in self.node_groups if g.name == name)
 
@@ -107,8 +125,10 @@ def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]
             declared = (f"peak_concurrent_sequences {model.sla.peak_concurrent_sequences}"
                         if model.sla.peak_concurrent_sequences is not None
                         else f"peak_output_tokens_per_s {model.sla.peak_output_tokens_per_s:g}")
-            loads[model.name] = LlmLoad(peak_sequences=load_sequences(model), declared=declared,
-                                        output_tokens_per_s_per_sequence=model.profile.output_tokens_per_s_per_sequence)
+            loads[model.name] = LlmLoad(
+                peak_sequences=load_sequences(model), declared=declared,
+                output_tokens_per_s_per_sequence=model.profile.output_tokens_per_s_per_sequence,
+                rate_is_default="output_tokens_per_s_per_sequence" not in model.profile.model_fields_set)
     return loads
 
 
@@ -126,7 +146,7 @@ def estimate_node_price(instance: InstanceType | None, region: str, capacity_typ
     if on_demand is None:
         return None, f"no spot or on-demand price for {region}"
     ratio = env.cost.spot_price_ratio
-    return on_demand * ratio, f"spot assumed at {ratio:.0%} of on-demand {on_demand:g}"
+    return on_demand * ratio, f"spot assumed at {ratio:.0%} of on-demand {on_demand:.8g}"
 
 
 def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,
@@ -143,6 +163,7 @@ def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: Envir
         total = None
     return FleetCost(
         environment=plan.environment, region=plan.region, capacity_type=plan.capacity_type,
+        spot_price_ratio=env.cost.spot_price_ratio if plan.capacity_type == "spot" else None,
         hours_per_month=HOURS_PER_MONTH, prices_as_of=_as_of(catalogue, env.region),
         price_basis=_price_basis(catalogue, env), attribution_rule=ATTRIBUTION_RULE, node_groups=groups,
         models=models, control_plane_monthly_usd=control if env.cluster.create else None,
@@ -253,20 +274,27 @@ def _server_fraction(name: str, members: tuple[str, ...], plan: FleetPlan) -> tu
 
 def estimate_unit_cost(model: TritonModelPlan | VllmModelPlan, monthly_usd: float,
                        load: LlmLoad | None) -> UnitCost | None:
-    """USD per 1,000 inferences (classic) or per million generated tokens (LLM) at peak load."""
+    """USD per 1,000 inferences (classic) or per million generated tokens (LLM) at peak load, or at what the
+    replicas serve when that is less (and then says so: the figure is not the peak's)."""
     hourly = monthly_usd / HOURS_PER_MONTH
     if isinstance(model, TritonModelPlan):
         capacity = model.replicas * model.instance_count * model.rps_per_instance
         rps = min(model.peak_rps, capacity)
-        limit = "" if rps == model.peak_rps else f", capped at what {model.replicas} replica(s) serve"
+        short = None if rps == model.peak_rps else (
+            f"under-provisioned: {model.replicas} replica(s) serve {capacity:g} of the {model.peak_rps:g} "
+            "inferences/s at peak")
         return UnitCost(metric="usd_per_1k_inferences", value=hourly / (rps * 3600) * 1000,
-                        assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g}{limit})")
+                        basis=f"{rps:g} inferences/s", shortfall=short,
+                        assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g})")
     if load is None:
         return None
     sequences = min(load.peak_sequences, model.replicas * model.max_num_seqs)
-    tokens_per_s = sequences * load.output_tokens_per_s_per_sequence
-    capped = "" if sequences == load.peak_sequences else (
-        f", capped at {model.replicas} replica(s) x max_num_seqs {model.max_num_seqs}")
-    return UnitCost(metric="usd_per_million_tokens", value=hourly / (tokens_per_s * 3600) * 1e6,
-                    assumption=f"{sequences} sequences x {load.output_tokens_per_s_per_sequence:g} output tokens/s "
-                               f"= {tokens_per_s:g} tokens/s sustained ({load.declared}{capped})")
+    rate = load.output_tokens_per_s_per_sequence
+    default = " (default)" if load.rate_is_default else ""
+    short = None if sequences == load.peak_sequences else (
+        f"under-provisioned: {model.replicas} replica(s) x max_num_seqs {model.max_num_seqs} serve {sequences} of "
+        f"the {load.peak_sequences} sequences at peak")
+    return UnitCost(metric="usd_per_million_tokens", value=hourly / (sequences * rate * 3600) * 1e6,
+                    basis=f"{sequences} seq x {rate:g} tok/s{default}", shortfall=short,
+                    assumption=f"{sequences} sequences x {rate:g} output tokens/s per sequence{default} = "
+                               f"{sequences * rate:g} tokens/s sustained ({load.declared})")

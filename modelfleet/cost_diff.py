@@ -1,18 +1,69 @@
-"""The cost difference between two fleets (the base branch's models.yaml and the pull request's), per
-environment: models added, removed and changed, each with its monthly delta and the reasons (instance
-type, replicas, sharding, server sharing). Pure: plans and costs in, a ``FleetDiff`` out.
+"""The cost difference between two sides (the base branch's inputs and the pull request's), per environment.
+
+A side is models.yaml, the stack files and the price table; each can change in a pull request, and the
+diff says which did what. Per environment: the stack itself (new, removed or on both sides), the monthly
+totals, the change split by cause, and every model added, removed or changed with its monthly delta and
+the reasons: the spec fields that changed, what the compiler decided differently (instance type,
+replicas, sharding, server sharing) and node-hour price changes. A stack whose pull-request side does not
+compile is reported with its located errors instead of figures. Pure: priced stacks in, a ``FleetDiff`` out.
+
+Causes are attributed in a fixed order, each priced with the earlier ones already applied:
+price table, then stack settings, then models.yaml. The last is the model changes at the head's prices
+and settings, which is what the per-model rows show.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Union
 
-from .cost import LEVELS, FleetCost, MonthlyUsd, UnitCost
+from .compiler import models_in
+from .cost import HOURS_PER_MONTH, LEVELS, FleetCost, MonthlyUsd, UnitCost
+from .errors import Issue
 from .plan import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .policy import BudgetStatus
 
+if TYPE_CHECKING:
+    from .project import CostedPlan
+    from .spec import FleetSpec
+
 CENT = 0.005  # deltas smaller than half a cent are rounding, not change
+CAUSES = ("price table", "stack settings", "models.yaml")  # the attribution order (module docstring)
+MAX_FIELDS = 4  # spec fields named per model; more are counted
+
+
+@dataclass(frozen=True)
+class StackFailure:
+    """A stack that could not be compiled or priced: its located errors, each named by the stack."""
+
+    stack: str
+    issues: tuple[Issue, ...]
+
+    def lines(self) -> tuple[str, ...]:
+        return tuple(f"{self.stack}: {issue}" for issue in self.issues)
+
+
+StackCost = Union["CostedPlan", StackFailure]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One of the head's inputs swapped into the base: its cause, what changed, the stack priced after it."""
+
+    cause: str  # one of CAUSES
+    details: tuple[str, ...]  # e.g. "modelfleet:capacityType: on-demand -> spot"
+    priced: StackCost | None  # None: the stack does not exist at this step
+
+
+@dataclass(frozen=True)
+class StackSides:
+    """One stack on both sides, and the steps from base to head (the last step's ``priced`` is the head)."""
+
+    base: StackCost | None  # None: no such stack at the base
+    head: StackCost | None  # None: the pull request removes the stack
+    steps: tuple[Step, ...]
 
 
 class ModelChange(PlanModel):
@@ -24,24 +75,43 @@ class ModelChange(PlanModel):
     layout: str  # where it runs after the change (before, when removed)
     reasons: tuple[str, ...]
     unit_cost: UnitCost | None = None  # after the change
+    edited: bool = False  # its spec in models.yaml changed (else it changed because of other models or inputs)
+
+
+class CostCause(PlanModel):
+    cause: str  # "price table", "stack settings", "models.yaml", or several joined by " + " when a step between
+    #             them could not be priced on its own
+    details: tuple[str, ...]
+    delta: MonthlyUsd | None  # None: a side it is measured between does not compile
 
 
 class EnvironmentDiff(PlanModel):
     environment: str
-    before: MonthlyUsd | None
+    presence: Literal["both", "added", "removed"]  # the stack file: on both sides, new, or removed
+    pricing: str  # how node-hours are priced on the head (the base, for a removed stack)
+    before: MonthlyUsd | None  # None: unknown, or the base does not compile
     after: MonthlyUsd | None
-    delta: MonthlyUsd | None
+    delta: MonthlyUsd | None  # an added stack counts from 0, a removed one down to 0
+    causes: tuple[CostCause, ...]
     changes: tuple[ModelChange, ...]
     unchanged: int
-    node_groups: tuple[str, ...]  # node count changes, e.g. "gpu-g6e-12xlarge-od (g6e.12xlarge): 4 -> 6 nodes"
+    node_groups: tuple[str, ...]  # node count and price changes, with the arithmetic
     budget: BudgetStatus | None  # the head's
     violations: tuple[str, ...]  # the head's policy violations
     unknown: tuple[str, ...]
+    errors: tuple[str, ...]  # the head does not compile: its located errors (then no figures after)
+    base_errors: tuple[str, ...]  # the base does not compile (not the pull request's doing, but said)
+    notes: tuple[str, ...]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors)
 
 
 class FleetDiff(PlanModel):
-    base: str  # e.g. "origin/main:models.yaml"
+    base: str  # e.g. "main (models.yaml, stacks/, price table)"
     head: str
+    sources: tuple[str, ...]  # where each side's models.yaml, stacks and prices came from
     environments: tuple[EnvironmentDiff, ...]
     assumptions: tuple[str, ...]
 
@@ -51,36 +121,47 @@ class FleetDiff(PlanModel):
         return None if len(deltas) != len(self.environments) else sum(deltas)
 
 
-Side = tuple[FleetPlan, FleetCost]
+def compute_fleet_diff(stacks: Mapping[str, StackSides], base_label: str, head_label: str,
+                       sources: tuple[str, ...] = ()) -> FleetDiff:
+    """Diff every stack of either side; environments sorted by name."""
+    envs = tuple(compute_environment_diff(name, stacks[name]) for name in sorted(stacks))
+    priced = [side.cost for sides in stacks.values() for side in [sides.head if sides.head else sides.base]
+              if _ok(side)]  # type: ignore[union-attr]
+    return FleetDiff(base=base_label, head=head_label, sources=sources, environments=envs,
+                     assumptions=_assumptions(priced))
 
 
-def compute_fleet_diff(base: Mapping[str, Side], head: Mapping[str, Side], budgets: Mapping[str, BudgetStatus | None],
-                       violations: Mapping[str, tuple[str, ...]], base_label: str, head_label: str) -> FleetDiff:
-    """Diff every environment present in ``head`` against the same environment of ``base``."""
-    envs = tuple(compute_environment_diff(base[name], head[name], budgets.get(name), violations.get(name, ()))
-                 for name in sorted(head))
-    assumptions = _assumptions([cost for _, cost in head.values()])
-    return FleetDiff(base=base_label, head=head_label, environments=envs, assumptions=assumptions)
+def _ok(side: StackCost | None) -> bool:
+    return side is not None and not isinstance(side, StackFailure)
 
 
-def compute_environment_diff(base: Side, head: Side, budget: BudgetStatus | None,
-                             violations: tuple[str, ...]) -> EnvironmentDiff:
-    (plan0, cost0), (plan1, cost1) = base, head
-    names0, names1 = {m.name for m in plan0.models}, {m.name for m in plan1.models}
-    changes, unchanged = [], 0
-    for name in sorted(names0 | names1):
-        change = _model_change(name, plan0 if name in names0 else None, cost0,
-                               plan1 if name in names1 else None, cost1)
-        if change is None:
-            unchanged += 1
-        else:
-            changes.append(change)
-    changes.sort(key=lambda c: (-abs(c.delta_usd or 0.0), c.name))
-    return EnvironmentDiff(
-        environment=plan1.environment, before=cost0.monthly_usd, after=cost1.monthly_usd,
-        delta=_delta(cost0.monthly_usd, cost1.monthly_usd), changes=tuple(changes), unchanged=unchanged,
-        node_groups=_node_group_changes(base, head), budget=budget, violations=violations,
-        unknown=tuple(sorted(set(cost0.unknown) | set(cost1.unknown))))
+def compute_environment_diff(name: str, sides: StackSides) -> EnvironmentDiff:
+    base = sides.base if _ok(sides.base) else None
+    head = sides.head if _ok(sides.head) else None
+    presence = "added" if sides.base is None else "removed" if sides.head is None else "both"
+    # Model and node-group changes need both sides priced (an absent side counts as empty).
+    comparable = not isinstance(sides.base, StackFailure) and not isinstance(sides.head, StackFailure)
+    changes, unchanged = _model_changes(name, base, head) if comparable else ((), 0)
+    before, after = _total(sides.base), _total(sides.head)
+    shown = head or base
+    diff = EnvironmentDiff(
+        environment=name, presence=presence, pricing=shown.cost.pricing if shown else "unknown",
+        before=before, after=after, delta=_delta(before, after), causes=_causes(sides, presence),
+        changes=changes, unchanged=unchanged, node_groups=_node_group_changes(base, head) if comparable else (),
+        budget=head.budget if head else None, violations=tuple(str(i) for i in head.violations) if head else (),
+        unknown=tuple(sorted({u for s in (base, head) if s for u in s.cost.unknown})),
+        errors=_errors(sides.head), base_errors=_errors(sides.base), notes=())
+    return diff.model_copy(update={"notes": _notes(diff)})
+
+
+def _total(side: StackCost | None) -> MonthlyUsd | None:
+    if side is None:
+        return MonthlyUsd(min=0.0, desired=0.0, max=0.0)  # the stack does not exist on this side
+    return None if isinstance(side, StackFailure) else side.cost.monthly_usd
+
+
+def _errors(side: StackCost | None) -> tuple[str, ...]:
+    return side.lines() if isinstance(side, StackFailure) else ()
 
 
 def _delta(before: MonthlyUsd | None, after: MonthlyUsd | None) -> MonthlyUsd | None:
@@ -89,34 +170,135 @@ def _delta(before: MonthlyUsd | None, after: MonthlyUsd | None) -> MonthlyUsd | 
     return MonthlyUsd(**{lvl: after.at(lvl) - before.at(lvl) for lvl in LEVELS})
 
 
+# ---------------------------------------------------------------------------------------------- causes
+def _causes(sides: StackSides, presence: str) -> tuple[CostCause, ...]:
+    """Each changed input's effect, priced step by step; a step that does not compile is merged into
+    the next one (its effect cannot be told apart)."""
+    if presence != "both":
+        return ()
+    out: list[CostCause] = []
+    previous, pending = _total(sides.base), []
+    for step in sides.steps:
+        pending.append(step)
+        current = _total(step.priced)
+        if current is None and step is not sides.steps[-1]:
+            continue
+        out.append(CostCause(cause=" + ".join(s.cause for s in pending),
+                             details=tuple(d for s in pending for d in s.details), delta=_delta(previous, current)))
+        previous, pending = current, []
+    return tuple(out)
+
+
+def describe_config_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, ...]:
+    """Stack config keys that differ, flattened: ``modelfleet:budget.monthlyUsd: 200000 -> 250000``."""
+    flat0, flat1 = _flatten(before), _flatten(after)
+    return tuple(f"{key}: {_show(flat0.get(key))} -> {_show(flat1.get(key))}"
+                 for key in sorted(set(flat0) | set(flat1)) if flat0.get(key) != flat1.get(key))
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, Mapping) or not data:
+        return {prefix: data} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------- models
+def _model_changes(env: str, base: CostedPlan | None, head: CostedPlan | None) -> tuple[tuple[ModelChange, ...], int]:
+    names0 = {m.name for m in base.plan.models} if base else set()
+    names1 = {m.name for m in head.plan.models} if head else set()
+    specs0, specs1 = _specs(base, env), _specs(head, env)
+    changes, unchanged = [], 0
+    for name in sorted(names0 | names1):
+        if name not in names0:
+            change = _added(name, head, "new stack" if base is None else "new model")  # type: ignore[arg-type]
+        elif name not in names1:
+            change = _removed(name, base, "stack removed" if head is None else "model removed")  # type: ignore[arg-type]
+        else:
+            change = _changed(name, base, head, specs0.get(name, {}), specs1.get(name, {}))  # type: ignore[arg-type]
+        if change is None:
+            unchanged += 1
+        else:
+            changes.append(change)
+    changes.sort(key=lambda c: (-abs(c.delta_usd or 0.0), c.name))
+    return tuple(changes), unchanged
+
+
+def _specs(side: CostedPlan | None, env: str) -> dict[str, dict[str, Any]]:
+    """Each model's spec as it runs in ``env`` (its environment patch applied), as plain data."""
+    if side is None:
+        return {}
+    fleet: FleetSpec = side.fleet
+    return {m.name: m.model_dump(mode="json", exclude={"environments"}) for _, m in models_in(fleet, env)}
+
+
 def _usd(cost: FleetCost, name: str) -> float | None:
     monthly = cost.model(name).monthly_usd
     return None if monthly is None else monthly.desired
 
 
-def _model_change(name: str, plan0: FleetPlan | None, cost0: FleetCost, plan1: FleetPlan | None,
-                  cost1: FleetCost) -> ModelChange | None:
-    if plan0 is None and plan1 is not None:
-        after = _usd(cost1, name)
-        return ModelChange(name=name, status="added", before_usd=None, after_usd=after, delta_usd=after,
-                           layout=describe_layout(plan1.model(name), plan1), reasons=("new model",),
-                           unit_cost=cost1.model(name).unit_cost)
-    if plan1 is None and plan0 is not None:
-        before = _usd(cost0, name)
-        return ModelChange(name=name, status="removed", before_usd=before, after_usd=None,
-                           delta_usd=None if before is None else -before,
-                           layout=describe_layout(plan0.model(name), plan0), reasons=("model removed",))
-    assert plan0 is not None and plan1 is not None
-    before, after = _usd(cost0, name), _usd(cost1, name)
+def _added(name: str, head: CostedPlan, reason: str) -> ModelChange:
+    after = _usd(head.cost, name)
+    return ModelChange(name=name, status="added", before_usd=None, after_usd=after, delta_usd=after,
+                       layout=describe_layout(head.plan.model(name), head.plan), reasons=(reason,),
+                       unit_cost=head.cost.model(name).unit_cost)
+
+
+def _removed(name: str, base: CostedPlan, reason: str) -> ModelChange:
+    before = _usd(base.cost, name)
+    return ModelChange(name=name, status="removed", before_usd=before, after_usd=None,
+                       delta_usd=None if before is None else -before,
+                       layout=describe_layout(base.plan.model(name), base.plan), reasons=(reason,))
+
+
+def _changed(name: str, base: CostedPlan, head: CostedPlan, spec0: dict[str, Any],
+             spec1: dict[str, Any]) -> ModelChange | None:
+    before, after = _usd(base.cost, name), _usd(head.cost, name)
     delta = None if before is None or after is None else after - before
-    reasons = compute_reasons(plan0.model(name), plan0, plan1.model(name), plan1)
+    m0, m1 = base.plan.model(name), head.plan.model(name)
+    edits = describe_spec_changes(spec0, spec1)
+    reasons = (*edits, *compute_reasons(m0, base.plan, m1, head.plan), *_price_reasons(m0, base.cost, m1, head.cost))
     if not reasons and delta is not None and abs(delta) >= CENT:
-        reasons = (_resplit_reason(name, plan0, plan1),)
+        reasons = (f"same layout; {m1.node_group} is shared differently (its other workloads or idle GPUs changed)",)
     if not reasons:
         return None
     return ModelChange(name=name, status="changed", before_usd=before, after_usd=after, delta_usd=delta,
-                       layout=describe_layout(plan1.model(name), plan1), reasons=reasons,
-                       unit_cost=cost1.model(name).unit_cost)
+                       layout=describe_layout(m1, head.plan), reasons=reasons, edited=bool(edits),
+                       unit_cost=head.cost.model(name).unit_cost)
+
+
+def describe_spec_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, ...]:
+    """The model's spec fields that differ, as models.yaml names them: ``sla.peak_concurrent_sequences 16 -> 400``."""
+    flat0, flat1 = _flatten(before), _flatten(after)
+    changed = [f"{key} {_show(flat0.get(key))} -> {_show(flat1.get(key))}"
+               for key in sorted(set(flat0) | set(flat1)) if flat0.get(key) != flat1.get(key)]
+    if len(changed) > MAX_FIELDS:
+        changed = changed[:MAX_FIELDS - 1] + [f"and {len(changed) - MAX_FIELDS + 1} more spec fields"]
+    return tuple(changed)
+
+
+def _price_reasons(m0: TritonModelPlan | VllmModelPlan, cost0: FleetCost, m1: TritonModelPlan | VllmModelPlan,
+                   cost1: FleetCost) -> tuple[str, ...]:
+    """A node-hour price change on the same instance type (spot, a new price table, another ratio)."""
+    if m0.instance_type != m1.instance_type:
+        return ()
+    g0, g1 = cost0.node_group(m0.node_group), cost1.node_group(m1.node_group)
+    if g0.usd_per_node_hour == g1.usd_per_node_hour:
+        return ()
+    return (f"USD per node-hour {_price(g0.usd_per_node_hour)} ({g0.price_basis}) -> "
+            f"{_price(g1.usd_per_node_hour)} ({g1.price_basis})",)
+
+
+def _price(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.8g}"
 
 
 def describe_layout(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan) -> str:
@@ -135,7 +317,7 @@ def describe_layout(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan) -> 
 
 def compute_reasons(m0: TritonModelPlan | VllmModelPlan, plan0: FleetPlan, m1: TritonModelPlan | VllmModelPlan,
                     plan1: FleetPlan) -> tuple[str, ...]:
-    """What changed in a model's layout: instance type, replicas, sharding, server and its neighbours."""
+    """What the compiler decided differently: instance type, replicas, sharding, server and its neighbours."""
     reasons = []
     if m0.instance_type != m1.instance_type:
         reasons.append(f"instance type {m0.instance_type} -> {m1.instance_type}")
@@ -173,30 +355,42 @@ def _triton_reasons(m0: TritonModelPlan, plan0: FleetPlan, m1: TritonModelPlan, 
     return reasons
 
 
-def _resplit_reason(name: str, plan0: FleetPlan, plan1: FleetPlan) -> str:
-    group = plan1.model(name).node_group
-    return f"same layout; {group} is shared differently (its other workloads or idle GPUs changed)"
-
-
-def _node_group_changes(side0: Side, side1: Side) -> tuple[str, ...]:
-    """Node count changes with the arithmetic: nodes x USD per node-hour x 730 h."""
-    (plan0, cost0), (plan1, cost1) = side0, side1
-    g0, g1 = {g.name: g for g in plan0.node_groups}, {g.name: g for g in plan1.node_groups}
-    c0, c1 = {g.name: g for g in cost0.node_groups}, {g.name: g for g in cost1.node_groups}
+# ---------------------------------------------------------------------------------------------- node groups
+def _node_group_changes(base: CostedPlan | None, head: CostedPlan | None) -> tuple[str, ...]:
+    """Node count and price changes with the arithmetic: nodes x USD per node-hour x 730 h."""
+    c0 = {g.name: g for g in base.cost.node_groups} if base else {}
+    c1 = {g.name: g for g in head.cost.node_groups} if head else {}
+    hours = HOURS_PER_MONTH
     out = []
-    for name in sorted(set(g0) | set(g1)):
-        a, b = g0.get(name), g1.get(name)
-        sizes0 = (a.min_size, a.desired_size, a.max_size) if a else (0, 0, 0)
-        sizes1 = (b.min_size, b.desired_size, b.max_size) if b else (0, 0, 0)
-        if sizes0 == sizes1:
+    for name in sorted(set(c0) | set(c1)):
+        a, b = c0.get(name), c1.get(name)
+        sizes0, sizes1 = (a.nodes if a else (0, 0, 0)), (b.nodes if b else (0, 0, 0))
+        p0, p1 = (a.usd_per_node_hour if a else None), (b.usd_per_node_hour if b else None)
+        if sizes0 == sizes1 and p0 == p1:
             continue
-        price = (c1.get(name) or c0[name]).usd_per_node_hour
-        priced = "unknown USD/h" if price is None else f"{price:.8g} USD/h"
-        delta = "" if price is None else (f" = {usd((sizes1[1] - sizes0[1]) * price * cost1.hours_per_month, True)}"
-                                          " at desired")
-        out.append(f"{name} ({(b or a).instance_type}, {priced}): nodes "  # type: ignore[union-attr]
+        price = _price(p1 if b else p0) if (a is None or b is None or p0 == p1) else f"{_price(p0)} -> {_price(p1)}"
+        known = (p0 is not None or not sizes0[1]) and (p1 is not None or not sizes1[1])
+        delta = "" if not known else (
+            f" = {usd(sizes1[1] * (p1 or 0.0) * hours - sizes0[1] * (p0 or 0.0) * hours, True)} at desired")
+        out.append(f"{name} ({(b or a).instance_type}, {price} USD/h): nodes "  # type: ignore[union-attr]
                    f"{'-'.join(map(str, sizes0))} -> {'-'.join(map(str, sizes1))} (min-desired-max){delta}")
     return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------- notes
+def _notes(env: EnvironmentDiff) -> tuple[str, ...]:
+    """What a reviewer could misread: cheaper at min or max although models were only added."""
+    added = any(c.status == "added" for c in env.changes)
+    only_added = added and all(c.status == "added" or (c.status == "changed" and not c.edited) for c in env.changes)
+    if env.presence != "both" or not only_added or env.delta is None or any(
+            c.cause != "models.yaml" for c in env.causes):
+        return ()
+    drops = [f"{lvl} replicas ({usd(env.delta.at(lvl), True)})" for lvl in ("min", "max")
+             if env.delta.at(lvl) <= -CENT]
+    if not drops:
+        return ()
+    return (f"cheaper at {' and at '.join(drops)} although models were only added: the compiler re-packed the "
+            "others (see the node groups); only the cost at desired replicas never drops when a model is added",)
 
 
 def usd(value: float, signed: bool = False) -> str:
@@ -205,7 +399,7 @@ def usd(value: float, signed: bool = False) -> str:
 
 
 def _assumptions(costs: list[FleetCost]) -> tuple[str, ...]:
-    lines = {f"a month is {costs[0].hours_per_month:g} hours; prices as of {costs[0].prices_as_of}"} if costs else set()
+    lines = {f"a month is {costs[0].hours_per_month:g} hours"} if costs else set()  # price dates: price_basis
     for cost in costs:
         lines.update(cost.price_basis)
         lines.add(cost.attribution_rule)

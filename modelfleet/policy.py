@@ -28,8 +28,30 @@ class BudgetStatus(PlanModel):
     largest: tuple[tuple[str, float], ...]  # the three dearest models at the basis, for the message
 
     @property
+    def unknown(self) -> bool:
+        return self.monthly_usd is None
+
+    @property
     def over(self) -> bool:
-        return self.monthly_usd is None or self.monthly_usd > self.budget_usd
+        """The cost is known and above the budget (an unknown cost is :attr:`unknown`, not over)."""
+        return self.monthly_usd is not None and self.monthly_usd > self.budget_usd
+
+    @property
+    def passes(self) -> bool:
+        return not (self.over or self.unknown)
+
+    @property
+    def blocks(self) -> bool:
+        """The compile (``render``, ``pulumi up``) fails: over or unknown, in ``fail`` mode (fails closed)."""
+        return not self.passes and self.on_exceed == "fail"
+
+    @property
+    def verdict(self) -> str:
+        """"ok", "OVER BUDGET" or "cannot check (prices unknown)", then what that does to the deploy."""
+        if self.passes:
+            return "ok"
+        what = "cannot check (prices unknown)" if self.unknown else "OVER BUDGET"
+        return f"{what}: {'the compile fails' if self.blocks else 'a warning only'} (onExceed: {self.on_exceed})"
 
     def describe(self) -> str:
         if self.monthly_usd is None:
@@ -138,11 +160,11 @@ def enforce_guardrails(plan: FleetPlan, cost: FleetCost, fleet: FleetSpec, env: 
     """The plan, with a budget warning in ``warn`` mode; CompileError on any violation otherwise."""
     issues = check_policies(plan, cost, fleet, env)
     status = check_budget(cost, env)
-    if status is not None and status.over and status.on_exceed == "fail":
+    if status is not None and status.blocks:
         issues.append(budget_issue(status, stack_file))
     if issues:
         raise CompileError(issues)
-    if status is None or not status.over:
+    if status is None or status.passes:
         return plan
     warning = Warning_(model=BUDGET_WARNING, message=budget_issue(status).message)
     return plan.model_copy(update={"warnings": tuple(sorted(plan.warnings + (warning,),

@@ -38,6 +38,19 @@ class CostedPlan:
     cost: FleetCost
     budget: BudgetStatus | None  # None: the stack sets no budget
     violations: tuple[Issue, ...]  # policy violations, located at their models.yaml lines
+    fleet: FleetSpec  # what was compiled (a diff names the spec fields that changed)
+
+
+def cost_environment(fleet: FleetSpec, doc: Document, env: EnvironmentSpec,
+                     catalogue: InstanceCatalogue) -> CostedPlan:
+    """Compile and price one environment without enforcing guardrails; compile errors located in ``doc``."""
+    try:
+        plan = compile_fleet(fleet, env, catalogue)
+    except CompileError as exc:
+        raise locate_issues(exc, doc) from None
+    cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
+    violations = locate_issues(CompileError(check_policies(plan, cost, fleet, env)), doc).issues
+    return CostedPlan(plan, cost, check_budget(cost, env), violations, fleet)
 
 
 @dataclass(frozen=True)
@@ -114,18 +127,7 @@ class Project:
     def costed(self, stack: str, source: FleetSource | None = None) -> CostedPlan:
         """Compile and price one stack (of ``source``, default models.yaml) without enforcing guardrails."""
         fleet, doc = source or self.fleet_source()
-        env, catalogue = self.environment(stack), self.catalogue()
-        plan = self._compile(fleet, doc, env, catalogue)
-        cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, stack))
-        violations = locate_issues(CompileError(check_policies(plan, cost, fleet, env)), doc).issues
-        return CostedPlan(plan, cost, check_budget(cost, env), violations)
-
-    @staticmethod
-    def _compile(fleet: FleetSpec, doc: Document, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> FleetPlan:
-        try:
-            return compile_fleet(fleet, env, catalogue)
-        except CompileError as exc:
-            raise locate_issues(exc, doc) from None
+        return cost_environment(fleet, doc, self.environment(stack), self.catalogue())
 
     def _locate(self, error: ModelfleetError, doc: Document, stack: str) -> ModelfleetError:
         """Model issues at their models.yaml lines; stack-level ones (``config.*``) at the stack file's."""

@@ -52,4 +52,8 @@ def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
 def test_markdown_preview_is_a_pr_comment(capsys):
     text = _run(capsys, "cost", "--format", "markdown")
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
-    assert "| prod | 181,103.13 / 197,780.91 / 297,350.64 | ✅ 79% of 250,000.00 (desired) |" in text
+    assert "| prod (on-demand) | 181,103.13 / 197,780.91 / 297,350.64 | ✅ 79% of 250,000.00 (desired) |" in text
+    assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 / 5,085.05 / 5,085.05 |" in text
+    # the load behind every unit cost, and a flag where the replicas serve less than the peak
+    assert ("| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,829.81 | USD 6.07 per million tokens at 8 seq x 30 tok/s "
+            "(default) ⚠️ under-provisioned: 1 replica(s) x max_num_seqs 8 serve 8 of the 32 sequences at peak |") in text

@@ -1,5 +1,7 @@
-"""`cost --base`: the diff of a known change (a 70B model added) against a git ref, byte for byte, and the
-reasons the diff gives for changed models. Golden files are rewritten only with MODELFLEET_UPDATE_GOLDEN=1.
+"""`cost --base`: the diff of a known change (a 70B model added) against a git ref, byte for byte; changes
+to stacks and to the price table read at the base ref and named as causes; stacks added, removed and
+failing; and the reasons the diff gives for changed models. Golden files are rewritten only with
+MODELFLEET_UPDATE_GOLDEN=1.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from modelfleet.cli import main
-from modelfleet.cost_diff import compute_environment_diff
+from modelfleet.cost_diff import StackSides, Step, compute_environment_diff
 from modelfleet.project import Project
 from tests.conftest import ROOT, update_golden
 
@@ -28,7 +30,7 @@ def git(repo: Path, *args: str) -> str:
 def pull_request(root: Path, change: str = ADDITION) -> Path:
     """The example committed on main, then the PR's edit to models.yaml in the working tree."""
     shutil.copy(ROOT / "models.yaml", root / "models.yaml")
-    shutil.copytree(ROOT / "stacks", root / "stacks")
+    shutil.copytree(ROOT / "stacks", root / "stacks", dirs_exist_ok=True)
     git(root, "init", "-q", "-b", "main")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "base")
@@ -59,14 +61,19 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     comment = capsys.readouterr().out
     # prod: 16 sequences / 8 per replica = 2 replicas of tp=4 on g6e.12xlarge: 2 x 10.49264 x 730 = 15,319.25
     # dev: 1 replica on spot at 50%: 1 x 5.24632 x 730 = 3,829.81; staging as prod: 15,319.25
-    assert "| prod | 197,780.91 | 213,100.17 | **+15,319.25 (+7.7%)** |" in comment
-    assert "| dev | 5,085.05 | 8,914.86 | **+3,829.81 (+75.3%)** |" in comment
-    assert "| staging | 117,422.51 | 132,741.77 | **+15,319.25 (+13.0%)** |" in comment
-    assert "### modelfleet cost: +34,468.32 USD/month across 3 environment(s)" in comment
+    assert "| prod (on-demand) | 197,780.91 | 213,100.17 | **+15,319.25 (+7.7%)** |" in comment
+    assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 | 8,914.86 | **+3,829.81 (+75.3%)** |" in comment
+    assert "| staging (on-demand) | 117,422.51 | 132,741.77 | **+15,319.25 (+13.0%)** |" in comment
+    assert "### modelfleet cost: +34,468.32 USD/month across 3 environment(s)\n" in comment
+    assert "dev at assumed spot prices (see the row)" in comment
     assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 USD/h): nodes 2-4-6 -> 4-6-9 (min-desired-max) "
             "= +15,319.25 at desired") in comment
-    # 16 sequences x 30 tokens/s = 480 tokens/s on 2 x 10.49264 USD/h
-    assert f"USD {2 * 10.49264 / (480 * 3600) * 1e6:.3g} per million tokens" in comment  # 12.1
+    # 16 sequences x 30 tokens/s (the spec's default rate) = 480 tokens/s on 2 x 10.49264 USD/h
+    assert f"USD {2 * 10.49264 / (480 * 3600) * 1e6:.3g} per million tokens at 16 seq x 30 tok/s (default) |" \
+        in comment  # 12.1
+    # dev runs one replica of max_num_seqs 8: priced at the 8 sequences it serves, and flagged
+    assert (f"USD {5.24632 / (240 * 3600) * 1e6:.3g} per million tokens at 8 seq x 30 tok/s (default) ⚠️ "
+            "under-provisioned: 1 replica(s) x max_num_seqs 8 serve 8 of the 16 sequences at peak |") in comment
     lines = comment.splitlines()
     assert lines[0] == "<!-- modelfleet-cost -->" and lines[5].startswith("| environment | before | after |")
 
@@ -75,7 +82,7 @@ def test_a_base_that_is_neither_file_nor_ref_is_one_line(tmp_path, capsys):
     repo = pull_request(tmp_path)
     assert main(["--project", str(repo), "cost", "--base", "origin/nope"]) == 2
     err = capsys.readouterr().err
-    assert "--base: 'origin/nope' is not a file, and `git show origin/nope:./models.yaml` failed" in err
+    assert "--base: 'origin/nope' is not a file or directory, and `git show origin/nope:./models.yaml` failed" in err
 
 
 def test_a_base_file_works_like_a_ref(tmp_path, capsys):
@@ -84,12 +91,135 @@ def test_a_base_file_works_like_a_ref(tmp_path, capsys):
     base.write_text(git(repo, "show", "main:models.yaml"))
     assert main(["--project", str(repo), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    assert "prod: 197,780.91 -> 213,100.17 (+15,319.25); min/max change +15,319.25 / +22,978.88" in out
+    assert "prod (on-demand): 197,780.91 -> 213,100.17 (+15,319.25); min/max change +15,319.25 / +22,978.88" in out
+    assert "base stacks: the working tree's (a base file is only models.yaml)" in out
 
 
+# ---------------------------------------------------------------------------------------------- stacks and prices
+def test_a_base_directory_brings_its_own_stacks(tmp_path, capsys):
+    base = tmp_path / "base"
+    base.mkdir()
+    shutil.copy(ROOT / "models.yaml", base / "models.yaml")
+    shutil.copytree(ROOT / "stacks", base / "stacks")
+    head = tmp_path / "head"
+    shutil.copytree(base, head)
+    dev = head / "stacks" / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace("spotPriceRatio: 0.5", "spotPriceRatio: 0.6"))
+    assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    # 5,085.05 at 50% of on-demand -> x 0.6 / 0.5 = 6,102.06
+    assert "dev (spot, assumed 60% of on-demand): 5,085.05 -> 6,102.06 (+1,017.01)" in out
+    assert "cause stack settings: +1,017.01 at desired (modelfleet:cost.spotPriceRatio: 0.5 -> 0.6)" in out
+    assert f"base stacks: {base}/stacks" in out
+
+
+def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys):
+    """The review's case: the PR adds the 70B model and moves prod to spot. Before the fix the base was priced
+    with the PR's stack file, so the switch was invisible."""
+    repo = pull_request(tmp_path)
+    prod = repo / "stacks" / "Pulumi.prod.yaml"
+    prod.write_text(prod.read_text().replace("modelfleet:capacityType: on-demand", "modelfleet:capacityType: spot"))
+    assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
+    comment = capsys.readouterr().out
+    # 213,100.17 on-demand with the 70B -> half of it on spot at the assumed 50%: 106,550.08
+    assert "| prod (spot, assumed 50% of on-demand) | 197,780.91 | 106,550.08 | **-91,230.83 (-46.1%)** |" in comment
+    # the switch alone: -197,780.91 / 2; then the 70B at spot prices: 2 x 5.24632 x 730 = 7,659.63
+    assert "- stack settings: -98,890.46 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
+    assert "- models.yaml: +7,659.63 at desired" in comment
+    assert ("`llama-3-3-70b-instruct` | -15,319.25 | 15,319.25 | USD 6.07 per million tokens at 32 seq x 30 tok/s "
+            "(default) | USD per node-hour 10.49264 (on-demand) -> 5.24632 (spot assumed at 50% of on-demand "
+            "10.49264)") in comment
+
+
+def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
+    """A table tracked in the repository (passed with --prices) is read at the base ref too."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    table = (ROOT / "modelfleet" / "data" / "instances.yaml").read_text()
+    assert "usd_per_hour: {us-east-1: 10.49264}" in table
+    (repo / "prices.yaml").write_text(table)
+    pull_request(repo, change="")
+    argv = ["--project", str(repo), "cost", "--base", "main", "--prices", str(repo / "prices.yaml"), "--stack", "prod"]
+
+    (repo / "prices.yaml").write_text(table.replace("{us-east-1: 10.49264}", "{us-east-1: 10.6}"))
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 197,780.9148 + 313.4912 = 198,094.406
+    assert "prod (on-demand): 197,780.91 -> 198,094.41 (+313.49)" in out
+    assert "  cause price table: +313.49 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 10.6 USD/h)" in out
+    assert "base price table: main:prices.yaml" in out
+    assert "- USD per node-hour 10.49264 (on-demand) -> 10.6 (on-demand)" in out
+    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 -> 10.6 USD/h): nodes 2-4-6 -> 2-4-6 (min-desired-max) "
+            "= +313.49 at desired") in out
+
+    # dearer still, and the compiler moves the 70B to p4d.24xlarge: 2 x 21.957642 x 730 = 32,058.16 a month
+    # against 4 x 11.0 x 730 = 32,120.00 on g6e.12xlarge; the move is the price table's doing
+    (repo / "prices.yaml").write_text(table.replace("{us-east-1: 10.49264}", "{us-east-1: 11.0}"))
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "  cause price table: +1,419.65 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 11.0 USD/h)" in out
+    assert "- instance type g6e.12xlarge -> p4d.24xlarge" in out
+
+
+def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "stacks").mkdir()
+    shutil.copy(ROOT / "stacks" / "Pulumi.staging.yaml", repo / "stacks" / "Pulumi.qa.yaml")
+    pull_request(repo, change="")
+    git(repo, "mv", "stacks/Pulumi.qa.yaml", "stacks/Pulumi.perf.yaml")
+    assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
+    comment = capsys.readouterr().out
+    # staging's settings under new names; models.yaml's `staging:` patches do not apply to them, so they
+    # cost what prod does at prod's sizes: 197,780.91 (a budget of 150,000 in warn mode)
+    assert "| perf (new stack; on-demand) | — | 197,780.91 | **+197,780.91** | ⚠️ 132% of 150,000.00" in comment
+    assert "| qa (stack removed; on-demand) | 197,780.91 | — | **-197,780.91 (-100.0%)** | - |" in comment
+    assert "| prod (on-demand) | 197,780.91 | 197,780.91 | no change |" in comment
+    assert comment.splitlines()[1] == ("### modelfleet cost: 0.00 USD/month across 5 environment(s) — ⚠️ over budget "
+                                       "(warn only): perf")  # perf and qa cancel out
+    assert ("| `llama-3-1-405b-instruct` (added) | +160,716.80 | 160,716.80 | USD 127 per million tokens at 16 seq x "
+            "30 tok/s (default) | new stack — ") in comment
+
+
+# ---------------------------------------------------------------------------------------------- failures
+BIG_COPY = """
+  - name: big-405b-copy
+    type: llm
+    artifact: meta-llama/Llama-3.1-405B-Instruct
+    size: {dtype: bf16}
+    architecture: llama-3.1-405b
+    sla: {max_context_tokens: 8192, peak_concurrent_sequences: 16, p99_ttft_ms: 4000}
+"""
+
+
+def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys):
+    """dev allows no p5: the copy cannot be placed there. The other stacks keep their figures, the report is
+    written, the exit code says it failed, and every error names its stack."""
+    repo = pull_request(tmp_path, change=BIG_COPY)
+    assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 2
+    captured = capsys.readouterr()
+    comment = captured.out
+    assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 | ❌ does not compile | unknown | - |" in comment
+    assert "— ❌ does not compile: dev" in comment.splitlines()[1]
+    line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
+                if "name: big-405b-copy" in row)
+    assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[7]: big-405b-copy: " in comment
+    assert "| prod (on-demand) | 197,780.91 | 358,497.71 | **+160,716.80 (+81.3%)** |" in comment
+    assert f"dev: {repo}/models.yaml:{line}:5: models[7]: big-405b-copy: " in captured.err
+    assert "cost: 1 stack(s) do not compile: dev; the report above shows them" in captured.err
+    assert "nothing was written" not in captured.err
+
+
+def test_an_invalid_models_yaml_still_gets_a_report(tmp_path, capsys):
+    repo = pull_request(tmp_path, change="  - name: Not_A_Dns_Label\n")
+    assert main(["--project", str(repo), "cost", "--base", "main", "--format", "text"]) == 2
+    out = capsys.readouterr().out
+    assert out.count("DOES NOT COMPILE") == 3 and "models[7].name: 'Not_A_Dns_Label' is not in the expected format" in out
+
+
+# ---------------------------------------------------------------------------------------------- reasons
 def _side(project: Project, stack: str):
-    costed = project.costed(stack)
-    return costed.plan, costed.cost
+    return project.costed(stack)
 
 
 def _changed(tmp_path: Path, old: str, new: str, stack: str = "prod"):
@@ -99,15 +229,16 @@ def _changed(tmp_path: Path, old: str, new: str, stack: str = "prod"):
     text = (ROOT / "models.yaml").read_text()
     assert old in text
     (root / "models.yaml").write_text(text.replace(old, new, 1))
-    base = _side(Project(root=str(ROOT)), stack)
-    return compute_environment_diff(base, _side(Project(root=str(root)), stack), None, ())
+    base, head = _side(Project(root=str(ROOT)), stack), _side(Project(root=str(root)), stack)
+    return compute_environment_diff(stack, StackSides(base, head, (Step("models.yaml", (), head),)))
 
 
-def test_replicas_change_is_explained(tmp_path):
+def test_replicas_change_is_explained_by_the_spec_field(tmp_path):
     diff = _changed(tmp_path, "peak_concurrent_sequences: 48", "peak_concurrent_sequences: 72")
     (change,) = diff.changes
-    assert change.name == "llama-3-1-8b-instruct" and change.status == "changed"
-    assert change.reasons == ("replicas 2-3-5 -> 2-4-6 (min-desired-max)",)  # ceil(72 / 23) = 4
+    assert change.name == "llama-3-1-8b-instruct" and change.status == "changed" and change.edited
+    assert change.reasons == ("sla.peak_concurrent_sequences 48 -> 72",  # what the PR edited
+                              "replicas 2-3-5 -> 2-4-6 (min-desired-max)")  # what the compiler made of it: ceil(72/23)
     assert change.delta_usd == pytest.approx(1 * 1.861 * 730)  # one more g6e.xlarge: 1,358.53
 
 
@@ -116,7 +247,9 @@ def test_instance_type_and_sharding_changes_are_explained(tmp_path):
     new = old + "    overrides: {instance_type: g6e.12xlarge, tensor_parallel_size: 2}\n"
     diff = _changed(tmp_path, old, new)
     (change,) = diff.changes
-    assert change.reasons[0] == "instance type g6e.xlarge -> g6e.12xlarge"
+    assert change.reasons[:2] == ("overrides.instance_type unset -> g6e.12xlarge",
+                                  "overrides.tensor_parallel_size unset -> 2")
+    assert "instance type g6e.xlarge -> g6e.12xlarge" in change.reasons
     assert "tensor parallel 1 -> 2" in change.reasons
     assert any(r.startswith("replicas ") for r in change.reasons)
     assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h): nodes 2-3-5 -> 0-0-0" in n for n in diff.node_groups)
@@ -135,8 +268,6 @@ def test_triton_neighbours_are_named_when_a_server_changes(tmp_path):
     diff = _changed(tmp_path, "      peak_rps: 300\n      availability: 99.9\n",
                     "      peak_rps: 1500\n      availability: 99.9\n")  # resnet50 needs GPUs of its own
     names = {c.name: c for c in diff.changes}
-    assert "resnet50-classifier" in names
-    assert any("gpu_share" in r or "shares its GPU" in r or "no longer with" in r or r.startswith("replicas")
-               for r in names["resnet50-classifier"].reasons)
-    assert "text-embedder" in names and any("no longer with resnet50-classifier" in r
-                                            for r in names["text-embedder"].reasons)
+    assert names["resnet50-classifier"].reasons[0] == "sla.peak_rps 300.0 -> 1500.0"
+    assert "text-embedder" in names and not names["text-embedder"].edited
+    assert any("no longer with resnet50-classifier" in r for r in names["text-embedder"].reasons)

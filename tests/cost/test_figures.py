@@ -72,9 +72,23 @@ def test_llms_own_their_node_groups_and_cost_per_million_tokens(costed):
     assert llama70.unit_cost.metric == "usd_per_million_tokens"
     assert llama70.unit_cost.value == pytest.approx(41.97056 / (960 * 3600) * 1e6)  # 12.144
     assert "960 tokens/s" in llama70.unit_cost.assumption
+    assert llama70.unit_cost.basis == "32 seq x 30 tok/s (default)" and llama70.unit_cost.shortfall is None
     llama405 = cost.model("llama-3-1-405b-instruct")  # 2 replicas x 2 nodes of 8 H100
     assert llama405.monthly_usd.desired == pytest.approx(4 * 55.04 * 730)  # 160,716.80
     assert llama405.unit_cost.value == pytest.approx(4 * 55.04 / (16 * 30 * 3600) * 1e6)  # 127.41
+
+
+def test_a_profiled_decode_rate_replaces_the_default(tmp_path):
+    import shutil
+    old = "    architecture: llama-3.3-70b\n"
+    text = (ROOT / "models.yaml").read_text()
+    assert old in text
+    (tmp_path / "models.yaml").write_text(text.replace(old, old + "    profile: {output_tokens_per_s_per_sequence: 45}\n"))
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    unit = Project(root=str(tmp_path)).costed("prod").cost.model("llama-3-3-70b-instruct").unit_cost
+    # same layout (the rate converts only peak_output_tokens_per_s); 32 x 45 = 1,440 tokens/s on 41.97056 USD/h
+    assert unit.basis == "32 seq x 45 tok/s" and "(default)" not in unit.assumption
+    assert unit.value == pytest.approx(41.97056 / (1440 * 3600) * 1e6)  # 8.10
 
 
 def test_shared_triton_gpus_are_split_by_gpu_share(costed):
@@ -107,7 +121,10 @@ def test_dev_is_spot_at_the_stated_assumption(costed):
     # one replica serves 23 of the 48 peak sequences: 23 x 30 = 690 tokens/s on 0.9305 USD/h
     llama8 = cost.model("llama-3-1-8b-instruct")
     assert llama8.unit_cost.value == pytest.approx(0.9305 / (690 * 3600) * 1e6)  # 0.3746
-    assert "capped at 1 replica(s) x max_num_seqs 23" in llama8.unit_cost.assumption
+    assert llama8.unit_cost.basis == "23 seq x 30 tok/s (default)"
+    assert llama8.unit_cost.shortfall == ("under-provisioned: 1 replica(s) x max_num_seqs 23 serve 23 of the 48 "
+                                          "sequences at peak")
+    assert cost.pricing == "spot, assumed 50% of on-demand"
 
 
 def test_measured_spot_prices_replace_the_assumption(project, catalogue):
@@ -122,6 +139,7 @@ def test_measured_spot_prices_replace_the_assumption(project, catalogue):
     assert _group(cost, "g4dn.xlarge").monthly_usd.desired == pytest.approx(3 * 0.2104 * 730)  # 460.776
     assert _group(cost, "g4dn.xlarge").price_basis == "spot (measured)"
     assert _group(cost, "g6e.xlarge").usd_per_node_hour == pytest.approx(1.861 * 0.5)  # still assumed
+    assert cost.pricing == "spot, assumed 50% of on-demand for 2 of 3 node groups"
     assert any("EC2 spot history, as of 2026-08-01" in line for line in cost.price_basis)
 
 

@@ -19,6 +19,7 @@ from tests.conftest import ROOT
 
 def make_project(tmp_path: Path, stack: str, config: dict, models_text: str | None = None) -> Project:
     """A copy of the example with ``config`` merged over one stack's ``config:`` (None removes a key)."""
+    tmp_path.mkdir(exist_ok=True)
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
     if models_text is not None:
@@ -77,16 +78,59 @@ def test_the_example_stacks_are_within_their_budgets(project):
         assert status is not None and not status.over, stack
 
 
-def test_cost_has_an_exit_code_for_ci(tmp_path, capsys):
+def test_cost_exits_3_only_for_guardrails_that_would_fail_the_render(tmp_path, capsys):
+    """`--fail-on budget` counts budgets in `fail` mode (over, or unknown) and never `warn` ones: exactly what
+    makes `render` and `pulumi up` fail. The report is written either way."""
     make_project(tmp_path, "staging", {"modelfleet:budget": {"monthlyUsd": 100000, "onExceed": "warn"}})
-    argv = ["--project", str(tmp_path), "cost", "--stack", "staging"]
-    assert main(argv) == 0
+    staging = ["--project", str(tmp_path), "cost", "--stack", "staging"]
+    assert main(staging) == 0
     out = capsys.readouterr().out
-    assert "staging: desired monthly cost 117,422.51 USD exceeds the budget of 100,000.00 USD (117%)" in out
-    assert "[OVER BUDGET, on_exceed warn]" in out
-    assert main(argv + ["--fail-over-budget"]) == 3
-    assert "over budget: staging" in capsys.readouterr().err
-    assert main(["--project", str(tmp_path), "cost", "--stack", "prod", "--fail-over-budget"]) == 0
+    assert ("staging: desired monthly cost 117,422.51 USD exceeds the budget of 100,000.00 USD (117%) "
+            "[OVER BUDGET: a warning only (onExceed: warn)]") in out
+    assert main(staging + ["--fail-on", "budget,policy"]) == 0  # warn mode: render succeeds, so does CI
+    make_project(tmp_path / "p", "prod", {"modelfleet:budget": {"monthlyUsd": 150000}})
+    prod = ["--project", str(tmp_path / "p"), "cost", "--stack", "prod"]
+    assert main(prod) == 0
+    assert "[OVER BUDGET: the compile fails (onExceed: fail)]" in capsys.readouterr().out
+    assert main(prod + ["--fail-on", "budget"]) == 3
+    captured = capsys.readouterr()
+    assert "prod: desired monthly cost 197,780.91 USD exceeds" in captured.out  # the report is still written
+    assert "prod: budget: prod: desired monthly cost 197,780.91 USD exceeds the budget" in captured.err
+    assert main(prod + ["--fail-on", "policy"]) == 0
+
+
+def test_fail_on_policy(tmp_path, capsys):
+    make_project(tmp_path, "prod", {"modelfleet:policies": {"maxGpusPerModel": 32}})
+    argv = ["--project", str(tmp_path), "cost", "--stack", "prod"]
+    assert main(argv + ["--fail-on", "budget"]) == 0
+    assert main(argv + ["--fail-on", "policy"]) == 3
+    assert "prod: policy: " in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(argv + ["--fail-on", "budgets"])  # argparse: use budget, policy
+    assert "use a comma-separated list of budget, policy" in capsys.readouterr().err
+
+
+def test_unknown_prices_say_cannot_check_not_over_budget(tmp_path, capsys):
+    """Fails closed in `fail` mode, but is labelled for what it is."""
+    make_project(tmp_path, "prod", {"aws:region": "eu-west-1"})
+    argv = ["--project", str(tmp_path), "cost", "--stack", "prod"]
+    assert main(argv + ["--fail-on", "budget"]) == 3
+    captured = capsys.readouterr()
+    assert ("the budget of 250,000.00 USD cannot be checked [cannot check (prices unknown): the compile fails "
+            "(onExceed: fail)]") in captured.out
+    assert "OVER" not in captured.out and "cannot be checked" in captured.err
+    assert main(argv + ["--format", "markdown"]) == 0
+    comment = capsys.readouterr().out
+    assert "| ❌ cannot check (prices unknown) vs 250,000.00: the render fails |" in comment
+    assert "— ❌ budget cannot be checked: prod" in comment.splitlines()[1]
+
+
+def test_a_warn_budget_is_a_warning_in_the_comment(tmp_path, capsys):
+    repo = make_project(tmp_path, "staging", {"modelfleet:budget": {"monthlyUsd": 100000, "onExceed": "warn"}})
+    assert main(["--project", repo.root, "cost", "--format", "markdown"]) == 0
+    comment = capsys.readouterr().out
+    assert comment.splitlines()[1] == "### modelfleet cost preview — ⚠️ over budget (warn only): staging"
+    assert "| ⚠️ 117% of 100,000.00 (desired) (onExceed: warn) |" in comment and "❌" not in comment
 
 
 def test_a_budget_cannot_pass_on_unknown_prices(project, catalogue):
@@ -95,9 +139,13 @@ def test_a_budget_cannot_pass_on_unknown_prices(project, catalogue):
     env = _env_with(project, "prod", region="eu-west-1")
     plan = compile_fleet(project.fleet(), env, catalogue)
     status = check_budget(compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(project.fleet(), "prod")), env)
-    assert status.over and status.monthly_usd is None
+    assert status.unknown and not status.over and not status.passes and status.blocks
+    assert status.verdict == "cannot check (prices unknown): the compile fails (onExceed: fail)"
     assert "monthly cost is unknown (unpriced instance types), so the budget of 250,000.00 USD cannot be checked" \
         in status.describe()
+    with pytest.raises(CompileError, match="cannot be checked"):
+        from modelfleet.policy import compile_with_guardrails
+        compile_with_guardrails(project.fleet(), env, catalogue)  # fails closed
 
 
 # ---------------------------------------------------------------------------------------------- policies
