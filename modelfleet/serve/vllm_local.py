@@ -3,7 +3,9 @@
 Why adapt and not rewrite: the compiled list is what the cluster runs; locally only what needs a GPU
 cluster (or the real checkpoint) changes, and each change is returned as a line to print:
 
-* the model: a tiny local Llama directory instead of the hub id / s3 prefix (``--load-format`` dropped);
+* the model: a tiny local Llama directory instead of the hub id / s3 prefix (``--load-format`` dropped, and
+  ``--quantization``: the tiny model's weights are plain float32, and a quantized checkpoint's method
+  cannot load them);
 * ``--tensor-parallel-size``/``--pipeline-parallel-size`` -> 1, ``--distributed-executor-backend`` dropped;
 * ``--gpu-memory-utilization`` -> ``--kv-cache-memory-bytes`` (on the CPU it is a share of the NUMA node's
   RAM and the default asks for more than is free; measured in ``modelfleet.engines.tiny_llm``);
@@ -20,7 +22,8 @@ from ..plan import VllmModelPlan
 LOCAL_KV_CACHE = "64M"
 TINY_CONTEXT = 2048  # max_position_embeddings of modelfleet.engines.tiny_llm's model
 DROPPED = {"--distributed-executor-backend": "multi-node executor (one process here)",
-           "--load-format": "streaming from S3 (the model is a local directory)"}
+           "--load-format": "streaming from S3 (the model is a local directory)",
+           "--quantization": "the tiny local model is not quantized"}
 
 
 def _pairs(args: tuple[str, ...]) -> list[tuple[str, str | None]]:

@@ -16,8 +16,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import queue
 import shutil
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,8 +122,10 @@ def make_artifact_root(target: Path, onnx_models: tuple[str, ...], preprocessor:
 
 
 @contextmanager
-def served(plan, artifact_root: Path, workdir: Path, servers: tuple[str, ...] = ()) -> Iterator[tuple]:
-    """(LocalTritonServer, LocalRepository) for ``plan`` as ``modelfleet serve`` would run it."""
+def served(plan, artifact_root: Path, workdir: Path, servers: tuple[str, ...] = (),
+           extra_args: tuple[str, ...] = ()) -> Iterator[tuple]:
+    """(LocalTritonServer, LocalRepository) for ``plan`` as ``modelfleet serve`` would run it (plus
+    ``extra_args``, e.g. tracing, after the compiled flags)."""
     from modelfleet.commands.serve import available_backends
     from modelfleet.engines.tritonserver import LocalTritonServer, find_tritonserver, prepare_backends
     from modelfleet.serve import plan_local_repository, write_local_repository
@@ -129,7 +134,8 @@ def served(plan, artifact_root: Path, workdir: Path, servers: tuple[str, ...] = 
     local = plan_local_repository(plan, artifact_root, available_backends(install), servers)
     backends = prepare_backends(install, workdir)
     repository = write_local_repository(local, workdir / "repository", backends)
-    with LocalTritonServer(repository, local.server_args, workdir=workdir, install=install,
+    with LocalTritonServer(repository, [*local.server_args, *extra_args], workdir=workdir, install=install,
+                           backends=backends, expected_models=[m.name for m in local.models],
                            stop_timeout=local.exit_timeout_secs + 5.0) as server:
         wait_for(server.metrics_url)
         yield server, local
@@ -143,6 +149,35 @@ def wait_for(url: str, seconds: float = 10.0) -> None:
     while not http_ok(url):
         assert time.monotonic() < deadline, f"{url} did not answer within {seconds} s"
         time.sleep(0.05)
+
+
+class Output:
+    """The command's stdout, line by line, read on a thread so that waiting can have a deadline."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, args=(process,), daemon=True).start()
+
+    def _pump(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def until(self, text: str, seconds: float) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+            if text in line:
+                return "\n".join(self.lines)
+        raise AssertionError(f"{text!r} not printed within {seconds} s:\n" + "\n".join(self.lines))
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,10 @@ seen from outside. The process is always stopped, even when an assertion fails.
 from __future__ import annotations
 
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,41 +27,16 @@ httpclient = engine_import("triton", "tritonclient.http")
 
 from modelfleet.engines.process import group_pids, signal_group  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
-from tests.engines.conftest import make_artifact_root  # noqa: E402
+from tests.engines.conftest import Output, make_artifact_root  # noqa: E402
 
 pytestmark = pytest.mark.engine
 
 READY_LINE = "Ctrl-C, SIGTERM or SIGHUP stops it"
-PREPROCESSOR_SERVER = "triton-image-preprocessor"
 
 
-class Output:
-    """The command's stdout, line by line, read on a thread so that waiting can have a deadline."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, args=(process,), daemon=True).start()
-
-    def _pump(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            self._queue.put(line.rstrip("\n"))
-        self._queue.put(None)
-
-    def until(self, text: str, seconds: float) -> str:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                line = self._queue.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            self.lines.append(line)
-            if text in line:
-                return "\n".join(self.lines)
-        raise AssertionError(f"{text!r} not printed within {seconds} s:\n" + "\n".join(self.lines))
+def preprocessor_server(plan) -> str:
+    """The compiled server holding the image-preprocessor (its stand-in starts fastest: no artifact)."""
+    return plan.model("image-preprocessor").server
 
 
 def servers_of(plan) -> list[str]:
@@ -147,11 +120,11 @@ def wait_gone(pgid: int, seconds: float) -> list[int]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL], ids=["SIGHUP", "SIGKILL"])
-def test_no_tritonserver_outlives_serve(sig: signal.Signals, tmp_path: Path) -> None:
+def test_no_tritonserver_outlives_serve(sig: signal.Signals, dev_plan, tmp_path: Path) -> None:
     """SIGHUP (the terminal closed) stops cleanly like SIGTERM. SIGKILL gives serve no chance to clean up:
     the kernel's parent-death signal (SIGTERM) must still stop tritonserver, which stops its stubs."""
     (tmp_path / "artifacts").mkdir()
-    with serving(tmp_path / "artifacts", tmp_path / "work", [PREPROCESSOR_SERVER]) as (process, output):
+    with serving(tmp_path / "artifacts", tmp_path / "work", [preprocessor_server(dev_plan)]) as (process, output):
         text = output.until(READY_LINE, 120)
         server_pid = int(re.search(r"tritonserver pid (\d+)", text).group(1))
         assert len(group_pids(server_pid)) >= 2  # the server and the stand-in's python stub
@@ -162,13 +135,13 @@ def test_no_tritonserver_outlives_serve(sig: signal.Signals, tmp_path: Path) -> 
         assert left == [], f"left behind after {sig.name}: {left}"
 
 
-def test_two_runs_of_one_stack_keep_their_own_repositories(tmp_path: Path) -> None:
+def test_two_runs_of_one_stack_keep_their_own_repositories(dev_plan, tmp_path: Path) -> None:
     """Both share --workdir; the second must not delete or rewrite the first one's model repository."""
     (tmp_path / "artifacts").mkdir()
     workdir = tmp_path / "work"
-    with serving(tmp_path / "artifacts", workdir, [PREPROCESSOR_SERVER]) as (first, first_output):
+    with serving(tmp_path / "artifacts", workdir, [preprocessor_server(dev_plan)]) as (first, first_output):
         first_text = first_output.until(READY_LINE, 120)
-        with serving(tmp_path / "artifacts", workdir, [PREPROCESSOR_SERVER]) as (second, second_output):
+        with serving(tmp_path / "artifacts", workdir, [preprocessor_server(dev_plan)]) as (second, second_output):
             second_output.until(READY_LINE, 120)
             runs = sorted(p.name for p in workdir.glob("run-*"))
             assert len(runs) == 2 and all((workdir / r / "repository").is_dir() for r in runs), runs

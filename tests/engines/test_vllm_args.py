@@ -102,3 +102,22 @@ def test_every_compiled_vllm_argument_list_is_accepted(stack: str) -> None:
         assert ns.pipeline_parallel_size == model.pipeline_parallel_size
         assert (ns.max_model_len, ns.max_num_seqs) == (model.max_model_len, model.max_num_seqs)
         assert ns.gpu_memory_utilization == pytest.approx(model.gpu_memory_utilization)
+
+
+@pytest.mark.parametrize("stack", ("dev", "staging", "prod"))
+def test_every_local_vllm_argument_list_is_accepted(stack: str) -> None:
+    """What `modelfleet serve --llm` starts (the api_server form, adapted for this CPU), not only what the
+    cluster runs."""
+    from modelfleet.plan import VllmModelPlan
+    from modelfleet.project import Project
+    from modelfleet.serve import local_vllm_args
+    from tests.conftest import ROOT
+
+    plan = Project(root=str(ROOT)).plan(stack)
+    for model in (m for m in plan.models if isinstance(m, VllmModelPlan)):
+        args, _ = local_vllm_args(model, "/models/tiny", 18000)
+        ns = parse_vllm_serve_args(args)
+        assert (ns.model, ns.host, ns.port) == ("/models/tiny", "127.0.0.1", 18000)
+        assert (ns.tensor_parallel_size, ns.pipeline_parallel_size, ns.dtype) == (1, 1, "float32")
+        assert ns.kv_cache_memory_bytes == 64 * 1024**2
+        assert ns.served_model_name == [model.name] and ns.max_num_seqs == model.max_num_seqs
