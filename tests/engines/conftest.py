@@ -13,6 +13,7 @@ sets it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -123,15 +124,18 @@ def make_artifact_root(target: Path, onnx_models: tuple[str, ...], preprocessor:
 
 @contextmanager
 def served(plan, artifact_root: Path, workdir: Path, servers: tuple[str, ...] = (),
-           extra_args: tuple[str, ...] = ()) -> Iterator[tuple]:
+           extra_args: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> Iterator[tuple]:
     """(LocalTritonServer, LocalRepository) for ``plan`` as ``modelfleet serve`` would run it (plus
-    ``extra_args``, e.g. tracing, after the compiled flags)."""
+    ``extra_args``, e.g. tracing, after the compiled flags; with ``only``, just those models of the
+    servers, so a test does not depend on how the compiler packs models into servers)."""
     from modelfleet.commands.serve import available_backends
     from modelfleet.engines.tritonserver import LocalTritonServer, find_tritonserver, prepare_backends
     from modelfleet.serve import plan_local_repository, write_local_repository
 
     install = find_tritonserver()
     local = plan_local_repository(plan, artifact_root, available_backends(install), servers)
+    if only:
+        local = dataclasses.replace(local, models=tuple(m for m in local.models if m.name in only))
     backends = prepare_backends(install, workdir)
     repository = write_local_repository(local, workdir / "repository", backends)
     with LocalTritonServer(repository, [*local.server_args, *extra_args], workdir=workdir, install=install,
