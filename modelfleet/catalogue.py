@@ -7,91 +7,16 @@ loader (which validates every patch up front) and the compiler agree byte for by
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
 
 from . import spec as S
 from .errors import Issue, ModelfleetError, SpecError
+from .spec_issues import issues_from_validation
 from .yamlsource import Document, Path, load_yaml, parse_path, parse_yaml
 
 ModelSpec = S.ClassicModelSpec | S.LlmModelSpec
-
-
-def _vocabulary() -> list[str]:
-    names: set[str] = set()
-    for cls in (S.FleetSpec, S.ClassicModelSpec, S.LlmModelSpec, S.SizeSpec, S.TensorSpec, S.ClassicSlaSpec,
-                S.LlmSlaSpec, S.ClassicProfileSpec, S.LlmProfileSpec, S.ClassicOverridesSpec,
-                S.LlmOverridesSpec, S.ArchitectureSpec, S.EnvironmentPatch):
-        names.update(cls.model_fields)
-    return sorted(names)
-
-
-_VOCABULARY = _vocabulary()
-
-_PATTERN_FIXES = {
-    "name": "use lowercase letters, digits and '-', starting and ending with a letter or digit, "
-    "at most 63 characters (a DNS-1123 label)",
-    "artifact": "write s3://bucket/prefix (Triton model directory) or a Hugging Face id like org/model",
-    "instance_type": "write an EC2 instance type such as g6e.12xlarge",
-}
-
-
-def _fix_for(error: dict[str, Any], path: Path) -> str:
-    kind, last = error["type"], str(path[-1]) if path else ""
-    if kind == "missing":
-        return f"add `{last}:`"
-    if kind == "extra_forbidden":
-        close = difflib.get_close_matches(last, _VOCABULARY, n=1, cutoff=0.6)
-        return f"did you mean `{close[0]}`?" if close else "remove it; see `modelfleet schema` for allowed keys"
-    if kind == "string_pattern_mismatch":
-        return _PATTERN_FIXES.get(last, "see `modelfleet schema` for the format")
-    if kind == "literal_error":
-        return "use one of the listed values"
-    if kind.startswith(("int_", "float_", "greater", "less", "too_", "bool_", "string_", "tuple_", "dict_")):
-        return "see `modelfleet schema` for the allowed type and range"
-    return "correct the value"
-
-
-def _message_for(error: dict[str, Any]) -> str:
-    msg = str(error["msg"]).removeprefix("Value error, ")
-    if error["type"] == "string_pattern_mismatch":
-        return f"{error['input']!r} is not in the expected format"
-    if error["type"] == "extra_forbidden":
-        return "unknown key"
-    if error["type"] == "missing":
-        return "required field is missing"
-    if error["type"] not in ("value_error", "assertion_error") and "input" in error:
-        shown = repr(error["input"])
-        if len(shown) <= 60 and not isinstance(error["input"], (dict, list)):
-            msg = f"{msg}, got {shown}"
-    return msg
-
-
-def _clean_loc(loc: Iterable[Any]) -> Path:
-    """Drop pydantic's union tags and function names so the path is the document's own."""
-    return tuple(p for p in loc if not (isinstance(p, str) and (p in S.MODEL_TAGS or p.startswith("function-"))))
-
-
-def issues_from_validation(doc: Document, exc: ValidationError, prefix: Path = (),
-                           remap: Any = None) -> list[Issue]:
-    issues = []
-    errors = exc.errors(include_url=False)
-    locs = [_clean_loc(e["loc"]) for e in errors]
-    for error in errors:
-        loc = _clean_loc(error["loc"])
-        if error["type"] == "too_short" and any(len(o) > len(loc) and o[:len(loc)] == loc for o in locs):
-            continue  # pydantic also says "too short" when it dropped invalid items; the items say why
-        path = prefix + _clean_loc(error["loc"])
-        problem = (error.get("ctx") or {}).get("error")
-        fix = ""
-        if isinstance(problem, S.FieldProblem):
-            path, fix = path + problem.path, problem.fix
-        if remap is not None:
-            path = remap(path)
-        issues.append(doc.issue(path, _message_for(error), fix or _fix_for(error, path)))
-    return issues
 
 
 # ---------------------------------------------------------------------------------------------- environments

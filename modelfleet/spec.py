@@ -2,26 +2,35 @@
 
 Every default is documented where it is defined. Cross-field contradictions are model validators so
 they are reported with the other problems, located at the model they belong to.
+
+Types are strict: YAML already says what a scalar is, so ``peak_rps: "100"``, ``peak_rps: true`` and
+``deterministic: no`` are errors, not silently converted (an integer is still a number). Numbers are
+finite (no ``.inf``/``.nan``) and every one has an upper bound, named with its reason in the field's
+``description`` (which editors show from models.schema.json, and errors repeat as their fix): a value
+beyond it is a typo or a unit mistake, and would only make the planner overflow or spin.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+import difflib
+import re
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
-    PositiveFloat,
-    PositiveInt,
     Tag,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
 from .presets import LLM_PRESETS, ArchitecturePreset
-from .units import ParamCount, WeightDtype
+from .units import WeightDtype, format_param_count, parse_param_count
 
 
 class FieldProblem(ValueError):
@@ -33,8 +42,31 @@ class FieldProblem(ValueError):
         self.fix = fix
 
 
+def lists_as_tuples(data: Any) -> Any:
+    """YAML gives lists; frozen specs hold tuples, and strict validation takes only tuples. A list written
+    where something else belongs becomes a tuple too, and is rejected as "a list" all the same."""
+    if isinstance(data, dict):
+        return {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    return data
+
+
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, strict=True,
+                              allow_inf_nan=False)
+
+
+# A list field: YAML's lists are taken (strict mode alone takes only tuples) while each item stays strict.
+# Field-level, so validation stays in pydantic's core: a model-level converter cost 15% of `validate`.
+LIST = {"strict": False}
+
+
+def _quantity(low: float, high: float, why: str, *, low_inclusive: bool = False, kind: type = float,
+              optional: bool = False) -> Any:
+    """A bounded, finite number (or None when ``optional``); ``why``, its unit and the reason for its bound,
+    is the field's description: editors show it, and an error repeats it as the fix."""
+    lower = {"ge": low} if low_inclusive else {"gt": low}
+    number = Annotated[kind, Field(le=high, **lower)]
+    return Annotated[Optional[number] if optional else number, Field(description=why)]
 
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -51,6 +83,81 @@ GpuModel = Literal["t4", "a10g", "l4", "l40s", "a100", "h100", "h200"]
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[^\s]*)?$"
 HF_ID = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
+TRITON_ARTIFACT_FIX = "write the s3:// directory that holds the model's version folders, e.g. s3://my-bucket/models/resnet50"
+LLM_ARTIFACT_FIX = "write a Hugging Face id such as meta-llama/Llama-3.1-8B-Instruct, or an s3:// path to the weights"
+
+
+def s3_problem(uri: str) -> str | None:
+    """What is wrong with an ``s3://bucket/prefix`` URI, in words; None when it is fine."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    if not 3 <= len(bucket) <= 63:
+        return f"bucket name {bucket!r} has {len(bucket)} characters: S3 bucket names have 3 to 63"
+    if not _BUCKET.match(bucket):
+        return (f"bucket name {bucket!r} is not a valid S3 bucket name: lowercase letters, digits, '.' and '-', "
+                "starting and ending with a letter or digit")
+    if any(c.isspace() for c in key):
+        return "the path contains whitespace"
+    return None
+
+
+def _triton_artifact(value: str) -> str:
+    if not value.startswith("s3://"):
+        raise FieldProblem((), f"{value!r} is not an s3:// path: Triton loads a classic model from its "
+                           "model-repository directory", TRITON_ARTIFACT_FIX)
+    problem = s3_problem(value)
+    if problem:
+        raise FieldProblem((), f"{value!r}: {problem}", TRITON_ARTIFACT_FIX)
+    return value
+
+
+def _llm_artifact(value: str) -> str:
+    if value.startswith("s3://"):
+        problem = s3_problem(value)
+        if problem:
+            raise FieldProblem((), f"{value!r}: {problem}", LLM_ARTIFACT_FIX)
+    elif not re.match(HF_ID, value):
+        raise FieldProblem((), f"{value!r} is neither a Hugging Face id (org/model) nor an s3:// path", LLM_ARTIFACT_FIX)
+    return value
+
+
+TritonArtifact = Annotated[str, AfterValidator(_triton_artifact), WithJsonSchema({"type": "string", "pattern": S3_URI})]
+LlmArtifact = Annotated[str, AfterValidator(_llm_artifact),
+                        WithJsonSchema({"type": "string", "pattern": f"{S3_URI}|{HF_ID}"})]
+
+# ---------------------------------------------------------------------------------------------- bounds
+MAX_PARAMS = 10**14  # 100T parameters: 50x the largest published model; more is a unit typo
+MAX_DIM = 2**31 - 1  # the largest tensor dimension TensorRT and most backends address (int32)
+MAX_PEAK_RPS = 10_000_000  # per model; more is several deployments, not one model's SLA
+MAX_LATENCY_MS = 600_000  # ten minutes: beyond it a request is a batch job, not a serving SLA
+MAX_SEQUENCES = 1_000_000  # concurrent sequences of one LLM (peak_concurrent_sequences or derived)
+MAX_CONTEXT_TOKENS = 2_097_152  # 2M tokens: the longest context any preset serves, with room
+MAX_POSITION_EMBEDDINGS = 16_777_216  # 16M: the longest context any published model accepts (10M), with room
+MAX_OUTPUT_TOKENS_PER_S = 100_000_000  # per model, at peak
+MAX_VERSION = 2**63 - 1  # Triton version folders are int64
+
+
+PARAMS_FIX = "write a number with K, M, B (= G) or T, e.g. 350M or 8B"
+
+
+def _params(value: Any) -> int:
+    """A parameter count (units.parse_param_count) in our words, at most MAX_PARAMS."""
+    try:
+        count = parse_param_count(value)
+    except ValueError:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise FieldProblem((), f"a parameter count must be positive, got {value}", PARAMS_FIX) from None
+        raise FieldProblem((), f"{value!r} is not a parameter count", PARAMS_FIX) from None
+    if count > MAX_PARAMS:
+        raise FieldProblem((), f"{count:,} parameters is more than the {format_param_count(MAX_PARAMS)} modelfleet "
+                           "plans for", f"check the unit: {PARAMS_FIX}")
+    return count
+
+
+Params = Annotated[int, BeforeValidator(_params), WithJsonSchema({
+    "anyOf": [{"type": "integer", "exclusiveMinimum": 0, "maximum": MAX_PARAMS},
+              {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[KMBGTkmbgt]?\s*$"}],
+    "description": "parameter count: an integer or a number with K, M, B or T (350M, 8B, 1.5T); at most 100T"})]
 
 
 # ---------------------------------------------------------------------------------------------- shared parts
@@ -59,14 +166,17 @@ class TensorSpec(Frozen):
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.:\-]*$", max_length=128)]
     dtype: TensorDtype
-    dims: Annotated[tuple[int, ...], Field(min_length=1, max_length=8)]
+    dims: Annotated[tuple[Annotated[int, Field(strict=True, ge=-1, le=MAX_DIM)], ...], Field(
+        **LIST, min_length=1, max_length=8,
+        description=f"sizes without the batch dimension: positive, or -1 for variable; each at most {MAX_DIM:,} "
+                    "(int32, what TensorRT and most backends address); at most 8 dimensions")]
 
     @field_validator("dims")
     @classmethod
     def _dims_positive(cls, dims: tuple[int, ...]) -> tuple[int, ...]:
-        bad = [d for d in dims if d == 0 or d < -1]
-        if bad:
-            raise ValueError(f"dims must be positive or -1 (variable), got {list(dims)}")
+        if 0 in dims:
+            raise FieldProblem((), f"dims must be positive or -1 (variable), got {list(dims)}",
+                               "write each dimension's size, or -1 where it varies")
         return dims
 
 
@@ -76,22 +186,27 @@ class SizeSpec(Frozen):
     For LLMs with a named architecture preset, ``params`` may be left out and comes from the preset.
     """
 
-    params: ParamCount | None = None
+    params: Params | None = None
     dtype: WeightDtype | None = None
-    memory_gib: Annotated[float, Field(gt=0, le=4096)] | None = None
+    memory_gib: _quantity(0.001, 4096, "GPU memory of one model instance in GiB, 0.001 to 4,096 (a whole 8-GPU "
+                                       "node holds about 1,100)", low_inclusive=True, optional=True) = None
 
     @model_validator(mode="after")
     def _one_way(self) -> SizeSpec:
         if self.memory_gib is not None and self.params is not None:
-            raise ValueError("give either params (with dtype) or memory_gib, not both")
+            raise FieldProblem((), "give either params (with dtype) or memory_gib, not both",
+                               "keep memory_gib for a measured footprint, else params with dtype")
         if self.params is not None and self.dtype is None:
-            raise ValueError("params needs a dtype (fp32, fp16, bf16, fp8, int8 or int4)")
+            raise FieldProblem((), "params needs a dtype", "add dtype: fp32, fp16, bf16, fp8, int8 or int4")
         if self.memory_gib is None and self.params is None and self.dtype is None:
-            raise ValueError("give params with dtype (e.g. params: 25M, dtype: fp16) or memory_gib")
+            raise FieldProblem((), "the size is missing", "give params with dtype (e.g. params: 25M, dtype: fp16), "
+                               "or memory_gib")
         return self
 
 
-Availability = Annotated[float, Field(ge=90.0, lt=100.0)]
+Availability = Annotated[float, Field(ge=90.0, lt=100.0, description=(
+    "availability target in percent, at least 90 and below 100 (100% is not a target any fleet can meet); "
+    "99.9 and above means at least two replicas in different zones"))]
 """Availability target in percent. 99.9 and above means at least two replicas in different zones."""
 
 
@@ -104,35 +219,48 @@ class EnvironmentPatch(Frozen):
     """
 
     enabled: bool = True
-    sla: dict[str, Any] = Field(default_factory=dict)
+    sla: dict[str, Any] = Field(default_factory=dict)  # validated once merged: the model's own bounds apply
     profile: dict[str, Any] = Field(default_factory=dict)
     overrides: dict[str, Any] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------- classic models
 class ClassicSlaSpec(Frozen):
-    p99_latency_ms: Annotated[float, Field(gt=0, le=600_000)]
-    peak_rps: PositiveFloat
+    p99_latency_ms: _quantity(1, MAX_LATENCY_MS, "p99 latency target in milliseconds, 1 to 600,000 (below 1 ms "
+                                                 "Triton's own scheduling is the budget; beyond ten minutes a "
+                                                 "request is a batch job)", low_inclusive=True)
+    peak_rps: _quantity(0.001, MAX_PEAK_RPS, "requests per second at peak, 0.001 to 10,000,000 per model (split "
+                                             "a larger load across several models)", low_inclusive=True)
     availability: Availability = 99.9  # most production endpoints promise "three nines"
 
 
 class ClassicProfileSpec(Frozen):
     """Measured figures (perf_analyzer / model_analyzer). Without them the compiler assumes and warns."""
 
-    rps_per_instance: PositiveFloat | None = None
+    rps_per_instance: _quantity(0.001, MAX_PEAK_RPS, "requests per second one model instance sustains, "
+                                                     "measured; 0.001 to 10,000,000", low_inclusive=True,
+                                optional=True) = None
     measured_on: GpuModel = "a10g"  # the GPU the figures were taken on; others are scaled by FP16 TFLOPS
-    compute_ms: PositiveFloat | None = None  # one execution of a full batch, p99
-    gpu_memory_gib: Annotated[float, Field(gt=0, le=1024)] | None = None  # per model instance, measured
+    compute_ms: _quantity(0.01, MAX_LATENCY_MS, "p99 time of one full batch's execution in milliseconds, 0.01 "
+                                                "(a few kernel launches) to 600,000", low_inclusive=True,
+                          optional=True) = None
+    gpu_memory_gib: _quantity(0.001, 1024, "GPU memory one model instance uses, measured, in GiB; 0.001 to 1,024",
+                              low_inclusive=True, optional=True) = None
 
 
 class ClassicOverridesSpec(Frozen):
-    max_batch_size: Annotated[int, Field(ge=0, le=4096)] | None = None
-    max_queue_delay_us: Annotated[int, Field(ge=0, le=10_000_000)] | None = None
-    queue_timeout_us: Annotated[int, Field(gt=0, le=600_000_000)] | None = None
-    max_queue_size: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
+    max_batch_size: _quantity(0, 4096, "Triton max_batch_size, 0 (no batching) to 4,096", low_inclusive=True,
+                              kind=int, optional=True) = None
+    max_queue_delay_us: _quantity(0, 10_000_000, "batching window in microseconds, 0 to 10,000,000 (10 s)",
+                                  low_inclusive=True, kind=int, optional=True) = None
+    queue_timeout_us: _quantity(0, 600_000_000, "how long a request may queue, microseconds; at most 600,000,000 "
+                                "(the longest p99 allowed)", kind=int, optional=True) = None
+    max_queue_size: _quantity(0, 1_000_000, "requests one model may queue; at most 1,000,000", kind=int,
+                              optional=True) = None
     response_cache: bool | None = None
-    instance_count: Annotated[int, Field(ge=1, le=16)] | None = None
-    replicas: Annotated[int, Field(ge=1, le=1000)] | None = None
+    instance_count: _quantity(1, 16, "model instances per GPU, 1 to 16", low_inclusive=True, kind=int,
+                              optional=True) = None
+    replicas: _quantity(1, 1000, "server replicas, 1 to 1,000", low_inclusive=True, kind=int, optional=True) = None
     dedicated_gpu: bool | None = None  # never pack this model with others
 
 
@@ -143,16 +271,20 @@ class ClassicModelSpec(Frozen):
     type: ClassicType
     serving: Literal["triton"] | None = None  # classic models are always Triton's; vLLM serves LLMs only
     framework: Framework
-    artifact: Annotated[str, Field(pattern=S3_URI)]  # s3:// directory holding the version folders
+    artifact: TritonArtifact  # s3:// directory holding the version folders
     size: SizeSpec
-    inputs: Annotated[tuple[TensorSpec, ...], Field(min_length=1)]
-    outputs: Annotated[tuple[TensorSpec, ...], Field(min_length=1)]
+    inputs: Annotated[tuple[TensorSpec, ...], Field(**LIST, min_length=1, max_length=256)]
+    outputs: Annotated[tuple[TensorSpec, ...], Field(**LIST, min_length=1, max_length=256)]
     sla: ClassicSlaSpec
     # Deterministic models get Triton's response cache: the same input gives the same output.
     deterministic: bool = True
     # Python-backend models must check request.is_cancelled() themselves; say so once it is done.
     handles_cancellation: bool = False
-    versions: Annotated[tuple[PositiveInt, ...], Field(min_length=1)] | None = None  # None = latest one
+    # None = the latest one. Triton version folders are int64; at most 64 served at once.
+    versions: Annotated[Optional[Annotated[tuple[Annotated[int, Field(strict=True, gt=0, le=MAX_VERSION)], ...],
+                                           Field(**LIST, min_length=1, max_length=64)]],
+                        Field(description="Triton version folders to serve: positive int64 numbers, 1 to 64 of "
+                                          "them; default the latest")] = None
     team: str | None = None
     profile: ClassicProfileSpec = ClassicProfileSpec()
     overrides: ClassicOverridesSpec = ClassicOverridesSpec()
@@ -163,13 +295,15 @@ class ClassicModelSpec(Frozen):
         names = [t.name for t in self.inputs + self.outputs]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"tensor names must be unique across inputs and outputs: {', '.join(dupes)}")
+            raise FieldProblem((), f"tensor names must be unique across inputs and outputs: {', '.join(dupes)}",
+                               "rename one of each pair")
         if self.overrides.response_cache and not self.deterministic:
             raise FieldProblem(("overrides", "response_cache"),
                                "response_cache: true contradicts deterministic: false (cached answers would be stale)",
                                "drop response_cache or set deterministic: true")
         if self.size.params is None and self.size.memory_gib is None:
-            raise ValueError("size needs params (with dtype) or memory_gib")
+            raise FieldProblem(("size",), "a classic model's size needs params or memory_gib",
+                               "add params (e.g. params: 25M) or memory_gib")
         return self
 
 
@@ -177,53 +311,86 @@ class ClassicModelSpec(Frozen):
 class ArchitectureSpec(Frozen):
     """What sizes the KV cache and constrains tensor parallelism."""
 
-    layers: Annotated[int, Field(gt=0, le=1024)]
-    attention_heads: Annotated[int, Field(gt=0, le=1024)]
-    kv_heads: Annotated[int, Field(gt=0, le=1024)]
-    head_dim: Annotated[int, Field(gt=0, le=4096)]
-    max_position_embeddings: PositiveInt | None = None
+    layers: _quantity(0, 1024, "num_hidden_layers in the model's config.json; at most 1,024", kind=int)
+    attention_heads: _quantity(0, 1024, "num_attention_heads in config.json; at most 1,024", kind=int)
+    kv_heads: _quantity(0, 1024, "num_key_value_heads in config.json; at most 1,024", kind=int)
+    head_dim: _quantity(0, 4096, "hidden_size / num_attention_heads; at most 4,096", kind=int)
+    max_position_embeddings: _quantity(0, MAX_POSITION_EMBEDDINGS, "the longest context the model accepts in "
+                                       "tokens (config.json); at most 16,777,216", kind=int, optional=True) = None
 
     @model_validator(mode="after")
     def _gqa(self) -> ArchitectureSpec:
         if self.attention_heads % self.kv_heads:
-            raise ValueError(
-                f"attention_heads ({self.attention_heads}) must be a multiple of kv_heads ({self.kv_heads})"
-            )
+            raise FieldProblem((), f"attention_heads ({self.attention_heads}) must be a multiple of kv_heads "
+                               f"({self.kv_heads})", "copy num_attention_heads and num_key_value_heads from the "
+                               "model's config.json")
         return self
 
 
+def _architecture_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "PresetName"
+    return "ArchitectureSpec" if isinstance(value, (dict, ArchitectureSpec)) else None
+
+
+# A preset's name, or the figures themselves. Discriminated by the YAML's own shape, so an error in one form
+# is not repeated as "not the other form either".
+Architecture = Annotated[
+    Union[Annotated[Annotated[str, WithJsonSchema({"type": "string", "enum": sorted(LLM_PRESETS)})], Tag("PresetName")],
+          Annotated[ArchitectureSpec, Tag("ArchitectureSpec")]],
+    Discriminator(_architecture_kind, custom_error_type="architecture_form",
+                  custom_error_message="expected a preset name or a mapping of layers, attention_heads, kv_heads "
+                                       "and head_dim"),
+]
+
+
 class LlmSlaSpec(Frozen):
-    max_context_tokens: Annotated[int, Field(ge=128, le=2_097_152)]
+    max_context_tokens: _quantity(128, MAX_CONTEXT_TOKENS, "longest prompt + output in tokens, 128 to 2,097,152",
+                                  low_inclusive=True, kind=int)
     # Exactly one of these two says how much load: sequences in flight, or generated tokens per second.
-    peak_concurrent_sequences: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
-    peak_output_tokens_per_s: PositiveFloat | None = None
+    peak_concurrent_sequences: _quantity(0, MAX_SEQUENCES, "sequences in flight at peak; at most 1,000,000 per "
+                                         "model", kind=int, optional=True) = None
+    peak_output_tokens_per_s: _quantity(0, MAX_OUTPUT_TOKENS_PER_S, "generated tokens per second at peak; at "
+                                        "most 100,000,000 per model", optional=True) = None
     # KV cache is sized for this many tokens per sequence; default = max_context_tokens (the worst case).
-    avg_context_tokens: PositiveInt | None = None
-    p99_ttft_ms: Annotated[float, Field(gt=0, le=600_000)]
+    avg_context_tokens: _quantity(0, MAX_CONTEXT_TOKENS, "tokens the KV cache is sized for per sequence; at most "
+                                  "max_context_tokens", kind=int, optional=True) = None
+    p99_ttft_ms: _quantity(1, MAX_LATENCY_MS, "p99 time to first token in milliseconds, 1 to 600,000",
+                           low_inclusive=True)
     availability: Availability = 99.9
 
     @model_validator(mode="after")
     def _load(self) -> LlmSlaSpec:
         if (self.peak_concurrent_sequences is None) == (self.peak_output_tokens_per_s is None):
-            raise ValueError("give exactly one of peak_concurrent_sequences or peak_output_tokens_per_s")
+            both = self.peak_concurrent_sequences is not None
+            raise FieldProblem((), "give exactly one of peak_concurrent_sequences or peak_output_tokens_per_s",
+                               "keep one of them" if both else "add the load at peak: peak_concurrent_sequences "
+                               "(sequences in flight) or peak_output_tokens_per_s")
         if self.avg_context_tokens is not None and self.avg_context_tokens > self.max_context_tokens:
-            raise ValueError("avg_context_tokens cannot exceed max_context_tokens")
+            raise FieldProblem(("avg_context_tokens",), f"avg_context_tokens ({self.avg_context_tokens}) cannot "
+                               f"exceed max_context_tokens ({self.max_context_tokens})",
+                               f"use at most {self.max_context_tokens}, or leave it out")
         return self
 
 
 class LlmProfileSpec(Frozen):
     # Decode speed one sequence sees; converts peak_output_tokens_per_s into concurrent sequences.
     # 30 tokens/s is a typical interactive target for a single stream on a data-centre GPU.
-    output_tokens_per_s_per_sequence: PositiveFloat = 30.0
+    output_tokens_per_s_per_sequence: _quantity(0.1, 10_000, "decode speed one sequence sees, tokens/s, 0.1 to "
+                                                "10,000", low_inclusive=True) = 30.0
 
 
 class LlmOverridesSpec(Frozen):
     instance_type: Annotated[str, Field(pattern=r"^[a-z0-9]+\.[a-z0-9]+$")] | None = None
     tensor_parallel_size: Literal[1, 2, 4, 8] | None = None
-    pipeline_parallel_size: Annotated[int, Field(ge=1, le=16)] | None = None
-    max_num_seqs: Annotated[int, Field(ge=1, le=4096)] | None = None
-    replicas: Annotated[int, Field(ge=1, le=1000)] | None = None
-    gpu_memory_utilization: Annotated[float, Field(ge=0.5, le=0.98)] | None = None
+    pipeline_parallel_size: _quantity(1, 16, "nodes one replica spans, 1 to 16", low_inclusive=True, kind=int,
+                                      optional=True) = None
+    max_num_seqs: _quantity(1, 4096, "vLLM --max-num-seqs, 1 to 4,096", low_inclusive=True, kind=int,
+                            optional=True) = None
+    replicas: _quantity(1, 1000, "replicas, 1 to 1,000", low_inclusive=True, kind=int, optional=True) = None
+    gpu_memory_utilization: _quantity(0.5, 0.98, "vLLM --gpu-memory-utilization, 0.5 to 0.98 (above it the "
+                                      "CUDA context and activations run out of room)", low_inclusive=True,
+                                      optional=True) = None
     kv_cache_dtype: Literal["auto", "fp8"] | None = None
     enable_prefix_caching: bool | None = None
 
@@ -241,9 +408,9 @@ class LlmModelSpec(Frozen):
     name: DnsLabel
     type: Literal["llm"]
     serving: Literal["vllm", "triton"] | None = None
-    artifact: Annotated[str, Field(pattern=f"{S3_URI}|{HF_ID}")]  # Hugging Face id or s3:// path
+    artifact: LlmArtifact  # Hugging Face id or s3:// path
     size: SizeSpec
-    architecture: str | ArchitectureSpec
+    architecture: Architecture
     sla: LlmSlaSpec
     # How the checkpoint at `artifact` is already quantized, as its config.json's quantization_config says;
     # passed to vLLM as --quantization. None: a 16-bit checkpoint (size.dtype fp8 then quantizes it while
@@ -258,17 +425,19 @@ class LlmModelSpec(Frozen):
     @classmethod
     def _known_preset(cls, value: str | ArchitectureSpec) -> str | ArchitectureSpec:
         if isinstance(value, str) and value not in LLM_PRESETS:
-            raise ValueError(
-                f"unknown architecture preset {value!r}; use one of {', '.join(sorted(LLM_PRESETS))} "
-                "or give layers, attention_heads, kv_heads and head_dim"
-            )
+            close = difflib.get_close_matches(value.lower(), sorted(LLM_PRESETS), n=1, cutoff=0.7)
+            raise FieldProblem((), f"unknown architecture preset {value!r}; the presets are "
+                               f"{', '.join(sorted(LLM_PRESETS))}",
+                               f"did you mean `{close[0]}`?" if close else
+                               "use a preset, or give layers, attention_heads, kv_heads and head_dim")
         return value
 
     @model_validator(mode="after")
     def _consistent(self) -> LlmModelSpec:
         arch = self.resolved_architecture()
         if self.size.memory_gib is None and self.size.params is None and isinstance(self.architecture, ArchitectureSpec):
-            raise ValueError("size.params is required when the architecture is not a named preset")
+            raise FieldProblem(("size",), "size.params is required when the architecture is not a named preset",
+                               "add params, e.g. params: 8B")
         limit = arch.max_position_embeddings
         if limit is not None and self.sla.max_context_tokens > limit:
             raise FieldProblem(("sla", "max_context_tokens"),
@@ -279,7 +448,18 @@ class LlmModelSpec(Frozen):
             raise FieldProblem(("overrides", "tensor_parallel_size"),
                                f"{tp} does not divide the model's {arch.attention_heads} attention heads",
                                "pick a tensor_parallel_size that divides them, or leave it to the compiler")
+        self._bounded_load()
         return self
+
+    def _bounded_load(self) -> None:
+        """Tokens/s become sequences through the profile's decode speed: the result has the same bound."""
+        rate, speed = self.sla.peak_output_tokens_per_s, self.profile.output_tokens_per_s_per_sequence
+        if rate is not None and rate / speed > MAX_SEQUENCES:
+            raise FieldProblem(("sla", "peak_output_tokens_per_s"),
+                               f"{rate:g} tokens/s at {speed:g} tokens/s per sequence is {rate / speed:,.0f} "
+                               f"sequences in flight, more than the {MAX_SEQUENCES:,} one model may have",
+                               "check the figure, or raise profile.output_tokens_per_s_per_sequence if each "
+                               "sequence decodes faster")
 
     @model_validator(mode="after")
     def _quantized_checkpoint(self) -> LlmModelSpec:
@@ -327,12 +507,15 @@ ModelSpec = Annotated[
     Discriminator(_model_kind),
 ]
 MODEL_TAGS = ("ClassicModelSpec", "LlmModelSpec")
+#: Every union tag pydantic puts in an error's location (the loader drops them from the path it shows).
+UNION_TAGS = {"ClassicModelSpec": ClassicModelSpec, "LlmModelSpec": LlmModelSpec, "PresetName": None,
+              "ArchitectureSpec": ArchitectureSpec}
 
 
 class FleetSpec(Frozen):
     """The whole models.yaml."""
 
-    models: Annotated[tuple[ModelSpec, ...], Field(min_length=1)]
+    models: Annotated[tuple[ModelSpec, ...], Field(**LIST, min_length=1, max_length=100_000)]
     # Unique names are checked by the loader, which can point at the second occurrence's line.
 
     def model(self, name: str) -> ClassicModelSpec | LlmModelSpec:

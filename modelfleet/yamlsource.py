@@ -5,13 +5,21 @@ forgets where anything was. Composing keeps ``start_mark`` on every node at C sp
 models), so we check duplicates ourselves and can point every error at its line.
 
 Scalars follow YAML 1.2 where 1.1 surprises people: only true/false are booleans (``no``, ``on`` stay
-strings) and timestamps stay strings.
+strings), timestamps and ``1:30`` stay strings, ``010`` is ten and ``1e3`` is a number. A scalar that cannot
+be read as what it is tagged (``!!int abc``, a 5,000-digit number, ``1.0e+400``) is a located issue.
+
+Anchors and aliases are expanded, within a budget: the aliases of a document may add at most
+``max(ALIAS_BUDGET, one value per byte of the file)`` values, so a "billion laughs" document stops at its
+first oversized alias in milliseconds instead of eating memory; it is reported at that alias's target.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+import math
+import re
 
 import yaml
 
@@ -22,9 +30,16 @@ Path = tuple[str | int, ...]
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 MAX_DEPTH = 64  # nothing in models.yaml nests deeper than ~8; this stops recursion bombs
-MAX_NODES = 2_000_000  # stops alias "billion laughs" expansion long before memory runs out
+MAX_NODES = 2_000_000  # values in one document, aliases expanded (3,000 models are ~150,000)
+ALIAS_BUDGET = 100_000  # values aliases may add, at least; more for a larger file (see the module docstring)
+MAX_DIGITS = 100  # no setting needs 20; longer numbers stop here, far below Python's int-string limit
 _BOOL_WORDS = {"true", "false", "True", "False", "TRUE", "FALSE"}
+_FLOAT_12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?$")  # YAML 1.2, plus _
+_NUMBER_STARTS = frozenset("0123456789+-.")
 
+
+class _Stop(Exception):
+    """The document is too deep or expands too far: building stops at once (its issue is recorded)."""
 
 def format_path(path: Path) -> str:
     """``("models", 3, "sla", "p99_latency_ms")`` -> ``models[3].sla.p99_latency_ms``."""
@@ -54,6 +69,8 @@ class Document:
     marks: dict[Path, tuple[int, int]] = field(default_factory=dict)
     #: Structural problems (duplicate keys, merge keys...) found while building; reported with the rest.
     issues: list[Issue] = field(default_factory=list)
+    #: Paths whose scalar could not be read (their issue is in ``issues``); validation errors there repeat it.
+    unreadable: set[Path] = field(default_factory=set)
 
     def locate(self, path: Path) -> tuple[int, int]:
         """Line and column of ``path``, or of its nearest written ancestor (e.g. for a missing key)."""
@@ -84,17 +101,24 @@ def parse_yaml(text: str, filename: str) -> Document:
     doc = Document(filename, None)
     if node is None:
         return doc
-    builder = _Builder(doc)
-    doc.data = builder.build(node, (), 0)
+    builder = _Builder(doc, alias_budget=max(ALIAS_BUDGET, len(text)))
+    try:
+        doc.data = builder.build(node, (), 0)
+    except _Stop:
+        raise SpecError(builder.issues) from None
     doc.issues = builder.issues
     return doc
 
 
 class _Builder:
-    def __init__(self, doc: Document) -> None:
+    def __init__(self, doc: Document, alias_budget: int) -> None:
         self.doc = doc
         self.issues: list[Issue] = []
         self.count = 0
+        self.alias_budget = alias_budget
+        self.built: set[int] = set()  # ids of nodes already built: meeting one again is an alias
+        self.sizes: dict[int, int] = {}  # expanded size of aliased nodes, memoised
+        self.expanding = False  # inside an alias being expanded
 
     def _mark(self, node: yaml.Node) -> tuple[int, int]:
         return (node.start_mark.line + 1, node.start_mark.column + 1)
@@ -106,15 +130,40 @@ class _Builder:
     def build(self, node: yaml.Node, path: Path, depth: int) -> Any:
         self.count += 1
         if depth > MAX_DEPTH or self.count > MAX_NODES:
-            if depth > MAX_DEPTH and self.count <= MAX_NODES:
-                self._fail(node, path, f"nested deeper than {MAX_DEPTH} levels", "flatten the document")
-            self.count = MAX_NODES + 1
-            return None
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path, depth)
-        if isinstance(node, yaml.SequenceNode):
+            self._stop_at(node, path, depth)
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        alias = self._alias(node, path)
+        self.expanding |= alias
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path, depth)
             return [self._item(item, path + (i,), depth) for i, item in enumerate(node.value)]
-        return self._scalar(node)
+        finally:
+            self.expanding ^= alias
+
+    def _stop_at(self, node: yaml.Node, path: Path, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            self._fail(node, path, f"nested deeper than {MAX_DEPTH} levels", "flatten the document")
+        else:
+            self._fail(node, path, f"the document holds more than {MAX_NODES:,} values", "split the catalogue")
+        raise _Stop
+
+    def _alias(self, node: yaml.Node, path: Path) -> bool:
+        """True when ``node`` was built before: an alias whose expansion starts here (the aliases inside it
+        are paid for by its size). Stops before an expansion past the budget."""
+        key = id(node)
+        if self.expanding or key not in self.built:
+            self.built.add(key)
+            return False
+        size = _expanded_size(node, self.sizes, 0)
+        self.alias_budget -= size
+        if self.alias_budget < 0 or self.count + size > MAX_NODES:
+            self._fail(node, path, f"an alias here expands to {size:,} values: more than a document of "
+                       f"this size may add through anchors and aliases", "write the values out, or nest "
+                       "fewer aliases inside aliases")
+            raise _Stop
+        return True
 
     def _item(self, node: yaml.Node, path: Path, depth: int) -> Any:
         self.doc.marks.setdefault(path, self._mark(node))
@@ -139,15 +188,69 @@ class _Builder:
             out[key] = self.build(value_node, path + (key,), depth + 1)
         return out
 
-    def _scalar(self, node: yaml.ScalarNode) -> Any:
-        tag = node.tag
-        if tag == "tag:yaml.org,2002:bool" and node.value not in _BOOL_WORDS:
-            return node.value  # YAML 1.1's yes/no/on/off stay strings (the "Norway problem")
-        if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
-                   "tag:yaml.org,2002:null"):
-            return _CONSTRUCTOR.construct_object(node)
+    def _scalar(self, node: yaml.ScalarNode, path: Path) -> Any:
+        tag, value = node.tag, node.value
+        if tag == "tag:yaml.org,2002:bool":
+            return value.lower() == "true" if value in _BOOL_WORDS else value  # yes/no/on/off stay strings
+        if tag == "tag:yaml.org,2002:null":
+            return None
+        if tag == "tag:yaml.org,2002:int":
+            return self._int(node, path)
+        if tag == "tag:yaml.org,2002:float" or (tag == "tag:yaml.org,2002:str" and not node.style
+                                                  and value[:1] in _NUMBER_STARTS and _FLOAT_12.match(value)):
+            return self._float(node, path)
+        return str(value)
+
+    def _int(self, node: yaml.ScalarNode, path: Path) -> Any:
+        value = node.value
+        if ":" in value:
+            return value  # YAML 1.1 base 60 (1:30 = 90) surprises: a string, as in YAML 1.2
+        digits = value.lstrip("+-").replace("_", "")
+        if len(digits) > MAX_DIGITS:
+            return self._unreadable(node, path, f"a number of {len(digits):,} digits is far too large",
+                                    "write a number within the setting's range (see `modelfleet schema`)")
+        if digits.isascii() and digits.isdigit():
+            return int(value.replace("_", ""), 10)  # decimal, as YAML 1.2 reads 010 too
+        try:
+            return _CONSTRUCTOR.construct_object(node)  # 0x1F, 0b101, or a !!int tag on something else
+        except ValueError:
+            return self._unreadable(node, path, f"{value!r} is not a whole number (it is tagged !!int)",
+                                    "write a whole number such as 8, or drop the tag")
+
+    def _float(self, node: yaml.ScalarNode, path: Path) -> Any:
+        value = node.value
+        if len(value) > MAX_DIGITS + 10:
+            return self._unreadable(node, path, f"a number written with {len(value):,} characters is too long",
+                                    "write a number within the setting's range (see `modelfleet schema`)")
+        if ":" in value:
+            return value  # YAML 1.1 base 60 again (1:30.5)
+        text = value.replace("_", "").lower()
+        try:
+            number = float(text.replace(".inf", "inf").replace(".nan", "nan"))
+        except ValueError:
+            return self._unreadable(node, path, f"{value!r} is not a number (it is tagged !!float)",
+                                    "write a number such as 0.5, or drop the tag")
+        if math.isinf(number) and "inf" not in value.lower():
+            return self._unreadable(node, path, f"{value} is too large to be a number",
+                                    "write a number within the setting's range (see `modelfleet schema`)")
+        return number
+
+    def _unreadable(self, node: yaml.ScalarNode, path: Path, message: str, fix: str) -> str:
+        self._fail(node, path, message, fix)
+        self.doc.unreadable.add(path)
         return str(node.value)
 
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
+    """Values ``node`` becomes once every alias inside it is expanded (memoised: linear in the file)."""
+    if isinstance(node, yaml.ScalarNode) or depth > MAX_DEPTH:
+        return 1
+    known = sizes.get(id(node))
+    if known is None:
+        children = (part for pair in node.value for part in pair) if isinstance(node, yaml.MappingNode) else node.value
+        known = 1 + sum(_expanded_size(child, sizes, depth + 1) for child in children)
+        sizes[id(node)] = known
+    return known
 
 def load_yaml(path: str) -> Document:
     """Read and parse a file; a missing or unreadable file is a SpecError, not a traceback."""
