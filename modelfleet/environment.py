@@ -2,53 +2,84 @@
 
 The CLI reads the stack file itself; the Pulumi program reads the same keys through ``pulumi.Config``.
 Both hand the key/value pairs to :func:`parse_environment`, so they always agree.
+
+As in models.yaml, types are strict (``singleReplica: "yes"`` is an error), numbers finite and bounded, each
+bound documented in its field's description; which keys, families and regions a stack may name is
+stack_config.py's.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from .catalogue import issues_from_validation
 from .errors import Issue, SpecError
+from .spec import FieldProblem, lists_as_tuples
+from .spec_issues import issues_from_validation
+from .stack_config import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
 from .yamlsource import Document, load_yaml
-
-CONFIG_NAMESPACE = "modelfleet"
 
 
 class EnvFrozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tuples(cls, data: Any) -> Any:
+        return lists_as_tuples(data)
+
+
+def _bounded(low: float, high: float, why: str, *, low_inclusive: bool = True, kind: type = float,
+             optional: bool = False) -> Any:
+    """A finite number within [low, high] (or (low, high]), or None when ``optional``; ``why`` documents it
+    and is the fix of its errors."""
+    lower = {"ge": low} if low_inclusive else {"gt": low}
+    number = Annotated[kind, Field(le=high, **lower)]
+    return Annotated[Optional[number] if optional else number, Field(description=why)]
+
+
+def _aws_region(region: str) -> str:
+    problem = region_problem(region)
+    if problem:
+        raise FieldProblem((), *problem)
+    return region
 
 
 class ReplicaPolicy(EnvFrozen):
     # dev-style environments run one replica of everything, whatever the availability SLA says.
     single_replica: bool = False
     # Autoscaling ceiling = ceil(desired x this): room for traffic above the declared peak.
-    max_scale_factor: Annotated[float, Field(ge=1.0, le=10.0)] = 1.5
+    max_scale_factor: _bounded(1.0, 10.0, "autoscaling ceiling as a multiple of the desired replicas, 1 to 10") = 1.5
     # Availability at or above this (percent) needs two replicas in different zones...
-    ha_availability: Annotated[float, Field(ge=90.0, lt=100.0)] = 99.9
+    ha_availability: Annotated[float, Field(ge=90.0, lt=100.0, description="percent, at least 90, below 100")] = 99.9
     # ...and at or above this, three.
-    ha3_availability: Annotated[float, Field(ge=90.0, lt=100.0)] = 99.99
+    ha3_availability: Annotated[float, Field(ge=90.0, lt=100.0, description="percent, at least 90, below 100")] = 99.99
 
 
 class TritonSettings(EnvFrozen):
     image: str = "nvcr.io/nvidia/tritonserver:25.08-py3"  # pinned: config semantics change between releases
     # Fraction of a node's RAM share left after the system reserve that goes to the response cache.
-    cache_ram_fraction: Annotated[float, Field(ge=0.0, le=0.9)] = 0.5
-    exit_timeout_secs: Annotated[int, Field(ge=1, le=600)] = 30  # Triton's own default; in-flight requests drain
+    cache_ram_fraction: _bounded(0.0, 0.9, "fraction of spare node RAM for the response cache, 0 to 0.9") = 0.5
+    # Triton's own default; in-flight requests drain.
+    exit_timeout_secs: _bounded(1, 600, "seconds Triton drains in-flight requests, 1 to 600", kind=int) = 30
     # Compute is planned at this fraction of measured capacity, leaving headroom for bursts.
-    target_utilization: Annotated[float, Field(gt=0.1, le=1.0)] = 0.7
+    target_utilization: _bounded(0.1, 1.0, "fraction of measured capacity planned for, above 0.1, at most 1",
+                                 low_inclusive=False) = 0.7
 
 
 class VllmSettings(EnvFrozen):
     image: str = "vllm/vllm-openai:v0.11.0"
     # Pinned because vLLM changed its default between versions (0.9 -> 0.92); never rely on it.
-    gpu_memory_utilization: Annotated[float, Field(ge=0.5, le=0.98)] = 0.90
+    gpu_memory_utilization: _bounded(0.5, 0.98, "vLLM --gpu-memory-utilization, 0.5 to 0.98") = 0.90
     enable_prefix_caching: bool = True
-    max_num_seqs_cap: Annotated[int, Field(ge=1, le=4096)] = 256  # vLLM's own default ceiling
+    # vLLM's own default ceiling.
+    max_num_seqs_cap: _bounded(1, 4096, "ceiling on vLLM --max-num-seqs, 1 to 4,096", kind=int) = 256
 
 
 class ClusterSettings(EnvFrozen):
@@ -77,7 +108,8 @@ class DeploySettings(EnvFrozen):
     # modelfleet-<stack>-model-repository, is for trying things out.
     model_repository_bucket: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")] | None = None
     # Root volume of GPU nodes, at least: a group whose pods write more (model caches) gets what they need.
-    node_disk_gib: Annotated[int, Field(ge=50, le=16_384)] = 200
+    node_disk_gib: _bounded(50, 16_384, "GPU nodes' root volume in GiB, 50 to 16,384 (EBS gp3's largest)",
+                            kind=int) = 200
     aws_cli_image: str = "public.ecr.aws/aws-cli/aws-cli:2.27.0"  # copies the model repository from S3
 
 
@@ -85,11 +117,12 @@ class CostSettings(EnvFrozen):
     # Spot price = on-demand x this ratio wherever the price table has no measured spot price. An explicit
     # assumption, printed by every preview: GPU spot usually trades at 30-60% of on-demand; 0.5 errs to
     # the dear side so a budget is not blown by an ordinary spot move. Refresh spot prices to replace it.
-    spot_price_ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.5
+    spot_price_ratio: _bounded(0.0, 1.0, "spot price as a fraction of on-demand, above 0, at most 1",
+                               low_inclusive=False) = 0.5
 
 
 class BudgetSettings(EnvFrozen):
-    monthly_usd: Annotated[float, Field(gt=0)]
+    monthly_usd: _bounded(0, 1e9, "USD per month, above 0, at most 1,000,000,000", low_inclusive=False)
     # fail: the compile fails when over budget; warn: a warning is printed and the plan goes ahead.
     on_exceed: Literal["fail", "warn"] = "fail"
     # desired: the cost at the declared peak load; max: what the autoscaler may reach (maxScaleFactor).
@@ -113,18 +146,22 @@ class PolicySettings(EnvFrozen):
 
     allowed_families: tuple[str, ...] | None = None  # None: any family
     forbid: tuple[ForbidRule, ...] = ()
-    max_gpus_per_model: Annotated[int, Field(ge=1)] | None = None  # at max replicas, all nodes of a replica
-    max_monthly_usd_per_model: Annotated[float, Field(gt=0)] | None = None  # at desired replicas
+    # At max replicas, all nodes of a replica.
+    max_gpus_per_model: _bounded(1, 100_000, "GPUs one model may use at max replicas, 1 to 100,000",
+                                 kind=int, optional=True) = None
+    # At desired replicas.
+    max_monthly_usd_per_model: _bounded(0, 1e9, "USD per month one model may cost, above 0, at most "
+                                        "1,000,000,000", low_inclusive=False, optional=True) = None
 
 
 class EnvironmentSpec(EnvFrozen):
     """One environment (= one Pulumi stack)."""
 
     name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
-    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    region: Annotated[str, AfterValidator(_aws_region), Field(json_schema_extra={"pattern": REGION_PATTERN})]
     capacity_type: Literal["on-demand", "spot"] = "on-demand"
     instance_families: Annotated[tuple[str, ...], Field(min_length=1)] = ("g5", "g6", "g6e", "p4d", "p5")
-    availability_zones: Annotated[int, Field(ge=1, le=6)] = 3
+    availability_zones: _bounded(1, 6, "zones node groups span, 1 to 6", kind=int) = 3
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.\d{2}$")] = "1.33"
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] = "modelfleet"
     replicas: ReplicaPolicy = ReplicaPolicy()
@@ -165,20 +202,30 @@ def list_stacks(stacks_dir: str) -> tuple[str, ...]:
                         if n.startswith("Pulumi.") and n.endswith(".yaml")))
 
 
-def parse_environment(stack: str, config: dict[str, Any], doc: Document | None = None) -> EnvironmentSpec:
-    """Validate the ``modelfleet:*`` keys (plus ``aws:region``) of one stack's config."""
-    values: dict[str, Any] = {"name": stack}
-    for key, value in config.items():
-        namespace, _, short = str(key).partition(":")
-        if namespace == CONFIG_NAMESPACE:
-            values[short] = value
-        elif key == "aws:region":
-            values["region"] = value
+def parse_environment(stack: str, config: dict[str, Any], doc: Document | None = None,
+                      families: Iterable[str] | None = None) -> EnvironmentSpec:
+    """Validate the ``modelfleet:*`` keys (plus ``aws:region``) of one stack's config; every problem at once.
+
+    ``families``: the instance families a stack may name (default: the shipped price table's). Without
+    ``doc``, ``config`` is what Pulumi hands the program: top-level scalars as strings (stack_config.py)."""
+    source = doc or Document(f"stack {stack}", None)
+    values, issues = config_values(stack, config, source, typed=doc is not None)
+    issues += family_issues(values, shipped_families() if families is None else families, source)
     try:
-        return EnvironmentSpec.model_validate(values)
+        env = EnvironmentSpec.model_validate(values)
     except ValidationError as exc:
-        source = doc or Document(f"stack {stack}", None)
-        raise SpecError(issues_from_validation(source, exc, remap=_to_config_path)) from None
+        raise SpecError(issues + issues_from_validation(source, exc, remap=_to_config_path,
+                                                        root=EnvironmentSpec)) from None
+    if issues:
+        raise SpecError(issues)
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_families() -> tuple[str, ...]:
+    from .instances import load_instance_catalogue  # the shipped data file, read once
+
+    return load_instance_catalogue().families()
 
 
 def _to_config_path(path: tuple) -> tuple:
@@ -188,7 +235,7 @@ def _to_config_path(path: tuple) -> tuple:
     return ("config", head) + tuple(path[1:])
 
 
-def load_environment(stacks_dir: str, stack: str) -> EnvironmentSpec:
+def load_environment(stacks_dir: str, stack: str, families: Iterable[str] | None = None) -> EnvironmentSpec:
     """Read stacks/Pulumi.<stack>.yaml the way ``pulumi up --stack <stack>`` will."""
     path = stack_path(stacks_dir, stack)
     if not os.path.exists(path):
@@ -198,4 +245,4 @@ def load_environment(stacks_dir: str, stack: str) -> EnvironmentSpec:
     config = doc.data.get("config") if isinstance(doc.data, dict) else None
     if doc.issues or not isinstance(config, dict):
         raise SpecError(doc.issues or [doc.issue((), "a stack file needs a `config:` mapping", "add `config:`")])
-    return parse_environment(stack, config, doc)
+    return parse_environment(stack, config, doc, families)

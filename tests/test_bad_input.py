@@ -12,6 +12,7 @@ import pytest
 from modelfleet.catalogue import parse_fleet_text
 from modelfleet.errors import SpecError
 from modelfleet.environment import parse_environment
+from modelfleet.yamlsource import parse_yaml
 
 BASE = textwrap.dedent("""\
     models:
@@ -246,3 +247,83 @@ def test_cli_exit_code_2_no_traceback_nothing_written(tmp_path: Path):
     assert f"{bad}:13:" in result.stderr and "models[0].sla.peak_rps" in result.stderr
     assert not out.exists()
 
+
+# ---------------------------------------------------------------------------------------------- stack files
+STACK = textwrap.dedent("""\
+    config:
+      aws:region: us-east-1
+      modelfleet:capacityType: spot
+      modelfleet:instanceFamilies: [g4dn, g5, g6, g6e]
+      modelfleet:replicas:
+        singleReplica: true
+      modelfleet:policies:
+        allowedFamilies: [g5, g6]
+        forbid:
+          - families: [p4d, p5]
+            capacityType: on-demand
+    """)
+
+
+def stack_edit(old: str, new: str) -> str:
+    assert old in STACK, old
+    return STACK.replace(old, new, 1)
+
+
+# (id, stack file, expected line, expected path, a word the message or fix must contain)
+STACK_CASES = [
+    ("family-typo", stack_edit("[g4dn, g5, g6, g6e]", "[g6ee, p5]"), 4, "config.modelfleet:instanceFamilies[0]",
+     "did you mean `g6e`"),
+    ("allowed-family-typo", stack_edit("[g5, g6]", "[g5, g7]"), 8, "config.modelfleet:policies.allowedFamilies[1]",
+     "unknown instance family 'g7'"),
+    ("forbidden-family-typo", stack_edit("[p4d, p5]", "[p4dd, p5]"), 10,
+     "config.modelfleet:policies.forbid[0].families[0]", "did you mean `p4d`"),
+    ("region-made-up", stack_edit("us-east-1", "eu-nowhere-9"), 2, "config.aws:region", "not an AWS region"),
+    ("region-typo", stack_edit("us-east-1", "us-east1"), 2, "config.aws:region", "did you mean `us-east-1`"),
+    ("unknown-setting", stack_edit("modelfleet:capacityType", "modelfleet:capacityTpye"), 3,
+     "config.modelfleet:capacityTpye", "did you mean `modelfleet:capacityType`"),
+    ("unknown-nested-key", stack_edit("singleReplica", "singleReplca"), 6, "config.modelfleet:replicas.singleReplca",
+     "did you mean `singleReplica`"),
+    ("key-without-namespace", stack_edit("modelfleet:capacityType", "capacityType"), 3, "config.capacityType",
+     "write `modelfleet:capacityType`"),
+    ("namespace-typo", stack_edit("modelfleet:capacityType", "modelfleat:capacityType"), 3,
+     "config.modelfleat:capacityType", "write `modelfleet:capacityType`"),
+    ("region-under-modelfleet", stack_edit("modelfleet:capacityType: spot", "modelfleet:region: eu-west-1"), 3,
+     "config.modelfleet:region", "aws:region"),
+    ("quoted-boolean", stack_edit("singleReplica: true", 'singleReplica: "yes"'), 6,
+     "config.modelfleet:replicas.singleReplica", "true or false"),
+    ("budget-inf", stack_edit("modelfleet:capacityType: spot", "modelfleet:budget: {monthlyUsd: .inf}"), 3,
+     "config.modelfleet:budget.monthlyUsd", "finite"),
+    ("zones-float", stack_edit("modelfleet:capacityType: spot", "modelfleet:availabilityZones: 2.0"), 3,
+     "config.modelfleet:availabilityZones", "without a decimal point"),
+    ("scale-factor-too-large", stack_edit("singleReplica: true", "maxScaleFactor: 1000"), 6,
+     "config.modelfleet:replicas.maxScaleFactor", "at most 10"),
+]
+
+
+@pytest.mark.parametrize("case_id,text,line,path,word", STACK_CASES, ids=[c[0] for c in STACK_CASES])
+def test_bad_stack_file_is_located(case_id, text, line, path, word):
+    doc = parse_yaml(text, "stacks/Pulumi.dev.yaml")
+    with pytest.raises(SpecError) as caught:
+        parse_environment("dev", doc.data["config"], doc)
+    matching = [i for i in caught.value.issues if i.path == path]
+    assert len(matching) == 1, f"no single issue at {path!r}: {caught.value}"
+    assert str(matching[0]).startswith(f"stacks/Pulumi.dev.yaml:{line}:"), str(matching[0])
+    assert word.lower() in str(matching[0]).lower(), str(matching[0])
+    assert not any(w in str(caught.value) for w in PYDANTIC_WORDING), str(caught.value)
+
+
+def test_a_real_region_without_prices_is_accepted():
+    """Costs then say "unknown" (cost.py); a region must not be rejected just because prices are missing."""
+    doc = parse_yaml(stack_edit("us-east-1", "ap-southeast-7"), "stacks/Pulumi.dev.yaml")
+    assert parse_environment("dev", doc.data["config"], doc).region == "ap-southeast-7"
+
+
+def test_the_program_reads_pulumis_strings_back_as_their_types():
+    """Pulumi hands a program top-level config values as strings; the stack file had them typed."""
+    config = {"aws:region": "us-east-1", "modelfleet:availabilityZones": "2", "modelfleet:protect": "true",
+              "modelfleet:kubernetesVersion": "1.33", "modelfleet:replicas": {"singleReplica": True},
+              "modelfleet:hfToken": "hf_secret", "kubernetes:context": "ignored"}
+    env = parse_environment("dev", config)
+    assert (env.availability_zones, env.protect, env.kubernetes_version) == (2, True, "1.33")
+    with pytest.raises(SpecError, match="expected true or false"):
+        parse_environment("dev", {**config, "modelfleet:protect": "yes"})
