@@ -13,13 +13,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from .errors import Issue, SpecError
-from .spec import FieldProblem, lists_as_tuples
+from .spec_values import FieldProblem, lists_as_tuples, quantity
 from .spec_issues import issues_from_validation
 from .stack_config import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
 from .yamlsource import Document, load_yaml
@@ -35,13 +35,8 @@ class EnvFrozen(BaseModel):
         return lists_as_tuples(data)
 
 
-def _bounded(low: float, high: float, why: str, *, low_inclusive: bool = True, kind: type = float,
-             optional: bool = False) -> Any:
-    """A finite number within [low, high] (or (low, high]), or None when ``optional``; ``why`` documents it
-    and is the fix of its errors."""
-    lower = {"ge": low} if low_inclusive else {"gt": low}
-    number = Annotated[kind, Field(le=high, **lower)]
-    return Annotated[Optional[number] if optional else number, Field(description=why)]
+# Settings' bounds include their lower end unless said otherwise (spec_values.quantity).
+_bounded = functools.partial(quantity, low_inclusive=True)
 
 
 def _aws_region(region: str) -> str:

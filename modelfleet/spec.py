@@ -13,13 +13,10 @@ beyond it is a typo or a unit mistake, and would only make the planner overflow 
 from __future__ import annotations
 
 import difflib
-import re
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -30,24 +27,25 @@ from pydantic import (
 )
 
 from .presets import LLM_PRESETS, ArchitecturePreset
-from .units import WeightDtype, format_param_count, parse_param_count
-
-
-class FieldProblem(ValueError):
-    """A cross-field problem that belongs to one field: the loader points at ``path`` (inside the model)."""
-
-    def __init__(self, path: tuple[str, ...], message: str, fix: str = "") -> None:
-        super().__init__(message)
-        self.path = path
-        self.fix = fix
-
-
-def lists_as_tuples(data: Any) -> Any:
-    """YAML gives lists; frozen specs hold tuples, and strict validation takes only tuples. A list written
-    where something else belongs becomes a tuple too, and is rejected as "a list" all the same."""
-    if isinstance(data, dict):
-        return {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
-    return data
+from .spec_values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
+    MAX_CONTEXT_TOKENS,
+    MAX_DIM,
+    MAX_LATENCY_MS,
+    MAX_OUTPUT_TOKENS_PER_S,
+    MAX_PARAMS,
+    MAX_PEAK_RPS,
+    MAX_POSITION_EMBEDDINGS,
+    MAX_SEQUENCES,
+    MAX_VERSION,
+    FieldProblem,
+    LlmArtifact,
+    Params,
+    TritonArtifact,
+    lists_as_tuples,
+    quantity,
+    s3_problem,
+)
+from .units import WeightDtype
 
 
 class Frozen(BaseModel):
@@ -58,15 +56,6 @@ class Frozen(BaseModel):
 # A list field: YAML's lists are taken (strict mode alone takes only tuples) while each item stays strict.
 # Field-level, so validation stays in pydantic's core: a model-level converter cost 15% of `validate`.
 LIST = {"strict": False}
-
-
-def _quantity(low: float, high: float, why: str, *, low_inclusive: bool = False, kind: type = float,
-              optional: bool = False) -> Any:
-    """A bounded, finite number (or None when ``optional``); ``why``, its unit and the reason for its bound,
-    is the field's description: editors show it, and an error repeats it as the fix."""
-    lower = {"ge": low} if low_inclusive else {"gt": low}
-    number = Annotated[kind, Field(le=high, **lower)]
-    return Annotated[Optional[number] if optional else number, Field(description=why)]
 
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -80,85 +69,6 @@ TensorDtype = Literal[
     "fp16", "bf16", "fp32", "fp64", "string",
 ]  # fmt: skip
 GpuModel = Literal["t4", "a10g", "l4", "l40s", "a100", "h100", "h200"]
-
-S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[^\s]*)?$"
-HF_ID = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$"
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
-TRITON_ARTIFACT_FIX = "write the s3:// directory that holds the model's version folders, e.g. s3://my-bucket/models/resnet50"
-LLM_ARTIFACT_FIX = "write a Hugging Face id such as meta-llama/Llama-3.1-8B-Instruct, or an s3:// path to the weights"
-
-
-def s3_problem(uri: str) -> str | None:
-    """What is wrong with an ``s3://bucket/prefix`` URI, in words; None when it is fine."""
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    if not 3 <= len(bucket) <= 63:
-        return f"bucket name {bucket!r} has {len(bucket)} characters: S3 bucket names have 3 to 63"
-    if not _BUCKET.match(bucket):
-        return (f"bucket name {bucket!r} is not a valid S3 bucket name: lowercase letters, digits, '.' and '-', "
-                "starting and ending with a letter or digit")
-    if any(c.isspace() for c in key):
-        return "the path contains whitespace"
-    return None
-
-
-def _triton_artifact(value: str) -> str:
-    if not value.startswith("s3://"):
-        raise FieldProblem((), f"{value!r} is not an s3:// path: Triton loads a classic model from its "
-                           "model-repository directory", TRITON_ARTIFACT_FIX)
-    problem = s3_problem(value)
-    if problem:
-        raise FieldProblem((), f"{value!r}: {problem}", TRITON_ARTIFACT_FIX)
-    return value
-
-
-def _llm_artifact(value: str) -> str:
-    if value.startswith("s3://"):
-        problem = s3_problem(value)
-        if problem:
-            raise FieldProblem((), f"{value!r}: {problem}", LLM_ARTIFACT_FIX)
-    elif not re.match(HF_ID, value):
-        raise FieldProblem((), f"{value!r} is neither a Hugging Face id (org/model) nor an s3:// path", LLM_ARTIFACT_FIX)
-    return value
-
-
-TritonArtifact = Annotated[str, AfterValidator(_triton_artifact), WithJsonSchema({"type": "string", "pattern": S3_URI})]
-LlmArtifact = Annotated[str, AfterValidator(_llm_artifact),
-                        WithJsonSchema({"type": "string", "pattern": f"{S3_URI}|{HF_ID}"})]
-
-# ---------------------------------------------------------------------------------------------- bounds
-MAX_PARAMS = 10**14  # 100T parameters: 50x the largest published model; more is a unit typo
-MAX_DIM = 2**31 - 1  # the largest tensor dimension TensorRT and most backends address (int32)
-MAX_PEAK_RPS = 10_000_000  # per model; more is several deployments, not one model's SLA
-MAX_LATENCY_MS = 600_000  # ten minutes: beyond it a request is a batch job, not a serving SLA
-MAX_SEQUENCES = 1_000_000  # concurrent sequences of one LLM (peak_concurrent_sequences or derived)
-MAX_CONTEXT_TOKENS = 2_097_152  # 2M tokens: the longest context any preset serves, with room
-MAX_POSITION_EMBEDDINGS = 16_777_216  # 16M: the longest context any published model accepts (10M), with room
-MAX_OUTPUT_TOKENS_PER_S = 100_000_000  # per model, at peak
-MAX_VERSION = 2**63 - 1  # Triton version folders are int64
-
-
-PARAMS_FIX = "write a number with K, M, B (= G) or T, e.g. 350M or 8B"
-
-
-def _params(value: Any) -> int:
-    """A parameter count (units.parse_param_count) in our words, at most MAX_PARAMS."""
-    try:
-        count = parse_param_count(value)
-    except ValueError:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            raise FieldProblem((), f"a parameter count must be positive, got {value}", PARAMS_FIX) from None
-        raise FieldProblem((), f"{value!r} is not a parameter count", PARAMS_FIX) from None
-    if count > MAX_PARAMS:
-        raise FieldProblem((), f"{count:,} parameters is more than the {format_param_count(MAX_PARAMS)} modelfleet "
-                           "plans for", f"check the unit: {PARAMS_FIX}")
-    return count
-
-
-Params = Annotated[int, BeforeValidator(_params), WithJsonSchema({
-    "anyOf": [{"type": "integer", "exclusiveMinimum": 0, "maximum": MAX_PARAMS},
-              {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[KMBGTkmbgt]?\s*$"}],
-    "description": "parameter count: an integer or a number with K, M, B or T (350M, 8B, 1.5T); at most 100T"})]
-
 
 # ---------------------------------------------------------------------------------------------- shared parts
 class TensorSpec(Frozen):
@@ -188,7 +98,7 @@ class SizeSpec(Frozen):
 
     params: Params | None = None
     dtype: WeightDtype | None = None
-    memory_gib: _quantity(0.001, 4096, "GPU memory of one model instance in GiB, 0.001 to 4,096 (a whole 8-GPU "
+    memory_gib: quantity(0.001, 4096, "GPU memory of one model instance in GiB, 0.001 to 4,096 (a whole 8-GPU "
                                        "node holds about 1,100)", low_inclusive=True, optional=True) = None
 
     @model_validator(mode="after")
@@ -226,10 +136,10 @@ class EnvironmentPatch(Frozen):
 
 # ---------------------------------------------------------------------------------------------- classic models
 class ClassicSlaSpec(Frozen):
-    p99_latency_ms: _quantity(1, MAX_LATENCY_MS, "p99 latency target in milliseconds, 1 to 600,000 (below 1 ms "
+    p99_latency_ms: quantity(1, MAX_LATENCY_MS, "p99 latency target in milliseconds, 1 to 600,000 (below 1 ms "
                                                  "Triton's own scheduling is the budget; beyond ten minutes a "
                                                  "request is a batch job)", low_inclusive=True)
-    peak_rps: _quantity(0.001, MAX_PEAK_RPS, "requests per second at peak, 0.001 to 10,000,000 per model (split "
+    peak_rps: quantity(0.001, MAX_PEAK_RPS, "requests per second at peak, 0.001 to 10,000,000 per model (split "
                                              "a larger load across several models)", low_inclusive=True)
     availability: Availability = 99.9  # most production endpoints promise "three nines"
 
@@ -237,30 +147,30 @@ class ClassicSlaSpec(Frozen):
 class ClassicProfileSpec(Frozen):
     """Measured figures (perf_analyzer / model_analyzer). Without them the compiler assumes and warns."""
 
-    rps_per_instance: _quantity(0.001, MAX_PEAK_RPS, "requests per second one model instance sustains, "
+    rps_per_instance: quantity(0.001, MAX_PEAK_RPS, "requests per second one model instance sustains, "
                                                      "measured; 0.001 to 10,000,000", low_inclusive=True,
                                 optional=True) = None
     measured_on: GpuModel = "a10g"  # the GPU the figures were taken on; others are scaled by FP16 TFLOPS
-    compute_ms: _quantity(0.01, MAX_LATENCY_MS, "p99 time of one full batch's execution in milliseconds, 0.01 "
+    compute_ms: quantity(0.01, MAX_LATENCY_MS, "p99 time of one full batch's execution in milliseconds, 0.01 "
                                                 "(a few kernel launches) to 600,000", low_inclusive=True,
                           optional=True) = None
-    gpu_memory_gib: _quantity(0.001, 1024, "GPU memory one model instance uses, measured, in GiB; 0.001 to 1,024",
+    gpu_memory_gib: quantity(0.001, 1024, "GPU memory one model instance uses, measured, in GiB; 0.001 to 1,024",
                               low_inclusive=True, optional=True) = None
 
 
 class ClassicOverridesSpec(Frozen):
-    max_batch_size: _quantity(0, 4096, "Triton max_batch_size, 0 (no batching) to 4,096", low_inclusive=True,
+    max_batch_size: quantity(0, 4096, "Triton max_batch_size, 0 (no batching) to 4,096", low_inclusive=True,
                               kind=int, optional=True) = None
-    max_queue_delay_us: _quantity(0, 10_000_000, "batching window in microseconds, 0 to 10,000,000 (10 s)",
+    max_queue_delay_us: quantity(0, 10_000_000, "batching window in microseconds, 0 to 10,000,000 (10 s)",
                                   low_inclusive=True, kind=int, optional=True) = None
-    queue_timeout_us: _quantity(0, 600_000_000, "how long a request may queue, microseconds; at most 600,000,000 "
+    queue_timeout_us: quantity(0, 600_000_000, "how long a request may queue, microseconds; at most 600,000,000 "
                                 "(the longest p99 allowed)", kind=int, optional=True) = None
-    max_queue_size: _quantity(0, 1_000_000, "requests one model may queue; at most 1,000,000", kind=int,
+    max_queue_size: quantity(0, 1_000_000, "requests one model may queue; at most 1,000,000", kind=int,
                               optional=True) = None
     response_cache: bool | None = None
-    instance_count: _quantity(1, 16, "model instances per GPU, 1 to 16", low_inclusive=True, kind=int,
+    instance_count: quantity(1, 16, "model instances per GPU, 1 to 16", low_inclusive=True, kind=int,
                               optional=True) = None
-    replicas: _quantity(1, 1000, "server replicas, 1 to 1,000", low_inclusive=True, kind=int, optional=True) = None
+    replicas: quantity(1, 1000, "server replicas, 1 to 1,000", low_inclusive=True, kind=int, optional=True) = None
     dedicated_gpu: bool | None = None  # never pack this model with others
 
 
@@ -311,11 +221,11 @@ class ClassicModelSpec(Frozen):
 class ArchitectureSpec(Frozen):
     """What sizes the KV cache and constrains tensor parallelism."""
 
-    layers: _quantity(0, 1024, "num_hidden_layers in the model's config.json; at most 1,024", kind=int)
-    attention_heads: _quantity(0, 1024, "num_attention_heads in config.json; at most 1,024", kind=int)
-    kv_heads: _quantity(0, 1024, "num_key_value_heads in config.json; at most 1,024", kind=int)
-    head_dim: _quantity(0, 4096, "hidden_size / num_attention_heads; at most 4,096", kind=int)
-    max_position_embeddings: _quantity(0, MAX_POSITION_EMBEDDINGS, "the longest context the model accepts in "
+    layers: quantity(0, 1024, "num_hidden_layers in the model's config.json; at most 1,024", kind=int)
+    attention_heads: quantity(0, 1024, "num_attention_heads in config.json; at most 1,024", kind=int)
+    kv_heads: quantity(0, 1024, "num_key_value_heads in config.json; at most 1,024", kind=int)
+    head_dim: quantity(0, 4096, "hidden_size / num_attention_heads; at most 4,096", kind=int)
+    max_position_embeddings: quantity(0, MAX_POSITION_EMBEDDINGS, "the longest context the model accepts in "
                                        "tokens (config.json); at most 16,777,216", kind=int, optional=True) = None
 
     @model_validator(mode="after")
@@ -345,17 +255,17 @@ Architecture = Annotated[
 
 
 class LlmSlaSpec(Frozen):
-    max_context_tokens: _quantity(128, MAX_CONTEXT_TOKENS, "longest prompt + output in tokens, 128 to 2,097,152",
+    max_context_tokens: quantity(128, MAX_CONTEXT_TOKENS, "longest prompt + output in tokens, 128 to 2,097,152",
                                   low_inclusive=True, kind=int)
     # Exactly one of these two says how much load: sequences in flight, or generated tokens per second.
-    peak_concurrent_sequences: _quantity(0, MAX_SEQUENCES, "sequences in flight at peak; at most 1,000,000 per "
+    peak_concurrent_sequences: quantity(0, MAX_SEQUENCES, "sequences in flight at peak; at most 1,000,000 per "
                                          "model", kind=int, optional=True) = None
-    peak_output_tokens_per_s: _quantity(0, MAX_OUTPUT_TOKENS_PER_S, "generated tokens per second at peak; at "
+    peak_output_tokens_per_s: quantity(0, MAX_OUTPUT_TOKENS_PER_S, "generated tokens per second at peak; at "
                                         "most 100,000,000 per model", optional=True) = None
     # KV cache is sized for this many tokens per sequence; default = max_context_tokens (the worst case).
-    avg_context_tokens: _quantity(0, MAX_CONTEXT_TOKENS, "tokens the KV cache is sized for per sequence; at most "
+    avg_context_tokens: quantity(0, MAX_CONTEXT_TOKENS, "tokens the KV cache is sized for per sequence; at most "
                                   "max_context_tokens", kind=int, optional=True) = None
-    p99_ttft_ms: _quantity(1, MAX_LATENCY_MS, "p99 time to first token in milliseconds, 1 to 600,000",
+    p99_ttft_ms: quantity(1, MAX_LATENCY_MS, "p99 time to first token in milliseconds, 1 to 600,000",
                            low_inclusive=True)
     availability: Availability = 99.9
 
@@ -376,19 +286,19 @@ class LlmSlaSpec(Frozen):
 class LlmProfileSpec(Frozen):
     # Decode speed one sequence sees; converts peak_output_tokens_per_s into concurrent sequences.
     # 30 tokens/s is a typical interactive target for a single stream on a data-centre GPU.
-    output_tokens_per_s_per_sequence: _quantity(0.1, 10_000, "decode speed one sequence sees, tokens/s, 0.1 to "
+    output_tokens_per_s_per_sequence: quantity(0.1, 10_000, "decode speed one sequence sees, tokens/s, 0.1 to "
                                                 "10,000", low_inclusive=True) = 30.0
 
 
 class LlmOverridesSpec(Frozen):
     instance_type: Annotated[str, Field(pattern=r"^[a-z0-9]+\.[a-z0-9]+$")] | None = None
     tensor_parallel_size: Literal[1, 2, 4, 8] | None = None
-    pipeline_parallel_size: _quantity(1, 16, "nodes one replica spans, 1 to 16", low_inclusive=True, kind=int,
+    pipeline_parallel_size: quantity(1, 16, "nodes one replica spans, 1 to 16", low_inclusive=True, kind=int,
                                       optional=True) = None
-    max_num_seqs: _quantity(1, 4096, "vLLM --max-num-seqs, 1 to 4,096", low_inclusive=True, kind=int,
+    max_num_seqs: quantity(1, 4096, "vLLM --max-num-seqs, 1 to 4,096", low_inclusive=True, kind=int,
                             optional=True) = None
-    replicas: _quantity(1, 1000, "replicas, 1 to 1,000", low_inclusive=True, kind=int, optional=True) = None
-    gpu_memory_utilization: _quantity(0.5, 0.98, "vLLM --gpu-memory-utilization, 0.5 to 0.98 (above it the "
+    replicas: quantity(1, 1000, "replicas, 1 to 1,000", low_inclusive=True, kind=int, optional=True) = None
+    gpu_memory_utilization: quantity(0.5, 0.98, "vLLM --gpu-memory-utilization, 0.5 to 0.98 (above it the "
                                       "CUDA context and activations run out of room)", low_inclusive=True,
                                       optional=True) = None
     kv_cache_dtype: Literal["auto", "fp8"] | None = None
