@@ -84,7 +84,7 @@ class Project:
         return parse_fleet(doc, self.stacks() or None), doc
 
     def environment(self, stack: str) -> EnvironmentSpec:
-        return load_environment(self.stacks_dir, stack)
+        return load_environment(self.stacks_dir, stack, self.catalogue().families())
 
     def catalogue(self) -> InstanceCatalogue:
         return load_instance_catalogue(self.prices_file)
@@ -115,7 +115,7 @@ class Project:
         """What the Pulumi program deploys: the environment from the stack config Pulumi hands it (the
         same keys the CLI reads from the stack file), compiled with guardrails, rendered, and the
         Kubernetes objects grouped by workload (as objects: ``render`` writes the same ones as YAML)."""
-        env = parse_environment(stack, config)
+        env = parse_environment(stack, config, families=self.catalogue().families())
         fleet, doc = self.fleet_source()
         try:
             plan, cost = compile_with_guardrails(fleet, env, self.catalogue())

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from modelfleet.catalogue import parse_fleet_text
 from modelfleet.errors import SpecError
@@ -327,3 +328,19 @@ def test_the_program_reads_pulumis_strings_back_as_their_types():
     assert (env.availability_zones, env.protect, env.kubernetes_version) == (2, True, "1.33")
     with pytest.raises(SpecError, match="expected true or false"):
         parse_environment("dev", {**config, "modelfleet:protect": "yes"})
+
+
+def test_families_are_checked_against_the_price_table_in_use(tmp_path: Path):
+    """A table of one's own (--prices) may add a family; the stack may then name it, and only then."""
+    from modelfleet.project import Project
+
+    root = Path(__file__).resolve().parent.parent
+    table = yaml.safe_load((root / "modelfleet" / "data" / "instances.yaml").read_text())
+    table["instances"]["x9.2xlarge"] = {**table["instances"]["g6e.xlarge"], "family": "x9"}
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump(table))
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.dev.yaml").write_text(stack_edit("[g4dn, g5, g6, g6e]", "[g6e, x9]"))
+    assert Project(root=str(tmp_path), prices_file=str(prices)).environment("dev").instance_families == ("g6e", "x9")
+    with pytest.raises(SpecError, match="unknown instance family 'x9'"):
+        Project(root=str(tmp_path)).environment("dev")
