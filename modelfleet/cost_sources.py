@@ -8,15 +8,16 @@ FILE is only a models.yaml (stacks and prices are the head's); a base DIRECTORY 
 optionally, stacks/.
 
 Each stack is priced separately and failures are kept per stack (:class:`StackFailure`): one stack that
-does not compile is reported with its errors while the others keep their figures. The I/O (files, git)
-is here; pricing a side that is already read (:func:`price_stack`, :func:`compare_stack`) is pure.
+does not compile is reported with its errors while the others keep their figures. Reading files is here;
+git is asked through an injected :data:`Git` runner (the command passes one that runs the git binary, so
+this module starts no process). Pricing a side that is already read (:func:`price_stack`,
+:func:`compare_stack`) is pure.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -33,6 +34,9 @@ from .project import FleetSource, Project, cost_environment
 from .yamlsource import Document, load_yaml, parse_yaml
 
 PRICE_TABLE = "modelfleet/data/instances.yaml"  # the shipped table, for labels
+# ``git(root, *args)``: the output of ``git -C root args...``, or None when git fails (no repository, no such
+# ref or path). Injected by the command; tests may pass their own.
+Git = Callable[..., "str | None"]
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,7 @@ def read_head(project: Project) -> Side:
                  f"price table: {project.prices_file or PRICE_TABLE}"))
 
 
-def read_base(project: Project, base: str, head: Side) -> Side:
+def read_base(project: Project, base: str, head: Side, git: Git) -> Side:
     """``base``: a models.yaml file, a directory with models.yaml (and stacks/), or a git ref."""
     if os.path.isfile(base):
         with open(base, encoding="utf-8") as handle:
@@ -168,7 +172,7 @@ def read_base(project: Project, base: str, head: Side) -> Side:
                                 "price table: the working tree's"))
     if os.path.isdir(base):
         return _read_directory(project, base, head)
-    return _read_ref(project, base)
+    return _read_ref(project, base, git)
 
 
 def _read_directory(project: Project, base: str, head: Side) -> Side:
@@ -186,35 +190,35 @@ def _read_directory(project: Project, base: str, head: Side) -> Side:
                             "price table: the working tree's"))
 
 
-def _read_ref(project: Project, ref: str) -> Side:
+def _read_ref(project: Project, ref: str, git: Git) -> Side:
     models_rel = _rel(project, project.models_path)
-    text = git_show(project.root, ref, f"./{models_rel}")
+    text = git(project.root, "show", f"{ref}:./{models_rel}")
     if text is None:
         raise SpecError([Issue("", 0, 0, "--base", f"{ref!r} is not a file or directory, and `git show "
                                f"{ref}:./{models_rel}` failed", "pass a models.yaml file, a directory, or a git ref "
                                "that has it (e.g. origin/main; fetch it first)")])
-    names = _ref_stacks(project.root, ref)
-    stacks = {n: _load(parse_yaml, git_show(project.root, ref, f"./stacks/Pulumi.{n}.yaml") or "",
+    names = _ref_stacks(project.root, ref, git)
+    stacks = {n: _load(parse_yaml, git(project.root, "show", f"{ref}:./stacks/Pulumi.{n}.yaml") or "",
                        f"{ref}:stacks/Pulumi.{n}.yaml") for n in names}
-    catalogue, table_source = _ref_catalogue(project, ref)
+    catalogue, table_source = _ref_catalogue(project, ref, git)
     return Side(ref, _parse_models(text, f"{ref}:{models_rel}", tuple(names)), stacks, catalogue,
                 (f"models.yaml: {ref}:{models_rel}", f"stacks: {ref}:stacks/", f"price table: {table_source}"))
 
 
-def _ref_stacks(root: str, ref: str) -> tuple[str, ...]:
-    listing = _git(root, "ls-tree", "--name-only", f"{ref}:./stacks")
+def _ref_stacks(root: str, ref: str, git: Git) -> tuple[str, ...]:
+    listing = git(root, "ls-tree", "--name-only", f"{ref}:./stacks")
     names = (listing or "").splitlines()
     return tuple(sorted(n[len("Pulumi."):-len(".yaml")] for n in names if n.startswith("Pulumi.") and n.endswith(".yaml")))
 
 
-def _ref_catalogue(project: Project, ref: str) -> tuple[InstanceCatalogue, str]:
+def _ref_catalogue(project: Project, ref: str, git: Git) -> tuple[InstanceCatalogue, str]:
     """The price table at ``ref`` when the table in use is a file of this repository, else the same one."""
     path = _table_path(project)
-    top = _git(project.root, "rev-parse", "--show-toplevel")
+    top = git(project.root, "rev-parse", "--show-toplevel")
     inside = path is not None and top is not None and not os.path.relpath(path, top.strip()).startswith("..")
     if inside:
         rel = os.path.relpath(path, top.strip())  # type: ignore[arg-type]
-        text = git_show(top.strip(), ref, rel)  # type: ignore[union-attr]
+        text = git(top.strip(), "show", f"{ref}:{rel}")  # type: ignore[union-attr]
         if text is not None:
             return catalogue_from_data(yaml.safe_load(text)), f"{ref}:{rel}"
         return project.catalogue(), f"the working tree's on both sides ({rel} is not in {ref})"
@@ -227,16 +231,6 @@ def _table_path(project: Project) -> str | None:
         return os.path.abspath(project.prices_file)
     shipped = resources.files("modelfleet").joinpath("data/instances.yaml")
     return str(shipped) if os.path.isfile(str(shipped)) else None
-
-
-def git_show(root: str, ref: str, path: str) -> str | None:
-    """A file's text at ``ref`` (``path`` relative to ``root`` when it starts with ./), or None."""
-    return _git(root, "show", f"{ref}:{path}")
-
-
-def _git(root: str, *args: str) -> str | None:
-    result = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, check=False)
-    return result.stdout if result.returncode == 0 else None
 
 
 def _read_stack_files(stacks_dir: str) -> dict[str, Document | ModelfleetError]:

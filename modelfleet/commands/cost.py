@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from collections.abc import Mapping
 
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         priced = {s: price_stack(head, s) for s in stacks}
         sys.stdout.write(render_costs([_view(s, priced[s]) for s in stacks]))
     else:
-        base = read_base(project, args.base, head)
+        base = read_base(project, args.base, head, run_git)
         sides = {s: compare_stack(base, head, s) for s in _selected(args.stack, head, base)}
         priced = {s: c.head for s, c in sides.items() if c.head is not None}
         sys.stdout.write(render_diff(compute_fleet_diff(
@@ -74,6 +75,12 @@ def run(args: argparse.Namespace) -> int:
             sources=base.sources)))
     sys.stdout.flush()
     return _exit_code(priced, args.fail_on)
+
+
+def run_git(root: str, *args: str) -> str | None:
+    """``git -C root args...``'s output, or None when git fails (not a repository, no such ref or path)."""
+    result = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, check=False)
+    return result.stdout if result.returncode == 0 else None
 
 
 def _selected(named: list[str] | None, head: Side, base: Side | None = None) -> tuple[str, ...]:
