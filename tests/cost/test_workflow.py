@@ -136,7 +136,8 @@ def posted(tmp_path: Path) -> str:
 
 
 COST, POST = "Cost diff against the base branch", "Post or update the cost comment"
-VALIDATE, RENDER = "Validate models.yaml and every stack", "Render every stack (fails on policy violations and budgets in fail mode)"
+VALIDATE = "Validate models.yaml and every stack"
+RENDER = "Render every stack (fails on policy violations and budgets in fail mode)"
 
 
 def test_the_workflow_runs_for_everything_that_changes_the_figures():
