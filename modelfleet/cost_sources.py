@@ -59,19 +59,21 @@ def price_stack(side: Side, stack: str) -> StackCost | None:
         if isinstance(side.models, ModelfleetError):
             raise side.models
         fleet, doc = side.models
-        return cost_environment(fleet, doc, environment_from(side.stacks[stack], stack), side.catalogue)
+        env = environment_from(side.stacks[stack], stack, side.catalogue.families())
+        return cost_environment(fleet, doc, env, side.catalogue)
     except ModelfleetError as exc:
         return StackFailure(stack, exc.issues)
 
 
-def environment_from(doc: Document | ModelfleetError, stack: str) -> EnvironmentSpec:
-    """A stack file's environment, as ``load_environment`` reads it from disk."""
+def environment_from(doc: Document | ModelfleetError, stack: str, families: tuple[str, ...]) -> EnvironmentSpec:
+    """A stack file's environment, as ``load_environment`` reads it from disk; ``families``: those of the
+    side's price table (a stack may name only families the table prices)."""
     if isinstance(doc, ModelfleetError):
         raise doc
     config = doc.data.get("config") if isinstance(doc.data, dict) else None
     if doc.issues or not isinstance(config, dict):
         raise SpecError(doc.issues or [doc.issue((), "a stack file needs a `config:` mapping", "add `config:`")])
-    return parse_environment(stack, config, doc)
+    return parse_environment(stack, config, doc, families=families)
 
 
 def compare_stack(base: Side, head: Side, stack: str) -> StackSides:
