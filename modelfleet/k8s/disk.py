@@ -14,8 +14,10 @@ survives the instance-store layout differing per instance type (nodeadm RAID0 is
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..engine_args import DOWNLOAD_GIB_PER_S
-from ..plan import FleetPlan, TritonServerPlan, VllmModelPlan
+from ..plan import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 
 GP3_BASELINE_MIBPS, GP3_MAX_MIBPS = 125, 1000
 GP3_BASELINE_IOPS = 3000
@@ -37,9 +39,36 @@ def checkpoint_gib(model: VllmModelPlan) -> float:
     return model.checkpoint_gib if model.checkpoint_gib is not None else model.weights_gib
 
 
+@dataclass(frozen=True)
+class _Index:
+    """One pass over a plan: models by name and each group's pods, so that asking about every workload of a
+    1,000-model fleet stays linear (``plan.model`` scans the models)."""
+
+    models: dict[str, TritonModelPlan | VllmModelPlan]
+    pods: dict[str, list[tuple[int, float]]]  # group -> (GPUs, GiB downloaded) of one pod per workload
+
+
+_last: list = [None, None]  # the last plan asked about and its index (plans are immutable)
+
+
+def _index(plan: FleetPlan) -> _Index:
+    if _last[0] is not plan:
+        models = {m.name: m for m in plan.models}
+        pods: dict[str, list[tuple[int, float]]] = {}
+        for server in plan.triton_servers:
+            gib = sum(models[n].weights_gib for n in server.models)
+            pods.setdefault(server.node_group, []).append((server.gpus_per_replica, gib))
+        for model in plan.models:
+            if isinstance(model, VllmModelPlan) and model.serving == "vllm":
+                pods.setdefault(model.node_group, []).append((model.gpus_per_pod, vllm_download_gib(model)))
+        _last[:] = [plan, _Index(models, pods)]
+    return _last[1]
+
+
 def triton_download_gib(server: TritonServerPlan, plan: FleetPlan) -> float:
     """What a Triton pod's init container copies into /models: its models' artifacts."""
-    return sum(plan.model(n).weights_gib for n in server.models)
+    models = _index(plan).models
+    return sum(models[n].weights_gib for n in server.models)
 
 
 def vllm_download_gib(model: VllmModelPlan) -> float:
@@ -49,10 +78,7 @@ def vllm_download_gib(model: VllmModelPlan) -> float:
 
 def _pods(plan: FleetPlan, group: str) -> list[tuple[int, float]]:
     """(GPUs, GiB downloaded) of one pod of each workload placed on the group."""
-    pods = [(s.gpus_per_replica, triton_download_gib(s, plan)) for s in plan.triton_servers if s.node_group == group]
-    pods += [(m.gpus_per_pod, vllm_download_gib(m)) for m in plan.models
-             if isinstance(m, VllmModelPlan) and m.serving == "vllm" and m.node_group == group]
-    return pods or [(1, 0.0)]
+    return _index(plan).pods.get(group) or [(1, 0.0)]
 
 
 def concurrent_pods(plan: FleetPlan, group: str) -> int:
