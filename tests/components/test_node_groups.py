@@ -148,11 +148,12 @@ def test_another_stacks_groups_are_not_this_stacks(plans):
     assert _desired(result, group.name) == (group.desired_size, ("scalingConfig.desiredSize",))
 
 
-def test_protected_groups_a_deploy_would_replace_or_delete_are_named_with_their_urn(runs, plans):
+def test_protected_groups_a_deploy_would_replace_or_delete_are_named_with_their_urn(runs, plans, project):
     group = plans["prod"].model("llama-3-1-8b-instruct").node_group
     live = [live_group("gpu-a1-2xlarge-od", "prod", (1, 1, 2), instance_type="a1.2xlarge"),
             live_group(group, "prod", (2, 3, 5), amiType="BOTTLEROCKET_x86_64_NVIDIA",
-                       instanceTypes=[plans["prod"].node_group(group).instance_type])]
+                       instanceTypes=[plans["prod"].node_group(group).instance_type],
+                       subnetIds=list(reversed(project.environment("prod").cluster.subnet_ids)))]
     result = run("prod", live=live)
     warnings = [text for level, text in result.messages if level == "warning" and "protected node group" in text]
     # The SDK's mock monitor writes "stack" and "project" into URNs (it answers outside the program's context).
@@ -160,7 +161,18 @@ def test_protected_groups_a_deploy_would_replace_or_delete_are_named_with_their_
     assert len(warnings) == 2
     assert "gpu-a1-2xlarge-od (gpu-a1-2xlarge-od-2026" in warnings[0] and "would be deleted" in warnings[0]
     assert f"pulumi state unprotect '{urn.replace(group, 'gpu-a1-2xlarge-od')}'" in warnings[0]
-    assert "would be replaced (AMI type BOTTLEROCKET_x86_64_NVIDIA -> AL2023_x86_64_NVIDIA)" in warnings[1]
+    assert "would be replaced (AMI type BOTTLEROCKET_x86_64_NVIDIA -> AL2023_x86_64_NVIDIA):" in warnings[1]
     assert f"pulumi state unprotect '{urn}'" in warnings[1]
     assert not [t for _, t in run("dev", live=[live_group("gpu-a1-2xlarge-od", "dev", (1, 1, 2))]).messages
                 if "protected node group" in t], "dev protects nothing"
+
+
+def test_node_groups_go_to_the_stacks_private_subnets_or_say_where_they_go(runs, project):
+    """Without cluster.subnetIds the groups get the control plane's subnets, public ones included if it has any."""
+    prod = project.environment("prod").cluster.subnet_ids
+    assert prod and all(g.inputs["subnetIds"] == list(prod) for g in of_type(runs["prod"], NODE_GROUP).values())
+    assert not any("control plane" in text for _, text in runs["prod"].messages)
+    looked_up = ["subnet-0private0a", "subnet-0private0b", "subnet-0private0c"]  # what the mocked cluster reports
+    assert all(g.inputs["subnetIds"] == looked_up for g in of_type(runs["dev"], NODE_GROUP).values())
+    assert any(level == "warning" and "set modelfleet:cluster.subnetIds to its private subnets" in text
+               for level, text in runs["dev"].messages)
