@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from modelfleet.preview_runner import FleetMocks, PreviewResult, Recorded, run_program
+from modelfleet import preview_runner
+from modelfleet.preview_runner import PreviewResult, Recorded, run_program
 from tests.conftest import ROOT
 
 TOKEN = "hf_very_secret_token"
@@ -28,7 +29,8 @@ def run(stack: str, root: Path = ROOT, config: dict[str, Any] | None = None, tok
     ``clusters``: the EKS clusters that exist (a created cluster's second deploy)."""
     secrets = {"modelfleet:hfToken": token} if token is not None else {}
     config = config if config is not None else stack_config(stack)
-    mocks = FleetMocks(str(config.get("aws:region", "us-east-1")), live, clusters)
+    # looked up when called: tests/hardening substitutes its own FleetMocks subclass
+    mocks = preview_runner.FleetMocks(str(config.get("aws:region", "us-east-1")), live, clusters)
     result = run_program(str(root), stack, config, secrets, mocks=mocks, dry_run=dry_run)
     assert (result.error is not None) == expect_error, result.error
     return result
