@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from modelfleet.deploy.types import NodeGroupDeploy, RoleDeploy
+from modelfleet.deploy.types import GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE, NodeGroupDeploy, RoleDeploy
 
 
 class NodeRole(pulumi.ComponentResource):
@@ -40,7 +40,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     only make by a new group (AMI type, subnets) creates the new group before deleting the old one, which
     a protected group stops at (README, "Replacing a protected node group")."""
 
-    TYPE = "modelfleet:index:GpuNodeGroup"
+    TYPE = GPU_NODE_GROUP_TYPE
 
     def __init__(self, spec: NodeGroupDeploy, cluster_name: pulumi.Input[str], subnet_ids: pulumi.Input[list[str]],
                  role: NodeRole, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -65,4 +65,4 @@ class GpuNodeGroup(pulumi.ComponentResource):
 class SystemNodeGroup(GpuNodeGroup):
     """A created cluster's untainted nodes for CoreDNS and the controllers."""
 
-    TYPE = "modelfleet:index:SystemNodeGroup"
+    TYPE = SYSTEM_NODE_GROUP_TYPE

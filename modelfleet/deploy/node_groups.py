@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from ..environment import EnvironmentSpec
 from ..k8s import node_disk
 from ..plan import FleetPlan, NodeGroupPlan
-from .types import LaunchTemplateDeploy, LiveNodeGroup, NodeGroupDeploy, ScalingDeploy, Taint
+from .types import (GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE, LaunchTemplateDeploy, LiveNodeGroup, NodeGroupDeploy,
+                    ScalingDeploy, Taint)
 
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="true", effect="NO_SCHEDULE")
 GROUP_LABEL, GPU_LABEL, STACK_TAG = "modelfleet.io/node-group", "modelfleet.io/gpu", "modelfleet.io/stack"
@@ -97,8 +98,9 @@ def _replaced_by(planned: NodeGroupDeploy, live: LiveNodeGroup) -> list[str]:
 
 
 def node_group_urn(stack: str, project: str, name: str) -> str:
-    """The URN Pulumi gives the aws:eks NodeGroup ``name`` under its GpuNodeGroup component (for `pulumi state`)."""
-    return f"urn:pulumi:{stack}::{project}::modelfleet:index:GpuNodeGroup$aws:eks/nodeGroup:NodeGroup::{name}"
+    """The URN Pulumi gives the aws:eks NodeGroup ``name`` under its component (for `pulumi state`)."""
+    component = SYSTEM_NODE_GROUP_TYPE if name == SYSTEM_GROUP else GPU_NODE_GROUP_TYPE
+    return f"urn:pulumi:{stack}::{project}::{component}$aws:eks/nodeGroup:NodeGroup::{name}"
 
 
 def protected_changes(groups: Sequence[NodeGroupDeploy], live: Sequence[LiveNodeGroup], env: EnvironmentSpec,

@@ -41,6 +41,9 @@ def credentials_key(workload: str) -> str:
     return f"credentials:{workload}"
 
 
+# Component types whose URNs the deploy plan names (`pulumi state unprotect` commands).
+GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE = "modelfleet:index:GpuNodeGroup", "modelfleet:index:SystemNodeGroup"
+
 CLUSTER_READY = "cluster-ready"  # a created cluster's add-ons (Pod Identity agent, VPC CNI network policy)
 SYSTEM_NODES = "system-nodes"  # a created cluster's untainted node group, where controllers run
 

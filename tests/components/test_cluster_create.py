@@ -9,6 +9,7 @@ import json
 import pytest
 import yaml
 
+from modelfleet.deploy.node_groups import node_group_urn
 from modelfleet.k8s import prerequisites as p
 from tests.components.mocked import created_cluster, k8s_objects, live_group, of_type, run
 
@@ -91,3 +92,12 @@ def test_a_created_clusters_second_deploy_reads_its_groups():
     assert of_type(first, NODE_GROUP)["system"].ignore_changes == ("scalingConfig.desiredSize",)
     again = of_type(run("prod", config=created_cluster("prod"), live=live, clusters=["ml-prod"]), NODE_GROUP)["system"]
     assert again.inputs["scalingConfig"]["desiredSize"] == 3 and again.ignore_changes == ()
+
+
+def test_the_unprotect_command_names_the_system_groups_real_urn():
+    result = run("prod", config=created_cluster("prod"))
+    recorded = of_type(result, NODE_GROUP)["system"].urn.replace("urn:pulumi:stack::project::", "urn:pulumi:prod::modelfleet::")
+    assert node_group_urn("prod", "modelfleet", "system") == recorded
+    gpu = next(r for name, r in of_type(result, NODE_GROUP).items() if name != "system")
+    assert node_group_urn("prod", "modelfleet", gpu.name) == gpu.urn.replace("urn:pulumi:stack::project::",
+                                                                            "urn:pulumi:prod::modelfleet::")

@@ -80,3 +80,4 @@ def test_the_deploy_plan_is_deterministic_and_names_only_keys_it_defines():
         defined |= {f"object:{o.name}" for o in workload.manifests} | {f"credentials:{workload.name}"}
     named = {k for w in (*fleet.triton_servers, *fleet.vllm_models) for o in w.manifests for k in o.waits_for}
     assert named and named <= defined
+
