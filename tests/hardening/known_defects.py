@@ -34,6 +34,21 @@ LLM = """models:
 """
 
 
+def classic_pair(rps: str, rps_per_instance: str, gpu_memory_gib: str) -> str:
+    """Two small classic models that the packer puts on one GPU."""
+    model = """  - name: {name}
+    type: tabular
+    framework: onnx
+    artifact: s3://bkt/{name}
+    size: {{params: 1, dtype: bf16}}
+    inputs: [{{name: x, dtype: fp32, dims: [4]}}]
+    outputs: [{{name: y, dtype: fp32, dims: [1]}}]
+    sla: {{p99_latency_ms: 100, peak_rps: {rps}, availability: 99.0}}
+    profile: {{rps_per_instance: {rpi}, gpu_memory_gib: {memory}, compute_ms: 5}}
+"""
+    return "models:\n" + "".join(model.format(name=n, rps=rps, rpi=rps_per_instance, memory=gpu_memory_gib) for n in "ab")
+
+
 def classic(dims: str = "64", p99: str = "50", rps: str = "100", profile: str = "rps_per_instance: 1000, compute_ms: 5, ",
             overrides: str = "") -> str:
     return CLASSIC.format(dims=dims, p99=p99, rps=rps, profile=profile, overrides=overrides)
@@ -92,6 +107,15 @@ KNOWN_DEFECTS = (
                 "instance and estimate_unit_cost divides by zero",
                 (("ZeroDivisionError", "estimate_unit_cost"),),
                 (classic(p99="600000", rps="1000", profile="", overrides="replicas: 144, max_batch_size: 1"),)),
+)
+
+
+KNOWN_DEFECTS += (
+    KnownDefect("zero-gpu-share", "owner of modelfleet/cost.py (planning, A2)",
+                "two small models packed on one GPU (peak_rps 0.001, gpu_memory_gib 0.001) both get gpu_share 0 "
+                "and _server_fraction divides by their sum",
+                (("ZeroDivisionError", "_server_fraction"),),
+                (classic_pair("0.001", "100000", "0.001"),)),
 )
 
 
