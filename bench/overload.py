@@ -1,19 +1,35 @@
 """Overload benchmark: the compiled Triton config against a naive one, on the REAL tritonserver, in one run.
 
-Why: the compiler claims its queue policy (REJECT after a timeout derived from the SLA, a bounded queue) and
-the response cache keep answers inside the SLA under overload, where Triton's defaults (never time out,
-unbounded queue, no cache) serve everything late. This measures it instead of asserting it.
+Why: the compiler claims that its queue policy (REJECT after a timeout derived from the SLA) and the
+response cache keep answers inside the SLA under overload, where Triton's defaults (never time out, no
+cache) serve everything late. This measures it. The method, step by step:
 
-Set-up: one local tritonserver (as ``modelfleet serve`` runs it) holding the model twice: as compiled
-(only instance_group is KIND_CPU) and as ``<model>-naive`` (the same config without default_queue_policy
-and without the response cache). Both run the synthetic stand-in, whose time is the plan's:
-max(compute_ms, n / rps_per_instance) per batch of n, so "what one instance sustains" is the plan's
-rps_per_instance on this CPU too. Each gets the same open-loop load: REQUESTS sent at OVERLOAD x that rate,
-a fraction of them repeating an earlier input. Latency is measured from each request's scheduled send time
-(so a busy client cannot hide queueing). Goodput = answers within the SLA's p99 latency, per second of the
-whole run (first send to last answer).
+1. Stand-in. The model (default: the dev stack's image-preprocessor) is served by the synthetic stand-in
+   with its exact tensors, which sleeps ``--standin-ms`` per batch and answers zeros. Everything else a
+   batch costs here (making the outputs, the python backend copying them, 8 x 602 KB for the
+   preprocessor) is real work on this machine: the stand-in's speed is measured, not assumed.
+2. Calibrate. A closed loop (3 x max_batch_size clients sending back to back, to a naive copy so that
+   nothing is rejected or cached) for ``--calibration-s``: capacity = answers per second one instance
+   sustains here; a full batch's execution time from Triton's own per-request trace (p99).
+3. Compile from the measurement, as a user would after profiling: the model's models.yaml entry with
+   ``profile: {rps_per_instance: capacity, compute_ms: p99 execution, measured_on: <the GPU the stack
+   plans it on>}``, compiled alone for the stack restricted to that GPU's family (so nothing is rescaled
+   to another GPU). The queue timeout then follows from the SLA and this machine's figures (window +
+   timeout + execution = p99). If the measured execution leaves no queueing budget, the compiler refuses
+   and says to lower ``overrides.max_batch_size``: the bench does that (halving), recalibrates, and
+   reports every attempt.
+4. Overload. One server holds the compiled model and a naive copy (no queue policy, no cache; batching as
+   compiled). Each gets the same open-loop schedule: ``--requests`` at ``--overload`` x capacity,
+   ``--repeat-fraction`` of them repeating an earlier input, sent by one asyncio thread pinned to its own
+   CPU (the server keeps every CPU; the client cannot take the server's); each latency counts from the
+   request's scheduled send time (no coordinated omission). Rounds alternate compiled and naive.
 
-Usage: python bench/overload.py [--stack dev] [--model image-preprocessor] [--overload 3] [--requests 1500]
+Reported per run: n, achieved send rate and the client's lag behind its schedule; answered, p50/p99 of the
+answered requests' latency; answered within the SLA (share of n); goodput = answers within the SLA per
+second of the schedule, also as a share of capacity; rejections (queue timeout / queue full), cache hits,
+Triton's batch executions; compiled / naive ratios.
+
+Usage: python bench/overload.py [--stack dev] [--model image-preprocessor] [--overload 3] [--requests 3000]
 Writes bench/results/overload-<stack>-<model>.{md,json} (and .png when matplotlib is importable).
 """
 
@@ -26,212 +42,340 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
-import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from modelfleet.commands.serve import available_backends  # noqa: E402
+from modelfleet.engines.loadgen import closed_loop, infer_body, open_loop, percentile, summarise  # noqa: E402
+from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
+from modelfleet.engines.trace import read_trace, trace_args  # noqa: E402
 from modelfleet.engines.tritonserver import (  # noqa: E402
-    LocalTritonServer, find_tritonserver, http_ok, metric_value, prepare_backends, scrape_metrics)
-from modelfleet.plan import TritonModelPlan  # noqa: E402
+    LocalTritonServer, TritonInstall, find_tritonserver, prepare_backends)
+from modelfleet.errors import ModelfleetError  # noqa: E402
+from modelfleet.plan import FleetPlan, TritonModelPlan  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
 from modelfleet.render_triton import parse_config, render_config  # noqa: E402
-from modelfleet.serve import plan_local_repository, write_local_repository  # noqa: E402
+from modelfleet.serve import LocalModel, plan_local_repository, write_local_repository  # noqa: E402
+
+NAIVE = "-naive"
+VARIANTS = {"compiled": "as compiled from the measured profile (queue timeout, REJECT, bound, response cache)",
+            "naive": "Triton's defaults: no queue policy (never times out, unbounded queue), no response cache"}
+WARMUP_S = 1.0
 
 
-# label -> (model name suffix, what changes from the compiled config)
-VARIANTS = {"compiled": ("", "as compiled"),
-            "naive": ("-naive", "Triton's defaults: no queue policy (never times out, unbounded queue), no cache"),
-            "timeout only": ("-timeout-only", "diagnostic: compiled, but max_queue_size 0 (unbounded)")}
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    max_batch_size: int
+    capacity_rps: float  # answers per second, closed loop, one instance
+    answered: int
+    seconds: float
+    concurrency: int
+    full_batch_p50_ms: float  # execution of a full batch, Triton's trace
+    full_batch_p99_ms: float
+    full_batches: int
+    mean_batch: float
 
 
-def variant(model, label: str):
-    """``model`` (a LocalModel) changed as VARIANTS[label] says, under its own name."""
-    suffix, _ = VARIANTS[label]
+def with_batch(model: LocalModel, max_batch_size: int | None) -> LocalModel:
+    """``model`` with another max_batch_size (calibrating a smaller batch), else unchanged."""
+    if max_batch_size is None:
+        return model
     config = parse_config(model.config_text)
-    config.name = model.name + suffix
-    if label == "naive":
-        config.dynamic_batching.ClearField("default_queue_policy")
-        config.ClearField("response_cache")
-    elif label == "timeout only":
-        config.dynamic_batching.default_queue_policy.max_queue_size = 0
-    return dataclasses.replace(model, name=config.name, config_text=render_config(config),
-                               response_cache=config.response_cache.enable)
+    config.max_batch_size = max_batch_size
+    return dataclasses.replace(model, config_text=render_config(config))
 
 
-def repository(plan, model_name: str, workdir: Path, install) -> tuple[Path, tuple[str, ...]]:
-    """Every VARIANTS copy of ``model_name`` as synthetic stand-ins; (repository, server args)."""
+def naive_copy(model: LocalModel) -> LocalModel:
+    """The same model without queue policy and cache, under ``<name>-naive``."""
+    config = parse_config(model.config_text)
+    config.name = model.name + NAIVE
+    config.dynamic_batching.ClearField("default_queue_policy")
+    config.ClearField("response_cache")
+    return dataclasses.replace(model, name=config.name, config_text=render_config(config), response_cache=False)
+
+
+@contextmanager
+def standin_server(plan: FleetPlan, model_name: str, workdir: Path, install: TritonInstall, standin_ms: float,
+                   extra_args: tuple[str, ...] = (), batch: int | None = None) -> Iterator[LocalTritonServer]:
+    """One tritonserver with ``model_name`` as compiled in ``plan`` and its naive copy (with ``batch``, both
+    at that max_batch_size), both the stand-in sleeping ``standin_ms`` per batch (whatever the plan
+    assumes: the stand-in is what is measured)."""
     empty = workdir / "no-artifacts"
-    empty.mkdir(parents=True, exist_ok=True)  # no artifacts: both copies run the plan-timed stand-in
+    empty.mkdir(parents=True, exist_ok=True)
     local = plan_local_repository(plan, empty, available_backends(install), (plan.model(model_name).server,))
-    compiled = next(m for m in local.models if m.name == model_name)
-    local = dataclasses.replace(local, models=tuple(variant(compiled, label) for label in VARIANTS))
+    compiled = dataclasses.replace(with_batch(next(m for m in local.models if m.name == model_name), batch),
+                                   compute_ms=standin_ms, rps_per_instance=0.0)
+    local = dataclasses.replace(local, models=(compiled, naive_copy(compiled)))
     backends = prepare_backends(install, workdir)
-    return write_local_repository(local, workdir / "repository", backends), local.server_args
+    repository = write_local_repository(local, workdir / "repository", backends)
+    with LocalTritonServer(repository, [*local.server_args, *extra_args], workdir=workdir, install=install,
+                           backends=backends, expected_models=[m.name for m in local.models],
+                           stop_timeout=40) as server:
+        yield server
 
 
-def request_input(model: TritonModelPlan, index: int) -> list:
-    """A valid request whose content is unique to ``index`` (so only deliberate repeats hit the cache)."""
-    inputs = []
-    for tensor in model.inputs:
-        dims = [1] + [4 if d == -1 else d for d in tensor.dims] if model.max_batch_size > 0 else list(tensor.dims)
-        wire = {"TYPE_STRING": "BYTES", "TYPE_FP32": "FP32", "TYPE_INT64": "INT64"}[tensor.data_type]
-        if wire == "BYTES":
-            value = np.full(dims, f"request {index}".encode(), dtype=np.object_)
-        else:
-            value = np.full(dims, index, dtype=np.float32 if wire == "FP32" else np.int64)
-        infer_input = httpclient.InferInput(tensor.name, dims, wire)
-        infer_input.set_data_from_numpy(value)
-        inputs.append(infer_input)
-    return inputs
+@contextmanager
+def client_on_own_cpu() -> Iterator[int | None]:
+    """Pin this thread (the load generator) to the last CPU for the duration; servers keep every CPU."""
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        yield None
+        return
+    os.sched_setaffinity(0, {max(cpus)})
+    try:
+        yield max(cpus)
+    finally:
+        os.sched_setaffinity(0, cpus)
 
 
-def outcome_of(error: InferenceServerException) -> str:
-    text = str(error)
-    if "Request timeout expired" in text:
-        return "timeout"
-    return "queue-full" if "Exceeds maximum queue size" in text else f"error: {text[:80]}"
+def load_trace(trace: Path) -> list:
+    """Triton's trace of a stopped server, or exit with its log's tail (the trace is written at exit)."""
+    if not trace.is_file():
+        log = (trace.parent / "tritonserver.log").read_text(errors="replace").splitlines()
+        raise SystemExit(f"tritonserver wrote no trace to {trace}; its log ends:\n" + "\n".join(log[-15:]))
+    return read_trace(trace)
 
 
-def drive(url: str, model: TritonModelPlan, name: str, rate: float, requests: int, repeat: float,
-          threads: int) -> list[tuple[float, float, str]]:
-    """Open-loop load; per request (scheduled send offset s, latency s from that moment, outcome)."""
-    local, clients, lock = threading.local(), [], threading.Lock()
-    rng = np.random.default_rng(0)
-    keys = [int(rng.integers(0, i)) if i and rng.random() < repeat else i for i in range(requests)]
+def full_batch_times_ms(traced, max_batch: int) -> list[float]:
+    """Execution times of full batches: requests sharing a COMPUTE_START ran as one batch."""
+    batches: dict[int, list] = {}
+    for request in traced:
+        if request.compute_start_ns is not None and request.compute_us is not None:
+            batches.setdefault(request.compute_start_ns, []).append(request.compute_us / 1000)
+    return [times[0] for times in batches.values() if len(times) == max_batch]
 
-    def one(index: int, due: float, start: float) -> tuple[float, float, str]:
-        if not hasattr(local, "client"):
-            local.client = httpclient.InferenceServerClient(url, connection_timeout=120, network_timeout=120)
-            with lock:
-                clients.append(local.client)
+
+def calibrate(plan: FleetPlan, model: TritonModelPlan, batch: int, workdir: Path, install: TritonInstall,
+              args: argparse.Namespace) -> Calibration:
+    """Closed loop on the naive copy at max_batch_size ``batch``: what one instance sustains here, and how
+    long a full batch runs."""
+    trace = workdir / "calibration-trace.json"
+    concurrency = 3 * max(batch, 1)
+    name = model.name + NAIVE
+    with standin_server(plan, model.name, workdir, install, args.standin_ms, tuple(trace_args(trace)),
+                        batch) as server:
+        with client_on_own_cpu():
+            closed_loop(server.http_url, name, lambda i: infer_body(model, 10**9 + i), concurrency, WARMUP_S)
+            started_ns = time.monotonic_ns()
+            samples = closed_loop(server.http_url, name, lambda i: infer_body(model, 2 * 10**9 + i), concurrency,
+                                  args.calibration_s)
+    traced = [r for r in load_trace(trace) if r.model == name and (r.queue_start_ns or 0) >= started_ns]
+    full = full_batch_times_ms(traced, batch)
+    executed = [r for r in traced if r.compute_start_ns is not None]
+    if not full:
+        raise SystemExit(f"calibration ran no full batch of {batch}: raise --calibration-s")
+    return Calibration(max_batch_size=batch, capacity_rps=round(sum(s.outcome == "ok" for s in samples) / max(
+                           s.done_s for s in samples), 1),
+                       answered=sum(s.outcome == "ok" for s in samples), seconds=args.calibration_s,
+                       concurrency=concurrency, full_batch_p50_ms=round(percentile(full, 50), 1),
+                       full_batch_p99_ms=round(percentile(full, 99), 1), full_batches=len(full),
+                       mean_batch=round(len(executed) / len({r.compute_start_ns for r in executed}), 2))
+
+
+def measured_plan(project: Project, stack: str, model: TritonModelPlan, calibration: Calibration,
+                  workdir: Path) -> tuple[FleetPlan, dict]:
+    """Compile the model's models.yaml entry, alone, with the measured profile (and the calibrated batch),
+    for ``stack`` restricted to the instance family the model is planned on: the compiler would otherwise
+    move a model too slow for its SLA to a faster GPU and rescale the figures, which this machine is not."""
+    gpu = project.catalogue().instances[model.instance_type].gpu.key
+    profile = {"rps_per_instance": calibration.capacity_rps, "compute_ms": calibration.full_batch_p99_ms,
+               "measured_on": gpu}
+    document = yaml.safe_load(Path(project.models_path).read_text())
+    entry = next(m for m in document["models"] if m["name"] == model.name)
+    overrides = {**entry.get("overrides", {}), "max_batch_size": calibration.max_batch_size}
+    bench = workdir / f"project-b{calibration.max_batch_size}"
+    (bench / "stacks").mkdir(parents=True)
+    (bench / "models.yaml").write_text(yaml.safe_dump({"models": [{**entry, "profile": profile,
+                                                                    "overrides": overrides}]}, sort_keys=False))
+    stack_file = yaml.safe_load(Path(project.environment_path(stack)).read_text())
+    stack_file["config"]["modelfleet:instanceFamilies"] = [model.instance_type.split(".")[0]]
+    (bench / "stacks" / Path(project.environment_path(stack)).name).write_text(yaml.safe_dump(stack_file))
+    return Project(str(bench), prices_file=project.prices_file).plan(stack), profile
+
+
+def profile_and_compile(project: Project, stack: str, model: TritonModelPlan, workdir: Path, install: TritonInstall,
+                        args: argparse.Namespace) -> tuple[FleetPlan, dict, list[dict]]:
+    """Calibrate at the compiled batch and compile from the measurement; while the compiler refuses because
+    the measured execution leaves no queueing budget, follow its advice (a smaller max_batch_size)."""
+    plan, batch, tried = project.plan(stack), model.max_batch_size, []
+    while True:
+        calibration = calibrate(plan, model, batch, workdir / f"calibration-b{batch}", install, args)
         try:
-            local.client.infer(name, request_input(model, keys[index]))
-            kind = "ok"
-        except InferenceServerException as error:
-            kind = outcome_of(error)
-        return due - start, time.perf_counter() - due, kind
-
-    with ThreadPoolExecutor(threads) as pool:
-        start = time.perf_counter()
-        futures = []
-        for index in range(requests):
-            due = start + index / rate
-            time.sleep(max(0.0, due - time.perf_counter()))
-            futures.append(pool.submit(one, index, due, start))
-        results = [f.result() for f in futures]
-    for client in clients:
-        client.close()
-    return results
+            measured, profile = measured_plan(project, stack, model, calibration, workdir)
+        except ModelfleetError as error:
+            tried.append({**dataclasses.asdict(calibration), "refused": str(error).split(": ", 2)[-1]})
+            if batch <= 1 or "no queueing budget" not in str(error):
+                raise SystemExit(f"measured here: {tried}\nthe compiler refuses this profile:\n{error}") from None
+            batch //= 2
+            continue
+        tried.append(dataclasses.asdict(calibration))
+        return measured, profile, tried
 
 
-def summarise(results: list[tuple[float, float, str]], sla_s: float, metrics: dict[str, float]) -> dict:
-    ok = np.array([latency for _, latency, kind in results if kind == "ok"])
-    duration = max(sent + latency for sent, latency, _ in results)
-    kinds = [kind for _, _, kind in results]
-    within = int((ok <= sla_s).sum()) if ok.size else 0
-    return {"requests": len(results), "answered": int(ok.size), "within_sla": within,
-            "timeout_rejected": kinds.count("timeout"), "queue_full_rejected": kinds.count("queue-full"),
-            "other_errors": sum(k.startswith("error") for k in kinds),
-            "p50_ms": round(float(np.percentile(ok, 50)) * 1000, 1) if ok.size else None,
-            "p99_ms": round(float(np.percentile(ok, 99)) * 1000, 1) if ok.size else None,
-            "goodput_rps": round(within / duration, 1), "duration_s": round(duration, 2), **metrics}
-
-
-def server_metrics(before: dict, after: dict, name: str) -> dict[str, float]:
+def server_counts(before, after, name: str) -> dict[str, float]:
     """What Triton itself counted for ``name`` during one run."""
     def change(metric: str, **labels: str) -> float:
         try:
-            after_value = metric_value(after, metric, model=name, **labels)
-            return after_value - metric_value(before, metric, model=name, **labels)
+            return metric_value(after, metric, model=name, **labels) - metric_value(before, metric, model=name,
+                                                                                     **labels)
         except KeyError:
             return 0.0
-    executed = change("nv_inference_request_success") - change("nv_cache_num_hits_per_model")
-    executions = change("nv_inference_exec_count")
-    return {"metric_rejected": change("nv_inference_request_failure", reason="REJECTED"),
-            "cache_hits": change("nv_cache_num_hits_per_model"), "executions": executions,
-            # Triton adds a batch's compute time to each of its requests: the mean is per batch execution
-            "ms_per_execution": round(change("nv_inference_compute_infer_duration_us") / executed / 1000, 1)
-            if executed else None}
+    return {"cache_hits": change("nv_cache_num_hits_per_model"), "executions": change("nv_inference_exec_count"),
+            "rejected_metric": change("nv_inference_request_failure", reason="REJECTED")}
+
+
+def schedule(model: TritonModelPlan, requests: int, repeat: float, round_index: int) -> list[bytes]:
+    """Request bodies: a ``repeat`` share repeat an earlier input of the same round (seeded, deterministic)."""
+    import random
+
+    rng = random.Random(round_index)
+    keys = [rng.randrange(i) if i and rng.random() < repeat else i for i in range(requests)]
+    return [infer_body(model, round_index * 10**7 + key) for key in keys]
+
+
+def overload(plan: FleetPlan, model: TritonModelPlan, rate: float, workdir: Path, install: TritonInstall,
+             args: argparse.Namespace) -> list[dict]:
+    """Every round: the same schedule against the compiled model, then its naive copy."""
+    runs, windows, trace = [], [], workdir / "overload-trace.json"
+    with standin_server(plan, model.name, workdir, install, args.standin_ms, tuple(trace_args(trace))) as server:
+        for round_index in range(1, args.rounds + 1):
+            bodies = schedule(model, args.requests, args.repeat_fraction, round_index)
+            for variant, name in (("compiled", model.name), ("naive", model.name + NAIVE)):
+                before, started_ns = scrape_metrics(server.metrics_url), time.monotonic_ns()
+                with client_on_own_cpu():
+                    samples = open_loop(server.http_url, name, bodies, rate)
+                windows.append((name, started_ns, time.monotonic_ns()))
+                summary = summarise(samples, model.p99_latency_ms / 1000, rate)
+                counts = server_counts(before, scrape_metrics(server.metrics_url), name)
+                runs.append({"round": round_index, "variant": variant, **dataclasses.asdict(summary), **counts,
+                             "samples": [[s.due_s, s.latency_s, s.outcome] for s in samples]})
+                time.sleep(1.0)
+    traced = load_trace(trace)
+    for run, window in zip(runs, windows):
+        run.update(server_side(traced, *window, model.p99_latency_ms))
+    return runs
+
+
+def server_side(traced, name: str, started_ns: int, ended_ns: int, sla_ms: float) -> dict:
+    """One run as Triton saw it (its trace): executed requests from HTTP receive to answer sent, and their
+    time in the queue. Next to the client's figures, this separates the server from the client and loopback."""
+    executed = [r for r in traced if r.model == name and r.compute_start_ns is not None
+                and started_ns <= (r.http_recv_start_ns or 0) <= ended_ns and r.server_us is not None]
+    server_ms = [r.server_us / 1000 for r in executed]
+    queue_ms = [r.queue_us / 1000 for r in executed if r.queue_us is not None]
+    if not executed:
+        return {"server_p50_ms": None, "server_p99_ms": None, "server_within_sla": 0, "queue_max_ms": None}
+    return {"server_p50_ms": round(percentile(server_ms, 50), 1), "server_p99_ms": round(percentile(server_ms, 99), 1),
+            "server_within_sla": sum(ms <= sla_ms for ms in server_ms),
+            "queue_max_ms": round(max(queue_ms), 1) if queue_ms else None}
 
 
 def run(args: argparse.Namespace) -> dict:
-    plan = Project(str(ROOT)).plan(args.stack)
-    model = plan.model(args.model)
-    rate = args.overload * model.rps_per_instance * model.instance_count
+    project = Project(str(ROOT))
+    original = project.plan(args.stack).model(args.model)
     install = find_tritonserver()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-overload-") as tmp:
-        repo, server_args = repository(plan, args.model, Path(tmp), install)
-        with LocalTritonServer(repo, server_args, workdir=Path(tmp), install=install, stop_timeout=40) as server:
-            while not http_ok(server.metrics_url):
-                time.sleep(0.05)
-            url = server.http_url.removeprefix("http://")
-            runs = {}
-            for label, (suffix, _) in VARIANTS.items():
-                name = args.model + suffix
-                before = scrape_metrics(server.metrics_url)
-                results = drive(url, model, name, rate, args.requests, args.repeat_fraction, args.threads)
-                runs[label] = summarise(results, model.p99_latency_ms / 1000,
-                                        server_metrics(before, scrape_metrics(server.metrics_url), name))
-                runs[label]["samples"] = results
-                time.sleep(1.0)
-    settings = {"stack": args.stack, "model": args.model, "rate_rps": round(rate, 1), "overload": args.overload,
-                "requests": args.requests, "repeat_fraction": args.repeat_fraction, "threads": args.threads,
-                "sla_p99_ms": model.p99_latency_ms, "queue_timeout_us": model.queue_timeout_us,
-                "max_queue_size": model.max_queue_size, "max_batch_size": model.max_batch_size,
-                "window_us": model.max_queue_delay_us, "compute_ms": model.compute_ms,
-                "rps_per_instance": model.rps_per_instance, "machine": f"{platform.machine()}, {_cpus()} CPUs"}
-    return {"settings": settings, "runs": runs}
+        plan, profile, calibrations = profile_and_compile(project, args.stack, original, Path(tmp), install, args)
+        model = plan.model(args.model)
+        rate = args.overload * calibrations[-1]["capacity_rps"]
+        runs = overload(plan, model, rate, Path(tmp) / "overload", install, args)
+    settings = {"stack": args.stack, "model": args.model, "standin_ms": args.standin_ms, "overload": args.overload,
+                "nice": os.getpriority(os.PRIO_PROCESS, 0),
+                "rate_rps": round(rate, 1), "requests": args.requests, "repeat_fraction": args.repeat_fraction,
+                "rounds": args.rounds, "sla_p99_ms": model.p99_latency_ms, "profile": profile,
+                "plan_max_batch_size": original.max_batch_size, "plan_compute_ms": original.compute_ms,
+                "plan_rps_per_instance": original.rps_per_instance,
+                "compiled": {"max_batch_size": model.max_batch_size, "window_us": model.max_queue_delay_us,
+                             "queue_timeout_us": model.queue_timeout_us, "max_queue_size": model.max_queue_size,
+                             "compute_ms": model.compute_ms, "rps_per_instance": model.rps_per_instance,
+                             "response_cache": model.response_cache, "instance_type": model.instance_type},
+                "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs",
+                "load_average": [round(x, 2) for x in load_before] + [round(x, 2) for x in os.getloadavg()]}
+    return {"settings": settings, "calibrations": calibrations, "runs": runs}
 
 
-def _cpus() -> int:
-    return len(os.sched_getaffinity(0))
+ROWS = (("requests sent (n)", "requests"), ("achieved send rate (req/s)", "achieved_rps"),
+        ("client lag behind schedule, p99 (ms)", "lag_p99_ms"), ("answered", "answered"),
+        ("answered within SLA", "within_sla"), ("within SLA, share of n", "within_share"),
+        ("goodput (answers within SLA / s)", "goodput_rps"), ("goodput / measured capacity", "goodput_share"),
+        ("p50 latency of answered (ms)", "p50_ms"), ("p99 latency of answered (ms)", "p99_ms"),
+        ("rejected: queue timeout (503)", "rejected_timeout"), ("rejected: queue full (503)", "rejected_queue_full"),
+        ("nv_inference_request_failure{REJECTED}", "rejected_metric"), ("other errors", "errors"),
+        ("cache hits", "cache_hits"), ("batch executions", "executions"),
+        ("server side: executed, p50 HTTP receive to answer sent (ms)", "server_p50_ms"),
+        ("server side: executed, p99 (ms)", "server_p99_ms"),
+        ("server side: executed within SLA", "server_within_sla"),
+        ("server side: longest queue time of an executed request (ms)", "queue_max_ms"))
+RATIOS = ("within_sla", "goodput_rps", "p50_ms", "p99_ms")
+
+
+def derived(run: dict, capacity: float) -> dict:
+    return {**run, "within_share": f"{run['within_sla'] / run['requests']:.1%}",
+            "goodput_share": f"{run['goodput_rps'] / capacity:.0%}"}
 
 
 def ratio(a: float | None, b: float | None) -> str:
     if a is None or b is None:
         return "n/a"
-    return f"{a / b:.2f}x" if b else ("n/a (both 0)" if not a else "n/a (naive 0)")
-
-
-ROWS = (("answered", "answered"), ("answered within SLA", "within_sla"), ("goodput (within SLA / s)", "goodput_rps"),
-        ("p50 latency of answers (ms)", "p50_ms"), ("p99 latency of answers (ms)", "p99_ms"),
-        ("rejected: queue timeout (503)", "timeout_rejected"), ("rejected: queue full (503)", "queue_full_rejected"),
-        ("nv_inference_request_failure{REJECTED}", "metric_rejected"), ("cache hits", "cache_hits"),
-        ("other errors", "other_errors"), ("run duration (s)", "duration_s"), ("batch executions", "executions"),
-        ("measured ms per batch execution", "ms_per_execution"))
-RATIOS = ("within_sla", "goodput_rps", "p50_ms", "p99_ms")
+    if b == 0:
+        return "naive 0" if a else "both 0"
+    return f"{a / b:.2f}x"
 
 
 def markdown(report: dict) -> str:
-    s, runs = report["settings"], report["runs"]
+    s = report["settings"]
     lines = [f"# Overload: compiled vs naive Triton config ({s['model']}, stack {s['stack']})", "",
-             f"{s['requests']} requests per config at {s['rate_rps']} req/s = {s['overload']}x the plan's "
-             f"{s['rps_per_instance']} req/s per instance, {s['repeat_fraction']:.0%} repeated inputs, open loop "
-             f"({s['threads']} client threads), latency from the scheduled send time; SLA p99 {s['sla_p99_ms']} ms. "
-             f"Compiled: window {s['window_us']} us, queue timeout {s['queue_timeout_us']} us (REJECT), max_queue_size "
-             f"{s['max_queue_size']}, max batch {s['max_batch_size']}, response cache. Synthetic stand-in timed by the "
-             f"plan: max({s['compute_ms']} ms, n / {s['rps_per_instance']} req/s) per batch of n. Real tritonserver "
-             f"2.51 (CPU) on {s['machine']}.", ""]
-    lines += [f"- {label}: {description}" for label, (_, description) in VARIANTS.items()]
-    lines += ["", "| | " + " | ".join(runs) + " | compiled / naive |", "|---|" + "---:|" * (len(runs) + 1)]
-    for title, key in ROWS:
-        cells = " | ".join(str(run[key]) for run in runs.values())
-        compared = ratio(runs["compiled"][key], runs["naive"][key]) if key in RATIOS else ""
-        lines.append(f"| {title} | {cells} | {compared} |")
-    return "\n".join(lines) + "\n"
+             f"Real tritonserver 2.51 (CPU) on {s['machine']}, shared with other work: load average before/after "
+             f"{' / '.join(map(str, s['load_average']))} (1, 5, 15 min); bench, server and client at nice "
+             f"{s['nice']}.", "", "## Calibration (closed loop, naive copy, one instance)", "",
+             f"Stand-in sleeping {s['standin_ms']:g} ms per batch, plus whatever making and returning its outputs "
+             f"costs here (the plan assumes {s['plan_compute_ms']:g} ms per batch of {s['plan_max_batch_size']} "
+             f"and {s['plan_rps_per_instance']:g} req/s on its GPU).", ""]
+    lines += [calibration_line(c) for c in report["calibrations"]]
+    c = s["compiled"]
+    lines += ["", f"Compiled from the last profile (`{json.dumps(s['profile'])}`, max_batch_size "
+              f"{c['max_batch_size']}, {c['instance_type']}): window {c['window_us']} us, queue timeout "
+              f"{c['queue_timeout_us']} us (REJECT), max_queue_size {c['max_queue_size']}, execution "
+              f"{c['compute_ms']:g} ms, response cache {'on' if c['response_cache'] else 'off'}; SLA p99 "
+              f"{s['sla_p99_ms']:g} ms.", "", "## Overload (open loop)", "",
+              f"{s['requests']} requests per run at {s['rate_rps']} req/s = {s['overload']:g} x the measured capacity, "
+              f"{s['repeat_fraction']:.0%} repeating an earlier input; latency from the scheduled send time; "
+              f"{s['rounds']} round(s), compiled then naive.", ""]
+    lines += [f"- {label}: {text}" for label, text in VARIANTS.items()]
+    return "\n".join(lines + ["", *table(report)]) + "\n"
+
+
+def calibration_line(c: dict) -> str:
+    line = (f"- max_batch_size {c['max_batch_size']}: {c['concurrency']} clients for {c['seconds']:g} s, "
+            f"**capacity {c['capacity_rps']} req/s** ({c['answered']} answers, mean batch {c['mean_batch']}); a "
+            f"full batch executes in {c['full_batch_p50_ms']} ms (p50) / **{c['full_batch_p99_ms']} ms (p99)** "
+            f"over {c['full_batches']} full batches (Triton's trace)")
+    return line + (f"; the compiler refuses it: {c['refused']}" if "refused" in c else ".")
+
+
+def table(report: dict) -> list[str]:
+    capacity = report["calibrations"][-1]["capacity_rps"]
+    runs = [derived(r, capacity) for r in report["runs"]]
+    heads = [f"{r['variant']} (round {r['round']})" for r in runs]
+    lines = ["| | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(runs)]
+    lines += [f"| {title} | " + " | ".join(str(r[key]) for r in runs) + " |" for title, key in ROWS]
+    for round_index in sorted({r["round"] for r in runs}):
+        pair = {r["variant"]: r for r in runs if r["round"] == round_index}
+        cells = ", ".join(f"{key} {ratio(pair['compiled'][key], pair['naive'][key])}" for key in RATIOS)
+        lines.append(f"\nRound {round_index}, compiled / naive: {cells}.")
+    return lines
 
 
 def plot(report: dict, path: Path) -> bool:
-    """Latency of each answered request over its send time, both configs, with the SLA line."""
+    """Latency of each answered request over its scheduled send time, round 1, with the SLA line."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -239,16 +383,16 @@ def plot(report: dict, path: Path) -> bool:
     except ImportError:
         return False
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    for label, colour in (("compiled", "tab:green"), ("naive", "tab:red"), ("timeout only", "tab:blue")):
-        points = [(sent, latency * 1000) for sent, latency, kind in report["runs"][label]["samples"] if kind == "ok"]
+    for run, colour in zip([r for r in report["runs"] if r["round"] == 1], ("tab:green", "tab:red")):
+        points = [(due, latency * 1000) for due, latency, outcome in run["samples"] if outcome == "ok"]
         if points:
-            axis.scatter(*zip(*points), s=6, color=colour, label=f"{label}: answered")
+            axis.scatter(*zip(*points), s=5, color=colour, label=f"{run['variant']}: answered ({len(points)})")
     axis.axhline(report["settings"]["sla_p99_ms"], color="black", linestyle="--", label="SLA p99")
-    axis.set(yscale="log", xlabel="scheduled send time (s)", ylabel="latency (ms)",
-             title=f"{report['settings']['model']}: {report['settings']['overload']}x overload")
+    axis.set(yscale="log", xlabel="scheduled send time (s)", ylabel="latency from scheduled send (ms)",
+             title=f"{report['settings']['model']}: {report['settings']['overload']:g}x measured capacity")
     axis.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=100)
     return True
 
 
@@ -256,18 +400,26 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--model", default="image-preprocessor")
-    parser.add_argument("--overload", type=float, default=3.0, help="x the plan's rps_per_instance")
-    parser.add_argument("--requests", type=int, default=1500)
+    parser.add_argument("--standin-ms", type=float, default=5.0, help="the stand-in's sleep per batch")
+    parser.add_argument("--calibration-s", type=float, default=5.0)
+    parser.add_argument("--overload", type=float, default=3.0, help="x the measured capacity")
+    parser.add_argument("--requests", type=int, default=3000, help="per run")
     parser.add_argument("--repeat-fraction", type=float, default=0.2, help="share of requests repeating an input")
-    parser.add_argument("--threads", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--nice", type=int, default=0,
+                        help="scheduling priority change for the bench, its server and client (negative needs root): "
+                             "on a machine shared with other work, a negative value keeps that work from "
+                             "dominating the measurement")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
+    if args.nice:
+        os.nice(args.nice)
     report = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"overload-{args.stack}-{args.model}-r{int(args.repeat_fraction * 100)}"
+    stem = args.out / f"overload-{args.stack}-{args.model}"
     text = markdown(report)
     stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     drawn = plot(report, stem.with_suffix(".png"))
     print(text + f"\nwrote {stem}.md, .json{', .png' if drawn else ' (no matplotlib: no plot)'}")
     return 0

@@ -31,6 +31,8 @@ class RequestTrace:
     queue_start_ns: int | None
     compute_start_ns: int | None
     compute_end_ns: int | None
+    http_recv_start_ns: int | None = None  # the HTTP endpoint started reading the request
+    http_send_end_ns: int | None = None  # ...and finished sending the answer (or the error)
 
     @property
     def queue_us(self) -> float | None:
@@ -38,6 +40,13 @@ class RequestTrace:
         if self.queue_start_ns is None or self.compute_start_ns is None:
             return None
         return (self.compute_start_ns - self.queue_start_ns) / 1000
+
+    @property
+    def server_us(self) -> float | None:
+        """The whole request as the HTTP endpoint saw it, from reading it to having sent its answer."""
+        if self.http_recv_start_ns is None or self.http_send_end_ns is None:
+            return None
+        return (self.http_send_end_ns - self.http_recv_start_ns) / 1000
 
     @property
     def compute_us(self) -> float | None:
@@ -58,7 +67,7 @@ def parse_trace(entries: list[dict]) -> list[RequestTrace]:
         for stamp in entry.get("timestamps", ()):
             stamps.setdefault(request, {})[stamp["name"]] = int(stamp["ns"])
     return [RequestTrace(models.get(request, ""), times.get("QUEUE_START"), times.get("COMPUTE_START"),
-                         times.get("COMPUTE_END"))
+                         times.get("COMPUTE_END"), times.get("HTTP_RECV_START"), times.get("HTTP_SEND_END"))
             for request, times in sorted(stamps.items())]
 
 

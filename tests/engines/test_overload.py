@@ -8,11 +8,11 @@ plan says (its 8 x 602 KB of outputs are made and copied twice), so one instance
 req/s, well under the plan's figure. Load: open loop (one asyncio thread, ``modelfleet.engines.loadgen``)
 at 3x the plan's rps_per_instance, capped at 1,000 req/s, every input distinct (no cache hits).
 
-What happens (measured here: about 90% rejected, the longest queue time of an executed request a few ms
-over the timeout): the queue bound is never reached by 1,200 requests; the timeout sheds the load. Triton drops a request from the queue when its
-scheduler reaches it after more than 14 ms, with 503 "Request timeout expired", counted in
-nv_inference_request_failure{reason="REJECTED"}; the rest are executed. Server-side queue times come from
-Triton's own per-request trace.
+What happens (measured here: about 90% rejected; the longest queue time of an executed request within
+about a millisecond of the timeout): the queue bound is never reached by 1,200 requests; the timeout sheds
+the load. Triton drops a request when its scheduler reaches it after more than the compiled timeout, with
+503 "Request timeout expired", counted in nv_inference_request_failure{reason="REJECTED"}; the rest are
+executed. Server-side queue times come from Triton's own per-request trace.
 """
 
 from __future__ import annotations

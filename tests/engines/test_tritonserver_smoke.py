@@ -221,6 +221,24 @@ def test_queue_timeout_rejects_with_503_and_counts_rejected(tmp_path: Path) -> N
             assert rejected == len(errors)
 
 
+def test_the_queue_timeout_counts_the_batching_window(tmp_path: Path) -> None:
+    """Triton's queue timeout runs from enqueueing, so time spent waiting for a batch to fill counts: with a
+    batching window longer than the timeout, a lone request on an idle server is rejected, every time.
+    A compiled config must therefore keep queue_timeout_us above max_queue_delay_us (the window is part
+    of the time the timeout bounds, not added to it)."""
+    model_dir = tmp_path / "repo" / "windowed"
+    write_config(model_dir, '{ name: "X" data_type: TYPE_FP32 dims: [ 4 ] }',
+                 '{ name: "Y" data_type: TYPE_FP32 dims: [ 4 ] }', timeout_us=2_000, max_queue_size=100)
+    config = model_dir / "config.pbtxt"
+    config.write_text(config.read_text().replace("max_queue_delay_microseconds: 1000",
+                                                 "max_queue_delay_microseconds: 20000"))  # 20 ms window
+    (model_dir / "1").mkdir()
+    (model_dir / "1" / "model.py").write_text(DOUBLER)
+    with LocalTritonServer(tmp_path / "repo", SERVER_ARGS, workdir=tmp_path / "work") as server:
+        errors = [_error_of(server, "windowed", np.full((1, 4), i, dtype=np.float32)) for i in range(5)]
+    assert errors == [("503", "[503] Request timeout expired")] * 5
+
+
 def _error_of(server: LocalTritonServer, model: str, x: np.ndarray) -> tuple[str, str] | None:
     """(HTTP status, message) of a failed inference, None on success."""
     from tritonclient.utils import InferenceServerException
