@@ -401,7 +401,7 @@ def main() -> int:
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--model", default="image-preprocessor")
     parser.add_argument("--standin-ms", type=float, default=5.0, help="the stand-in's sleep per batch")
-    parser.add_argument("--calibration-s", type=float, default=5.0)
+    parser.add_argument("--calibration-s", type=float, default=8.0)
     parser.add_argument("--overload", type=float, default=3.0, help="x the measured capacity")
     parser.add_argument("--requests", type=int, default=3000, help="per run")
     parser.add_argument("--repeat-fraction", type=float, default=0.2, help="share of requests repeating an input")

@@ -8,8 +8,8 @@ plan says (its 8 x 602 KB of outputs are made and copied twice), so one instance
 req/s, well under the plan's figure. Load: open loop (one asyncio thread, ``modelfleet.engines.loadgen``)
 at 3x the plan's rps_per_instance, capped at 1,000 req/s, every input distinct (no cache hits).
 
-What happens (measured here: about 90% rejected; the longest queue time of an executed request within
-about a millisecond of the timeout): the queue bound is never reached by 1,200 requests; the timeout sheds
+What happens (measured here: about 90% rejected; the longest queue time of an executed request at most
+about 10 ms over the timeout): the queue bound is never reached by 1,200 requests; the timeout sheds
 the load. Triton drops a request when its scheduler reaches it after more than the compiled timeout, with
 503 "Request timeout expired", counted in nv_inference_request_failure{reason="REJECTED"}; the rest are
 executed. Server-side queue times come from Triton's own per-request trace.
@@ -37,9 +37,8 @@ MODEL = "image-preprocessor"
 OVERLOAD = 3.0  # x the plan's rps_per_instance for one instance...
 MAX_RATE_RPS = 1000.0  # ...up to what one asyncio client sends here without falling far behind
 REQUESTS = 1200  # about 1.2 s of sending
-# Between the scheduler taking a request from the queue and the trace's COMPUTE_START: handing the batch
-# to the instance and the python stub. A few ms; generous, since other processes share the 2 cores.
-HANDOFF_MARGIN_US = 15_000
+# Hand-off from the batcher to the python stub, beyond waiting for the execution in progress (see below).
+HANDOFF_MARGIN_US = 5_000
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +90,15 @@ def test_every_rejected_request_had_waited_the_compiled_timeout(overloaded, dev_
 
 
 def test_no_executed_request_waited_in_the_queue_past_the_compiled_timeout(overloaded, dev_plan) -> None:
-    """Server side, per request (Triton's trace): the longest queue time of an executed request."""
+    """Server side, per request (Triton's trace). Triton checks the timeout while it forms a batch; the formed
+    batch is then handed to the instance and may wait for the execution in progress. So the bound on the
+    queue time (trace: QUEUE_START to COMPUTE_START) of an executed request is the timeout plus one batch
+    execution (the longest seen), plus a hand-off margin; most executed requests stay within the timeout."""
     samples, _, _, traced = overloaded
     timeout_us = dev_plan.model(MODEL).queue_timeout_us
-    executed = [r.queue_us for r in traced if r.queue_us is not None]
+    executed = [r for r in traced if r.queue_us is not None]
     assert len(executed) == Counter(sample.outcome for sample in samples)[OK]  # distinct inputs: no cache hits
-    assert max(executed) <= timeout_us + HANDOFF_MARGIN_US, (max(executed), timeout_us)
-    assert sorted(executed)[len(executed) // 2] <= timeout_us  # and most by far less than any margin
+    longest_execution_us = max(r.compute_us for r in executed)
+    waits = sorted(r.queue_us for r in executed)
+    assert waits[-1] <= timeout_us + longest_execution_us + HANDOFF_MARGIN_US, (waits[-1], timeout_us)
+    assert waits[len(waits) // 2] <= timeout_us
