@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from modelfleet.errors import CompileError, SpecError
 from modelfleet.project import Project
+from modelfleet import spec_values as B
 from modelfleet.spec import CLASSIC_TYPES
 from modelfleet.presets import LLM_PRESETS
 
@@ -118,11 +119,9 @@ def _int(low: int, high: int, usual: tuple[int, int] = (1, 64)) -> st.SearchStra
                      st.integers(low, high))
 
 
-MAX_FLOAT = 1.7976931348623157e308
-positive_floats = _float(TINY, MAX_FLOAT)  # PositiveFloat has no upper bound
-positive_ints = _int(1, HUGE_INT)  # PositiveInt has no upper bound either
-param_counts = st.one_of(positive_ints, st.sampled_from(["350M", "8B", "1.5T", "0.001K", "70.6b", " 7 B ", "1"]),
-                         _float(1.0, 1e40).map(float.__ceil__).map(float))
+# The spec's own bounds (modelfleet/spec_values.py): every drawn value is one the schema accepts.
+param_counts = st.one_of(_int(1, B.MAX_PARAMS), st.sampled_from(["350M", "8B", "1.5T", "0.001K", "70.6b", " 7 B ", "1"]),
+                         _float(1.0, float(B.MAX_PARAMS)).map(float.__ceil__).map(float))
 s3_uris = st.sampled_from(["s3://bkt/m", "s3://acme-ml-models/triton/ünïcødé-模型", "s3://a.b-c/" + "x/" * 200,
                            "s3://models-01", "s3://b0b/%20/?"])
 tensor_names = st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_.:\-]{0,20}\Z")
@@ -131,7 +130,7 @@ tensor_names = st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_.:\-]{0,20}\Z")
 @st.composite
 def tensors(draw: st.DrawFn, prefix: str) -> list[dict[str, Any]]:
     count = draw(st.integers(1, 3))
-    dims = st.lists(st.one_of(st.just(-1), _int(1, HUGE_INT)), min_size=1, max_size=8)
+    dims = st.lists(st.one_of(st.just(-1), _int(1, B.MAX_DIM)), min_size=1, max_size=8)
     dtype = st.sampled_from(["bool", "uint8", "int64", "fp16", "bf16", "fp32", "fp64", "string"])
     return [{"name": f"{prefix}{i}_{draw(tensor_names)}", "dtype": draw(dtype), "dims": draw(dims)}
             for i in range(count)]
@@ -139,26 +138,27 @@ def tensors(draw: st.DrawFn, prefix: str) -> list[dict[str, Any]]:
 
 @st.composite
 def classic_models(draw: st.DrawFn, name: str) -> dict[str, Any]:
-    size = draw(st.one_of(st.builds(lambda m: {"memory_gib": m}, _float(TINY, 4096.0, (0.1, 8.0))),
+    size = draw(st.one_of(st.builds(lambda m: {"memory_gib": m}, _float(0.001, 4096.0, (0.1, 8.0))),
                           st.builds(lambda p, d: {"params": p, "dtype": d}, param_counts,
                                     st.sampled_from(["fp32", "fp16", "bf16", "fp8", "int8", "int4"]))))
     model: dict[str, Any] = {
         "name": name, "type": draw(st.sampled_from(CLASSIC_TYPES)),
         "framework": draw(st.sampled_from(["onnx", "tensorrt", "pytorch", "tensorflow", "openvino", "python"])),
         "artifact": draw(s3_uris), "size": size, "inputs": draw(tensors("in")), "outputs": draw(tensors("out")),
-        "sla": {"p99_latency_ms": draw(_float(TINY, 600_000.0, (20.0, 2000.0))), "peak_rps": draw(_float(TINY, MAX_FLOAT, (1.0, 500.0))),
+        "sla": {"p99_latency_ms": draw(_float(1.0, float(B.MAX_LATENCY_MS), (20.0, 2000.0))),
+                "peak_rps": draw(_float(0.001, float(B.MAX_PEAK_RPS), (1.0, 500.0))),
                 "availability": draw(_float(90.0, 99.99999999, (99.0, 99.9)))},
     }
     profile = draw(st.fixed_dictionaries({}, optional={
-        "rps_per_instance": _float(TINY, MAX_FLOAT, (100.0, 5000.0)), "compute_ms": _float(TINY, MAX_FLOAT, (1.0, 50.0)),
-        "gpu_memory_gib": _float(TINY, 1024.0, (0.1, 8.0)),
+        "rps_per_instance": _float(0.001, float(B.MAX_PEAK_RPS), (100.0, 5000.0)),
+        "compute_ms": _float(0.01, float(B.MAX_LATENCY_MS), (1.0, 50.0)), "gpu_memory_gib": _float(0.001, 1024.0, (0.1, 8.0)),
         "measured_on": st.sampled_from(["t4", "a10g", "l4", "l40s", "a100", "h100", "h200"])}))
     overrides = draw(st.fixed_dictionaries({}, optional={
         "max_batch_size": _int(0, 4096), "max_queue_delay_us": _int(0, 10_000_000),
         "queue_timeout_us": _int(1, 600_000_000), "max_queue_size": _int(1, 1_000_000),
         "instance_count": _int(1, 16), "replicas": _int(1, 1000), "dedicated_gpu": st.booleans()}))
     extra = draw(st.fixed_dictionaries({}, optional={
-        "versions": st.lists(positive_ints, min_size=1, max_size=3), "team": st.text(max_size=20),
+        "versions": st.lists(_int(1, B.MAX_VERSION), min_size=1, max_size=3), "team": st.text(max_size=20),
         "handles_cancellation": st.booleans()}))
     return model | ({"profile": profile} if profile else {}) | ({"overrides": overrides} if overrides else {}) | extra
 
@@ -173,7 +173,7 @@ def architectures(draw: st.DrawFn) -> tuple[str | dict[str, Any], int]:
     arch = {"layers": draw(_int(1, 1024)), "attention_heads": kv_heads * draw(_int(1, 1024 // kv_heads)),
             "kv_heads": kv_heads, "head_dim": draw(_int(1, 4096))}
     if draw(st.booleans()):
-        arch["max_position_embeddings"] = draw(_int(2_097_152, HUGE_INT))
+        arch["max_position_embeddings"] = draw(_int(2_097_152, B.MAX_POSITION_EMBEDDINGS))
     return arch, arch["attention_heads"]
 
 
@@ -183,8 +183,8 @@ def llm_models(draw: st.DrawFn, name: str) -> dict[str, Any]:
     context = draw(_int(128, 2_097_152 if isinstance(arch, dict) else LLM_PRESETS[arch].max_position_embeddings,
                         (1024, 8192)))
     load = draw(st.one_of(st.builds(lambda n: {"peak_concurrent_sequences": n}, _int(1, 1_000_000)),
-                          st.builds(lambda t: {"peak_output_tokens_per_s": t}, positive_floats)))
-    sla = {"max_context_tokens": context, **load, "p99_ttft_ms": draw(_float(TINY, 600_000.0, (1000.0, 10_000.0))),
+                          st.builds(lambda t: {"peak_output_tokens_per_s": t}, _float(TINY, float(B.MAX_OUTPUT_TOKENS_PER_S)))))
+    sla = {"max_context_tokens": context, **load, "p99_ttft_ms": draw(_float(1.0, float(B.MAX_LATENCY_MS), (1000.0, 10_000.0))),
            "availability": draw(_float(90.0, 99.99999999, (99.0, 99.9)))}
     if draw(st.booleans()):
         sla["avg_context_tokens"] = draw(_int(1, context))
@@ -193,7 +193,7 @@ def llm_models(draw: st.DrawFn, name: str) -> dict[str, Any]:
         size["params"] = draw(param_counts)
     model = {"name": name, "type": "llm", "artifact": draw(st.sampled_from(["org/model", "s3://bkt/llm/ü", "a/b.c-d_e"])),
              "size": size, "architecture": arch, "sla": sla,
-             "profile": {"output_tokens_per_s_per_sequence": draw(_float(TINY, MAX_FLOAT, (10.0, 60.0)))}}
+             "profile": {"output_tokens_per_s_per_sequence": draw(_float(0.1, 10_000.0, (10.0, 60.0)))}}
     overrides = draw(st.fixed_dictionaries({}, optional={
         "tensor_parallel_size": st.sampled_from([t for t in (1, 2, 4, 8) if heads % t == 0]),
         "pipeline_parallel_size": _int(1, 16), "max_num_seqs": _int(1, 4096), "replicas": _int(1, 1000),

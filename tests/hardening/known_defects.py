@@ -72,36 +72,6 @@ class KnownDefect:
 
 
 KNOWN_DEFECTS = (
-    KnownDefect("explicit-tag-value", "A1 (modelfleet/yamlsource.py)",
-                "an explicit !!int / !!float tag on a value that is not one (`peak_rps: !!int abc`) escapes PyYAML's "
-                "constructor as ValueError instead of a located SpecError",
-                (("ValueError", "construct_yaml_int"), ("ValueError", "construct_yaml_float")),
-                (classic(rps="!!int abc"), classic(rps="!!float abc"))),
-    KnownDefect("unbounded-dims", "A1 (modelfleet/spec.py TensorSpec.dims)",
-                "tensor dims past int64 pass validation and crash config.pbtxt rendering (protobuf: value out of range)",
-                (("ValueError", "_tensor"),),
-                (classic(dims=str(10**40)),)),
-    KnownDefect("unbounded-load", "A1 (modelfleet/spec.py peak_rps, peak_output_tokens_per_s)",
-                "a huge or infinite load passes validation and crashes packing: int(inf), or a list of one entry "
-                "per pod (peak_output_tokens_per_s 4.5e15 asks for petabytes: a memory bomb)",
-                (("OverflowError", "_nodes"), ("MemoryError", "_nodes"), ("OverflowError", "_replicas"),
-                 ("OverflowError", "_add"), ("MemoryError", "_add")),
-                (classic(rps="1.0e+300"), classic(rps=".inf"), classic(rps=str(10**40)),
-                 llm(load="peak_output_tokens_per_s: 1.0e+308"), llm(load="peak_output_tokens_per_s: 4.5e+15"))),
-    KnownDefect("tiny-throughput", "A1 (modelfleet/spec.py profile bounds) or A2 (modelfleet/triton_policy.py)",
-                "rps_per_instance 5e-324 makes a full batch take inf ms and queue_policy calls int(inf)",
-                (("OverflowError", "queue_policy"), ("ValueError", "queue_policy")),
-                (classic(profile="rps_per_instance: 5.0e-324, compute_ms: 5, "),
-                 classic(profile="rps_per_instance: .inf, compute_ms: 5, "))),
-    KnownDefect("tiny-llm-rate", "A1 (modelfleet/spec.py LlmProfileSpec bound)",
-                "output_tokens_per_s_per_sequence 5e-324 turns the load into inf sequences: int(inf) in load_sequences",
-                (("OverflowError", "load_sequences"),),
-                (llm(load="peak_output_tokens_per_s: 100", rate="5.0e-324"),)),
-    KnownDefect("compute-rounds-to-zero", "A2 (modelfleet/triton_policy.py _compute_ms_on / _rps_on) or A1 (bound)",
-                "compute_ms below 0.0005 rounds to 0.0 (round(..., 3)) and _rps_on divides by it",
-                (("ZeroDivisionError", "_rps_on"), ("ZeroDivisionError", "_batch_within_budget"),
-                 ("ZeroDivisionError", "size_classic")),
-                (classic(profile="compute_ms: 1.0e-4, "),)),
     KnownDefect("zero-rps-unit-cost", "owner of modelfleet/cost.py (planning, A2)",
                 "a valid slow model (p99_latency_ms 600000, no profile, replicas override) plans 0 inferences/s per "
                 "instance and estimate_unit_cost divides by zero",

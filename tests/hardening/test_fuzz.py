@@ -87,4 +87,5 @@ def test_a_located_error_and_a_render_are_the_only_outcomes():
     assert check_outcome(classic()) == "rendered"
     assert check_outcome(llm()) == "rendered"
     assert check_outcome(classic(rps="-1")) == "spec-error"
-    assert check_outcome(classic(p99="0.001")) == "compile-error"  # no GPU answers in a microsecond
+    assert check_outcome(classic(p99="0.001")) == "spec-error"  # below the 1 ms bound of p99_latency_ms
+    assert check_outcome(classic(p99="1")) == "compile-error"  # 5 ms of compute leave no queueing budget
