@@ -1,20 +1,39 @@
-"""Scale: validate, plan, render (and the offline Pulumi preview) for 10 to 3,000 models.
+"""Scale: exactly what `modelfleet validate`, `plan` and `render` do, and the offline preview, for 10 to
+3,000 synthetic models.
 
-Usage: python bench/scale.py [--sizes 10 100 1000 3000] [--preview-at 1000]
-Wall time and peak Python memory (tracemalloc) per phase, time per model, and the ratio to simply
-composing the YAML with PyYAML's C loader. Figures are from one run on a shared machine: read the ratios.
+Usage: python bench/scale.py [--sizes 10 100 1000 3000] [--preview-up-to 1000] [--profile 1000]
+
+Each size gets a project of its own (synthetic models.yaml beside one stack, ``bench``: the prod stack's
+settings without its budget and policies, which a synthetic fleet of 3,000 models would exceed). In process,
+each command's work is timed as the command runs it:
+
+- validate: parse and validate models.yaml, and every stack file;
+- plan: validate, compile with the stack's guardrails (policies, budget), price, format the plan;
+- render: validate, compile with guardrails, price, render every artifact and the Kubernetes manifests,
+  write the tree atomically (render alone: ``render_kubernetes``, shown separately).
+
+Wall time is the best of ``--repeat`` runs; peak memory is Python's (tracemalloc, one more run). The CLI
+columns run the real ``modelfleet`` commands once each (interpreter start and imports included; peak RSS
+from the child's rusage); preview is ``modelfleet preview --stack bench`` (the Pulumi program under mocks).
+``--profile N`` prints cProfile's top functions of render_kubernetes, render and the preview at N models.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
+import pstats
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -23,66 +42,159 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from synthetic import catalogue_text  # noqa: E402
 
-from modelfleet.catalogue import parse_fleet_text  # noqa: E402
-from modelfleet.compiler import compile_fleet  # noqa: E402
-from modelfleet.environment import EnvironmentSpec  # noqa: E402
-from modelfleet.instances import load_instance_catalogue  # noqa: E402
-from modelfleet.render import render_fleet, write_tree  # noqa: E402
+from modelfleet.commands.plan import format_plan  # noqa: E402
+from modelfleet.k8s import render_kubernetes  # noqa: E402
+from modelfleet.project import Project  # noqa: E402
+from modelfleet.render import write_tree  # noqa: E402
 
-ENV = EnvironmentSpec(name="prod", region="us-east-1", instance_families=("g5", "g6", "g6e", "p4d", "p5", "p5en"))
+STACK = "bench"
+MODELFLEET = str(Path(sys.executable).parent / "modelfleet")
 
 
-def measure(fn):
-    """(value, seconds, peak MiB): timed without tracing, then run again under tracemalloc for memory."""
-    started = time.perf_counter()
-    value = fn()
-    seconds = time.perf_counter() - started
+def bench_project(n: int, parent: Path) -> Project:
+    """A project of ``n`` synthetic models and the ``bench`` stack, as the Pulumi program expects it."""
+    root = parent / f"fleet-{n}"
+    (root / "stacks").mkdir(parents=True)
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]
+    config = {k: v for k, v in config.items() if k not in ("modelfleet:budget", "modelfleet:policies")}
+    (root / "stacks" / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    for name in ("__main__.py", "Pulumi.yaml"):
+        shutil.copy(ROOT / name, root / name)
+    shutil.copytree(ROOT / "components", root / "components")
+    (root / "models.yaml").write_text(catalogue_text(n))
+    return Project(root=str(root))
+
+
+def validate(project: Project) -> None:
+    """modelfleet validate"""
+    project.fleet()
+    for stack in project.stacks():
+        project.environment(stack)
+
+
+def plan(project: Project) -> str:
+    """modelfleet plan --stack bench"""
+    return format_plan(project.plan_and_cost(STACK)[0])
+
+
+def render(project: Project, out: Path) -> None:
+    """modelfleet render --stack bench --out OUT"""
+    write_tree(project.rendered(STACK)[1], str(out))
+
+
+def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """(best wall seconds of ``repeat`` runs, peak MiB of Python allocations in one more traced run)."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
     tracemalloc.start()
     fn()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return value, seconds, peak / 2**20
+    return best, peak / 2**20
 
 
-def preview_seconds(n: int) -> float:
+def cli(project: Project, *args: str) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one real ``modelfleet`` command."""
+    started = time.perf_counter()
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's modelfleet, whatever is installed
+    process = subprocess.Popen([MODELFLEET, "--project", project.root, *args], env=environ,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"modelfleet {' '.join(args)} failed: {process.stderr.read().decode()[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def row(n: int, work: Path, repeat: int, preview: bool) -> dict[str, float]:
+    project = bench_project(n, work)
+    text = Path(project.models_path).read_text()
+    figures: dict[str, float] = {}
+    figures["compose"], _ = measure(lambda: yaml.compose(text, Loader=yaml.CSafeLoader), repeat)
+    figures["validate"], figures["validate_mib"] = measure(lambda: validate(project), repeat)
+    figures["plan"], figures["plan_mib"] = measure(lambda: plan(project), repeat)
+    out = work / f"out-{n}"
+    figures["render"], figures["render_mib"] = measure(lambda: render(project, out), repeat)
+    planned = project.plan(STACK)
+    deploy = project.environment(STACK).deploy
+    figures["k8s"], _ = measure(lambda: render_kubernetes(planned, deploy), repeat)
+    for command in ("validate", "plan", "render"):
+        extra = ("--stack", STACK) if command != "validate" else ()
+        extra += ("--out", str(work / f"cli-{n}")) if command == "render" else ()
+        figures[f"cli_{command}"], figures[f"cli_{command}_mib"] = cli(project, command, *extra)
+    if preview:
+        figures["preview"], figures["preview_mib"] = cli(project, "preview", "--stack", STACK)
+    return figures
+
+
+def print_tables(rows: dict[int, dict[str, float]]) -> None:
+    print("In process (best of runs; peak = Python allocations):\n")
+    print("| models | validate s | plan s | render s | (of which render_kubernetes s) | validate+plan+render s | "
+          "ms/model | vs yaml.compose | peak MiB (render) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, f in rows.items():
+        total = f["validate"] + f["plan"] + f["render"]
+        print(f"| {n:,} | {f['validate']:.3f} | {f['plan']:.3f} | {f['render']:.3f} | {f['k8s']:.3f} | {total:.2f} | "
+              f"{1000 * total / n:.2f} | {total / f['compose']:.0f}x | {f['render_mib']:.1f} |")
+    print("\nReal commands (one run each; interpreter start and imports included; peak RSS):\n")
+    print("| models | validate s | plan s | render s | render peak RSS MiB | preview s | preview ms/model | "
+          "preview peak RSS MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, f in rows.items():
+        preview = (f"{f['preview']:.1f} | {1000 * f['preview'] / n:.0f} | {f['preview_mib']:.0f}"
+                   if "preview" in f else "- | - | -")
+        print(f"| {n:,} | {f['cli_validate']:.2f} | {f['cli_plan']:.2f} | {f['cli_render']:.2f} | "
+              f"{f['cli_render_mib']:.0f} | {preview} |")
+
+
+def profile(n: int, work: Path, top: int = 25) -> None:
+    """cProfile of render_kubernetes, of the whole render command and of the preview (run_program) at ``n``
+    models: the functions with the most own time, and with the most time under them."""
     from modelfleet.preview_runner import run_program
 
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in ("__main__.py", "Pulumi.yaml"):
-            shutil.copy(ROOT / name, Path(tmp) / name)
-        shutil.copytree(ROOT / "stacks", Path(tmp) / "stacks")
-        (Path(tmp) / "models.yaml").write_text(catalogue_text(n))
-        config = {"aws:region": "us-east-1", "modelfleet:instanceFamilies": list(ENV.instance_families)}
+    project = bench_project(n, work / "profile")
+    planned, deploy = project.plan(STACK), project.environment(STACK).deploy
+    config = yaml.safe_load(Path(project.environment_path(STACK)).read_text())["config"]
+    targets = (("render_kubernetes", lambda: render_kubernetes(planned, deploy)),
+               ("the render command", lambda: render(project, work / "profile-out")),
+               ("preview (run_program)", lambda: run_program(project.root, STACK, config, {"modelfleet:hfToken": "hf_x"})))
+    for title, fn in targets:
+        profiler = cProfile.Profile()
         started = time.perf_counter()
-        result = run_program(tmp, "prod", config)
-        assert result.error is None, result.error
-        return time.perf_counter() - started
+        profiler.runcall(fn)
+        print(f"\n## {title} at {n:,} models: {time.perf_counter() - started:.1f} s under cProfile\n")
+        for sort in ("tottime", "cumulative"):
+            stream = io.StringIO()
+            pstats.Stats(profiler, stream=stream).sort_stats(sort).print_stats(top)
+            print(f"### by {sort}\n```\n{_trim(stream.getvalue())}\n```")
 
 
-def row(n: int, catalogue, preview_at: int) -> str:
-    text = catalogue_text(n)
-    _, compose_s, _ = measure(lambda: yaml.compose(text, Loader=yaml.CSafeLoader))
-    fleet, validate_s, validate_mb = measure(lambda: parse_fleet_text(text))
-    plan, plan_s, plan_mb = measure(lambda: compile_fleet(fleet, ENV, catalogue))
-    out = tempfile.mkdtemp()
-    files, render_s, render_mb = measure(lambda: write_tree(render_fleet(plan), os.path.join(out, "r")) or None)
-    shutil.rmtree(out)
-    total = validate_s + plan_s + render_s
-    preview = f"{preview_seconds(n):.1f}" if n == preview_at else "-"
-    return (f"| {n:,} | {validate_s:.3f} | {plan_s:.3f} | {render_s:.3f} | {total:.3f} | {1000 * total / n:.2f} | "
-            f"{total / compose_s:.0f}x | {max(validate_mb, plan_mb, render_mb):.0f} | {preview} |")
+def _trim(report: str) -> str:
+    lines = report.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("ncalls"))
+    return "\n".join(line.replace(str(ROOT) + "/", "").replace(sys.prefix + "/", "") for line in lines[start:])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 3000])
-    parser.add_argument("--preview-at", type=int, default=1000)
+    parser.add_argument("--preview-up-to", type=int, default=1000, help="largest size to run the preview at")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=0, help="profile render_kubernetes and preview at N models")
     args = parser.parse_args()
-    catalogue = load_instance_catalogue()
-    print("| models | validate s | plan s | render s | total s | ms/model | vs yaml.compose | peak MiB | preview s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n in args.sizes:
-        print(row(n, catalogue, args.preview_at), flush=True)
+    with tempfile.TemporaryDirectory(prefix="modelfleet-scale-") as tmp:
+        if args.profile:
+            profile(args.profile, Path(tmp))
+            return 0
+        rows = {}
+        for n in args.sizes:
+            rows[n] = row(n, Path(tmp), args.repeat, preview=n <= args.preview_up_to)
+            print(f"{n:,} models done", file=sys.stderr, flush=True)
+        print_tables(rows)
     return 0
 
 
