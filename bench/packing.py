@@ -8,6 +8,9 @@ Usage: python bench/packing.py [--sizes 10 30 100 300]
   sum of compute demand), never below the zone spread; the cheapest GPU type.
 - one GPU per model: each model alone on the cheapest single-GPU instance that holds it, with the same
   replica count the compiler gives it (availability floor or load).
+
+Every figure uses the environment's own settings (targetUtilization, availability thresholds), never
+constants of its own.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def lower_bound(models, catalogue) -> float:
     for instance in catalogue.in_families(ENV.instance_families):
         capacity = instance.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB
         sizings = [size_classic(m, instance.gpu, catalogue, ENV.triton.target_utilization) for m in models]
-        floors = [availability_floor(m.sla.availability, 99.9, 99.99) for m in models]
+        floors = [floor(m) for m in models]
         memory = sum(f * s.gpu_memory_gib for f, s in zip(floors, sizings)) / capacity
         compute = sum(s.gpu_demand for s in sizings)
         gpus = max(memory, compute, max(floors))
@@ -50,15 +53,20 @@ def lower_bound(models, catalogue) -> float:
     return best * HOURS
 
 
+def floor(model) -> int:
+    return availability_floor(model.sla.availability, ENV.replicas.ha_availability, ENV.replicas.ha3_availability)
+
+
 def one_gpu_per_model(models, plan, catalogue) -> float:
     singles = [i for i in catalogue.in_families(ENV.instance_families) if i.gpus == 1]
+    utilization = ENV.triton.target_utilization
     total = 0.0
     for model in models:
-        fits = [i for i in singles
-                if size_classic(model, i.gpu, catalogue, 0.7).gpu_memory_gib <= i.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB]
+        fits = [i for i in singles if size_classic(model, i.gpu, catalogue, utilization).gpu_memory_gib
+                <= i.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB]
         cheapest = min(fits, key=lambda i: i.price("us-east-1"))
-        sizing = size_classic(model, cheapest.gpu, catalogue, 0.7)
-        replicas = max(availability_floor(model.sla.availability, 99.9, 99.99), math.ceil(sizing.gpu_demand))
+        sizing = size_classic(model, cheapest.gpu, catalogue, utilization)
+        replicas = max(floor(model), math.ceil(sizing.gpu_demand))
         total += replicas * cheapest.price("us-east-1")
     return total * HOURS
 

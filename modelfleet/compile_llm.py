@@ -78,7 +78,7 @@ def nodes_for_replicas(instance: InstanceType, tp: int, pp: int, min_replicas: i
     """Nodes ``replicas`` take, as the node group is sized (compiler._node_groups): their pods of ``tp``
     GPUs packed onto nodes, and at least one node per zone the ``min_replicas`` spread over."""
     spread = min_replicas * pp if min_replicas >= 2 else 0
-    return max(nodes_for_pods([tp] * (replicas * pp), instance.gpus), spread)
+    return max(nodes_for_pods({tp: replicas * pp}, instance.gpus), spread)
 
 
 def price(instance: InstanceType, region: str) -> float:

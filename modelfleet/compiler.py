@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from .catalogue import apply_environment
 from .compile_llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
@@ -215,7 +215,7 @@ def _triton_llm_server(model: LlmModelSpec, env: EnvironmentSpec, plan: VllmMode
 def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: list[TritonServerPlan],
                  llms: list[VllmModelPlan]) -> tuple[NodeGroupPlan, ...]:
     """One node group per instance type: nodes for min, desired and max replicas of what lands there."""
-    pods: dict[str, dict[str, list[int]]] = defaultdict(lambda: {"min": [], "desired": [], "max": []})
+    pods: dict[str, dict[str, Counter[int]]] = defaultdict(lambda: {k: Counter() for k in ("min", "desired", "max")})
     spread: dict[str, int] = defaultdict(lambda: 1)
     workloads: dict[str, list[str]] = defaultdict(list)
     llm_servers = {s.models[0] for s in servers if s.models and any(p.name == s.models[0] for p in llms)}
@@ -232,7 +232,7 @@ def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: li
     groups = []
     for instance_type in sorted(pods):
         inst = catalogue.instances[instance_type]
-        sizes = {k: max(nodes_for_pods(v, inst.gpus), spread[instance_type] if k != "min" or v else 0)
+        sizes = {k: max(nodes_for_pods(v, inst.gpus), spread[instance_type] if k != "min" or v.total() else 0)
                  for k, v in pods[instance_type].items()}
         groups.append(NodeGroupPlan(
             name=node_group_name(instance_type, env.capacity_type), instance_type=instance_type,
@@ -243,6 +243,6 @@ def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: li
     return tuple(groups)
 
 
-def _add(bucket: dict[str, list[int]], gpus: int, pods_per_replica: int, lo: int, desired: int, hi: int) -> None:
+def _add(bucket: dict[str, Counter[int]], gpus: int, pods_per_replica: int, lo: int, desired: int, hi: int) -> None:
     for key, count in (("min", lo), ("desired", desired), ("max", hi)):
-        bucket[key] += [gpus] * (count * pods_per_replica)
+        bucket[key][gpus] += count * pods_per_replica

@@ -2,8 +2,16 @@
 
 Each Triton server replica is one pod on one GPU. A model whose peak load needs more than one GPU of
 compute (or that asks for ``dedicated_gpu``) gets its own server, replicated for load. Every other model
-is packed first-fit-decreasing by its larger share (GPU memory or compute) onto shared servers: that is
-Triton's strength, many small models on one GPU with one response cache.
+is packed onto shared servers (binpacking.py: GPU memory and host RAM bound a server; its compute sets its
+replicas): that is Triton's strength, many small models on one GPU with one response cache.
+
+Server names, and what adding a model may change. A server is named after its *anchor*: the member that
+comes first in the packing order (the most replicas needed, then the largest share of the GPU, then the
+name). Adding a model may re-pack: models can move between servers, and servers can appear or go. A
+server whose members do not change keeps its name, and a server the new model joins keeps its name unless
+the new model outranks its anchor (asks more replicas, or a larger share: a model with exactly the
+anchor's need and share outranks it only if its name sorts first). The name never depends on where a
+model sorts alphabetically otherwise, so ``aaa-*`` and ``zzz-*`` additions behave alike.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from .instances import InstanceCatalogue, InstanceType
 from .names import stable_name
 from .sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor, nodes_for_pods
 from .spec import ClassicModelSpec
-from .triton_policy import ClassicSizing, size_classic
+from .triton_policy import ClassicSizing, size_classic, within_budget
 from .units import GIB
 
 # Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
@@ -80,19 +88,27 @@ def _need(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
 
 def _bins(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], capacity: float,
           host_capacity: float, env: EnvironmentSpec, objective: Objective) -> list[list[str]]:
-    """Shared servers in three dimensions (GPU memory, GPU compute, host RAM), packed optimally
-    (binpacking.py: first-fit decreasing is not monotone, so adding a model could lower the cost).
+    """Shared servers, packed optimally (binpacking.py: GPU memory and host RAM bound a server, its compute
+    sets its replicas; first-fit decreasing is not monotone, so adding a model could lower the cost).
 
     Models that need more replicas come first, so they share servers among themselves and models needing
     fewer fill the room left (riding along costs no GPU)."""
     policy = env.replicas
-    order = sorted(models, key=lambda m: (-_need(m, env), -_share(sizings[m.name], capacity), m.name))
+    order = sorted(models, key=lambda m: packing_rank(m, sizings, capacity, env))
     items = [Item(m.name, (sizings[m.name].gpu_memory_gib, sizings[m.name].gpu_demand, sizings[m.name].host_gib),
                   _need(m, env), 1 if policy.single_replica else availability_floor(
                       m.sla.availability, policy.ha_availability, policy.ha3_availability)) for m in order]
     # Room for the load-time copies of the largest models is kept on every server, whatever it holds.
     host_room = host_capacity - loading_gib([m.name for m in models], sizings)
+    # Compute per replica is one GPU: the sizings already hold it to the environment's target utilisation.
     return [sorted(names) for names in pack_optimally(items, (capacity, 1.0, host_room), objective)]
+
+
+def packing_rank(model: ClassicModelSpec, sizings: dict[str, ClassicSizing], capacity: float,
+                 env: EnvironmentSpec) -> tuple[int, float, str]:
+    """The packing order: most replicas needed, then the largest GPU share, then the name. The first of a
+    server's members in this order anchors (names) it."""
+    return -_need(model, env), -_share(sizings[model.name], capacity), model.name
 
 
 def loading_gib(names: list[str], sizings: dict[str, ClassicSizing]) -> float:
@@ -109,8 +125,10 @@ def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing]
         return 1, 1, 1
     floors = {m.name: availability_floor(m.sla.availability, policy.ha_availability, policy.ha3_availability)
               for m in members}
-    free = [m for m in members if not m.overrides.replicas]
-    load = math.ceil(sum(sizings[m.name].gpu_demand for m in members) - 1e-9) if free else 0
+    # Load counts for every shared server (binpacking.replicas); only a server of one pinned model runs
+    # exactly its pin.
+    pinned_alone = len(members) == 1 and members[0].overrides.replicas
+    load = 0 if pinned_alone else math.ceil(sum(sizings[m.name].gpu_demand for m in members) - 1e-9)
     desired = max(*(_need(m, env) for m in members), load)
     return min(max(floors.values()), desired), desired, max(desired, math.ceil(desired * policy.max_scale_factor))
 
@@ -118,6 +136,8 @@ def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing]
 def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], env: EnvironmentSpec,
             instance: InstanceType) -> PackedServer | Rejection:
     names = sorted(m.name for m in members)
+    capacity = instance.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB
+    anchor = min(members, key=lambda m: packing_rank(m, sizings, capacity, env))
     lo, desired, hi = _replicas(members, sizings, env)
     ram_share = instance.ram_gib / instance.gpus
     host = TRITON_HOST_BASE_GIB + sum(sizings[n].host_gib for n in names) + loading_gib(names, sizings)
@@ -129,7 +149,7 @@ def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], 
     cache = cache if cache >= MIN_CACHE_BYTES else 0
     shm = sum(PYTHON_SHM_BYTES * sizings[m.name].instance_count for m in members if m.framework == "python")
     return PackedServer(
-        name=stable_name("triton", names[0]), models=tuple(names), min_replicas=lo, replicas=desired,
+        name=stable_name("triton", anchor.name), models=tuple(names), min_replicas=lo, replicas=desired,
         max_replicas=hi, spread_zones=lo >= 2,
         gpu_memory_used_gib=round(TRITON_GPU_OVERHEAD_GIB + sum(sizings[n].gpu_memory_gib for n in names), 3),
         gpu_compute_used=round(sum(sizings[n].gpu_demand for n in names), 4) / max(desired, 1),
@@ -154,10 +174,13 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
     if too_big:
         return Rejection(instance.name, f"{too_big[0]} needs {sizings[too_big[0]].gpu_memory_gib:.1f} GiB, "
                                         f"more than the {capacity:.1f} GiB a {instance.gpu.name} has free")
-    too_slow = sorted(n for n, s in sizings.items() if s.queue_timeout_us <= 0)
+    too_slow = sorted(m.name for m in models if not within_budget(m, sizings[m.name]))
     if too_slow:
-        return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {sizings[too_slow[0]].compute_ms:.1f} ms "
-                                        f"on a {instance.gpu.name}, leaving no queueing budget in its p99")
+        slow = sizings[too_slow[0]]
+        why = ("leaving no queueing budget in its p99" if slow.queue_timeout_us <= 0 else
+               "which with its queue overrides exceeds its p99")
+        return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {slow.compute_ms:.1f} ms on a "
+                                        f"{instance.gpu.name}, {why}")
     alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
     alone_names = {m.name for m in alone}
     shared = [m for m in models if m.name not in alone_names]
@@ -168,7 +191,8 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
             return server
         servers.append(server)
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in servers),
-                          max([in_use[1]] + [s.min_replicas for s in servers if s.spread_zones]))
+                          max([in_use[1]] + [s.min_replicas for s in servers if s.spread_zones]),
+                          1 if env.replicas.single_replica else math.inf)
     by_name = {m.name: m for m in shared}
     for names in _bins(shared, sizings, capacity, host_capacity_gib(instance), env, objective):
         server = _server([by_name[n] for n in sorted(names)], sizings, env, instance)
@@ -191,6 +215,6 @@ def _nodes_added(servers: list[PackedServer], in_use: tuple[int, int], instance:
 
 
 def _nodes(replicas: list[int], servers: list[PackedServer], instance: InstanceType) -> int:
-    pods = [1] * sum(replicas)
+    pods = sum(replicas)  # every Triton pod takes one GPU
     spread = max((r for r, s in zip(replicas, servers) if s.spread_zones), default=1)
-    return max(nodes_for_pods(pods, instance.gpus), spread) if pods else 0
+    return max(nodes_for_pods({1: pods}, instance.gpus), spread) if pods else 0

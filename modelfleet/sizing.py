@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from .spec import ArchitectureSpec
 from .units import DTYPE_BYTES, GIB
@@ -66,12 +67,18 @@ def availability_floor(availability: float, ha: float, ha3: float) -> int:
     return 2 if availability >= ha else 1
 
 
-def nodes_for_pods(pod_gpus: list[int], gpus_per_node: int) -> int:
-    """Nodes needed to hold pods of the given GPU counts (first-fit decreasing; pods never span nodes)."""
-    if all(need == 1 for need in pod_gpus):
-        return math.ceil(len(pod_gpus) / gpus_per_node)  # one-GPU pods fill nodes exactly
+def nodes_for_pods(pods: Mapping[int, int], gpus_per_node: int) -> int:
+    """Nodes needed to hold pods (GPUs per pod -> how many), first-fit decreasing; pods never span nodes.
+
+    When the pod sizes divide one another and the node (1, 2, 4, 8 GPUs on nodes of 1, 4 or 8: every
+    catalogue instance), first-fit decreasing leaves no gaps, so it needs exactly ceil(GPUs / GPUs per
+    node): computed without listing the pods, which a load of millions of requests/s would make slow."""
+    counts = {size: count for size, count in pods.items() if count > 0}
+    sizes = sorted(counts)
+    if all(big % small == 0 for small, big in zip(sizes, sizes[1:] + [gpus_per_node])):
+        return math.ceil(sum(size * count for size, count in counts.items()) / gpus_per_node)
     free: list[int] = []
-    for need in sorted(pod_gpus, reverse=True):
+    for need in sorted((size for size, count in counts.items() for _ in range(count)), reverse=True):
         for index, room in enumerate(free):
             if room >= need:
                 free[index] -= need

@@ -33,8 +33,9 @@ def _cache(model: ClassicModelSpec, server: PackedServer, warnings: list[Warning
 def _warn(model: ClassicModelSpec, assumed: tuple[str, ...], warnings: list[Warning_]) -> None:
     if model.framework == "python" and not model.handles_cancellation:
         warnings.append(Warning_(model=model.name, message="python backend: execute() must check "
-                                 "request.is_cancelled() or timed-out requests still run; set "
-                                 "handles_cancellation: true once it does"))
+                                 "request.is_cancelled(): REJECT drops requests still queued past the timeout, but "
+                                 "a request already in execute() runs to the end even after its client gave up "
+                                 "(cancelled it); set handles_cancellation: true once it does"))
     if assumed:
         warnings.append(Warning_(model=model.name, message="no measured profile, assuming " + ", ".join(assumed)
                                  + "; measure with perf_analyzer and set profile.*"))

@@ -4,8 +4,10 @@ The queue derivation (documented in README "How queue timeouts are derived"):
 
     p99 budget L  =  batching window  +  time queued  +  one batch execution
     max_batch_size      = the type's default, halved until a full batch runs in <= L / 2 at the measured rate
-    compute             = a full batch's time on the target GPU: measured compute_ms scaled by FP16 TFLOPS
-                          from the GPU it was measured on, and never less than batch / requests-per-second
+    compute             = a full batch's time on the target GPU: measured compute_ms scaled from the GPU it was
+                          measured on by min(FP16 TFLOPS ratio, memory bandwidth ratio) (a roofline: a model
+                          is bound by one of the two, and which one is unknown, so the slower ratio is
+                          taken), and never less than batch / requests-per-second
     max_queue_delay_us  = min(L / 10, 5 ms), at least 100 us   (a short window: Triton's own advice)
     queue_timeout_us    = L - compute - window                  (a request that waited longer cannot make
                                                                  its SLA; REJECT it instead of serving late)
@@ -15,6 +17,15 @@ The queue derivation (documented in README "How queue timeouts are derived"):
 
 Triton's default queue policy has ``default_timeout_microseconds: 0`` (never) and an unbounded queue, so
 requests a client has already given up on are still executed: every config we render sets all three.
+
+Overrides (``max_queue_delay_us``, ``queue_timeout_us``, ``max_batch_size``) are taken as written, but a set
+whose window + timeout + compute exceeds the p99 on every allowed GPU is a CompileError located at the
+override: a request could wait past the SLA and still be served. The SLA is the user's own statement of the
+latency they accept; to accept a longer one, raise ``sla.p99_latency_ms`` (there is no other escape hatch).
+
+Throughput moves between GPU models by the same roofline factor. It is an estimate: small models are often
+bound by the host (request handling, kernel launches), which no GPU ratio captures, so a profile measured on
+the target GPU (``profile.measured_on``) always wins.
 """
 
 from __future__ import annotations
@@ -130,25 +141,35 @@ def _batch_within_budget(batch: int, rps: float, p99_ms: float) -> int:
 
 
 def _compute_ms_on(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue) -> float:
-    """A full batch's execution time on ``gpu``: measured, scaled by FP16 TFLOPS like the throughput is
-    (a slower GPU takes longer per batch, which must come out of the queueing budget); else assumed."""
+    """A full batch's execution time on ``gpu``: measured, scaled like the throughput is (a slower GPU takes
+    longer per batch, which must come out of the queueing budget); else assumed."""
     measured = model.profile.compute_ms
     if measured is None:
         return model.sla.p99_latency_ms * ASSUMED_COMPUTE_FRACTION
     reference = _gpu(catalogue, model.profile.measured_on)
-    return round(measured * reference.fp16_tflops / gpu.fp16_tflops, 3) if reference else measured
+    return round(measured / speed_ratio(reference, gpu), 3) if reference else measured
 
 
 def _rps_on(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue, batch: int,
             compute_ms: float, assumed: list[str]) -> float:
-    """Measured requests/s scaled by FP16 TFLOPS from the GPU it was measured on; else from batch/compute."""
+    """Measured requests/s scaled from the GPU it was measured on; else from batch / compute."""
     measured = model.profile.rps_per_instance
     if measured is None:
         estimate = batch * ASSUMED_BATCH_FILL / (compute_ms / 1000.0)
         assumed.append(f"rps_per_instance={estimate:g} (half-full batches of {batch} every {compute_ms:g} ms)")
         return estimate
     reference = _gpu(catalogue, model.profile.measured_on)
-    return measured * gpu.fp16_tflops / reference.fp16_tflops if reference else measured
+    return measured * speed_ratio(reference, gpu) if reference else measured
+
+
+def speed_ratio(reference: GpuType, gpu: GpuType) -> float:
+    """How much faster ``gpu`` runs a model measured on ``reference``: the smaller of the FP16 TFLOPS and
+    memory bandwidth ratios (an L4 has an A10G's TFLOPS but half its bandwidth: half as fast; an H100 is
+    5.6x an A10G, not 7.9x). Without both bandwidths, the TFLOPS ratio, never above 1 (no speed-up assumed)."""
+    compute = gpu.fp16_tflops / reference.fp16_tflops
+    if gpu.memory_bandwidth_gbs and reference.memory_bandwidth_gbs:
+        return min(compute, gpu.memory_bandwidth_gbs / reference.memory_bandwidth_gbs)
+    return min(compute, 1.0)
 
 
 def _gpu(catalogue: InstanceCatalogue, key: str) -> GpuType | None:
@@ -179,21 +200,54 @@ def request_bytes(model: ClassicModelSpec) -> int:
     return max(total, 1)
 
 
+OVERRIDES_IN_BUDGET = ("queue_timeout_us", "max_queue_delay_us", "max_batch_size")
+
+
+def overrun_us(model: ClassicModelSpec, sizing: ClassicSizing) -> int:
+    """How far window + queue timeout + one batch's compute exceed the p99 (<= 0: within it)."""
+    used = sizing.max_queue_delay_us + max(sizing.queue_timeout_us, 0) + int(sizing.compute_ms * 1000)
+    return used - int(model.sla.p99_latency_ms * 1000)
+
+
+def within_budget(model: ClassicModelSpec, sizing: ClassicSizing) -> bool:
+    """A queueing budget is left, and no override stretches the worst case past the p99."""
+    return sizing.queue_timeout_us > 0 and overrun_us(model, sizing) <= 0
+
+
 def check_budget(model: ClassicModelSpec, sizing: ClassicSizing, index: int) -> Issue | None:
-    """A CompileError issue when the SLA leaves no time to queue at all."""
-    if sizing.queue_timeout_us > 0:
+    """A CompileError issue when the SLA leaves no time to queue, or the overrides break it; located at the
+    override that stretches it (the first of OVERRIDES_IN_BUDGET written), else at the p99."""
+    if within_budget(model, sizing):
         return None
-    return Issue("", 0, 0, f"models[{index}].sla.p99_latency_ms",
-                 f"{model.name}: p99 {model.sla.p99_latency_ms:g} ms leaves no queueing budget after "
-                 f"{sizing.compute_ms:g} ms of compute and a {sizing.max_queue_delay_us} us batching window",
-                 "raise sla.p99_latency_ms, lower overrides.max_batch_size or measure profile.compute_ms")
+    field = next((f for f in OVERRIDES_IN_BUDGET if getattr(model.overrides, f) is not None), None)
+    path = f"models[{index}]." + (f"overrides.{field}" if field else "sla.p99_latency_ms")
+    p99 = model.sla.p99_latency_ms
+    if sizing.queue_timeout_us <= 0:
+        return Issue("", 0, 0, path, f"{model.name}: p99 {p99:g} ms leaves no queueing budget after "
+                     f"{sizing.compute_ms:g} ms of compute and a {sizing.max_queue_delay_us} us batching window",
+                     "raise sla.p99_latency_ms, lower overrides.max_batch_size or measure profile.compute_ms")
+    total_ms = (int(p99 * 1000) + overrun_us(model, sizing)) / 1000
+    return Issue("", 0, 0, path, f"{model.name}: the overrides break the p99 of {p99:g} ms: window "
+                 f"{sizing.max_queue_delay_us / 1000:g} ms + queue timeout {sizing.queue_timeout_us / 1000:g} ms + "
+                 f"compute {sizing.compute_ms:g} ms (batch of {sizing.max_batch_size}) = {total_ms:g} ms, so a "
+                 "request could wait past its SLA and still be served", _budget_fix(model, sizing, field, total_ms))
+
+
+def _budget_fix(model: ClassicModelSpec, sizing: ClassicSizing, field: str | None, total_ms: float) -> str:
+    budget = int(model.sla.p99_latency_ms * 1000) - int(sizing.compute_ms * 1000)
+    room = {"queue_timeout_us": budget - sizing.max_queue_delay_us,
+            "max_queue_delay_us": budget - sizing.queue_timeout_us}.get(field or "", 0) // 100 * 100
+    first = (f"lower overrides.{field} to at most {room}" if room > 0 else
+             f"lower or remove overrides.{field} (without it the compiler derives it from the p99)")
+    return (f"{first}; or, if {math.ceil(total_ms)} ms is the latency you accept, raise sla.p99_latency_ms "
+            "to it")
 
 
 def triton_decision(model: ClassicModelSpec, sizing: ClassicSizing) -> Decision:
     return Decision(
         choice=f"timeout {sizing.queue_timeout_us} us, window {sizing.max_queue_delay_us} us, "
                f"queue <= {sizing.max_queue_size}",
-        reason=f"p99 {model.sla.p99_latency_ms:g} ms = window {sizing.max_queue_delay_us / 1000:g} ms + queue "
+        reason=f"p99 {model.sla.p99_latency_ms:g} ms {'>=' if overrun_us(model, sizing) < -100 else '='} window {sizing.max_queue_delay_us / 1000:g} ms + queue "
                f"{sizing.queue_timeout_us / 1000:g} ms + compute {sizing.compute_ms:.1f} ms (batch of "
                f"{sizing.max_batch_size}); the queue bound keeps queued inputs within "
                f"{QUEUE_MEMORY_BUDGET_BYTES // 1024**2} MiB and above what {sizing.instance_count} instance(s) at "

@@ -284,6 +284,8 @@ def test_python_backend_warns_about_cancellation_and_missing_profile():
     plan = compile_text(CLASSIC.format(framework="python", p99=50, compute=5))
     messages = " ".join(w.message for w in plan.warnings)
     assert "request.is_cancelled()" in messages
+    # REJECT drops queued requests; what still runs is a request already in execute() whose client gave up
+    assert "REJECT drops requests still queued past the timeout" in messages and "timed-out requests still run" not in messages
     assert "rps_per_instance" in messages  # assumed, and said so
 
 
@@ -302,3 +304,64 @@ def test_llm_on_triton_carries_the_quantization_into_model_json():
     server = plan.triton_servers[0]
     engine = json.loads(render_fleet(plan)[f"triton/{server.name}/chat/1/model.json"])
     assert (engine["quantization"], engine["dtype"]) == ("fp8", "auto")
+
+
+OVERRIDDEN = textwrap.dedent("""\
+    models:
+      - name: scorer
+        type: tabular
+        framework: onnx
+        artifact: s3://models-bucket/scorer
+        size: {{memory_gib: 0.2}}
+        inputs: [{{name: x, dtype: fp32, dims: [16]}}]
+        outputs: [{{name: y, dtype: fp32, dims: [1]}}]
+        sla: {{p99_latency_ms: 100, peak_rps: 100}}
+        profile: {{compute_ms: 5, rps_per_instance: 2000}}
+        overrides: {{{overrides}}}
+    """)
+
+
+def test_queue_overrides_that_break_the_sla_are_a_located_error():
+    from modelfleet.catalogue import locate_issues
+    from modelfleet.yamlsource import parse_yaml
+
+    text = OVERRIDDEN.format(overrides="queue_timeout_us: 5000000, max_queue_delay_us: 900000")
+    with pytest.raises(CompileError) as caught:
+        compile_text(text)
+    issue = locate_issues(caught.value, parse_yaml(text, "models.yaml")).issues[0]
+    assert (issue.path, issue.line) == ("models[0].overrides.queue_timeout_us", 11)
+    # even on an H100 (2,000 req/s on an A10G x 3350/600 = 11,167 req/s, so a batch of 256 takes 22.925 ms)
+    # the worst case is 900 + 5000 + 22.925 ms, far past 100 ms
+    assert "window 900 ms + queue timeout 5000 ms + compute 22.925 ms (batch of 256) = 5922.93 ms" in issue.message
+    assert issue.fix == ("lower or remove overrides.queue_timeout_us (without it the compiler derives it from the "
+                         "p99); or, if 5923 ms is the latency you accept, raise sla.p99_latency_ms to it")
+
+
+def test_queue_overrides_within_the_sla_are_kept_and_explained():
+    plan = compile_text(OVERRIDDEN.format(overrides="queue_timeout_us: 50000"))
+    scorer = plan.model("scorer")
+    assert scorer.queue_timeout_us == 50000
+    assert scorer.decisions[0].reason.startswith("p99 100 ms >= window 5 ms + queue 50 ms")
+
+
+def test_a_window_override_alone_points_at_itself():
+    with pytest.raises(CompileError) as caught:
+        compile_text(OVERRIDDEN.format(overrides="max_queue_delay_us: 200000"))
+    issue = caught.value.issues[0]
+    assert issue.path == "models[0].overrides.max_queue_delay_us" and "no queueing budget" in issue.message
+
+
+def test_throughput_scales_by_the_slower_of_compute_and_memory_bandwidth(catalogue):
+    from modelfleet.triton_policy import size_classic, speed_ratio
+
+    gpus = {i.gpu.key: i.gpu for i in catalogue.instances.values()}
+    # L4 vs A10G: 121/125 TFLOPS but 300/600 GB/s -> half as fast; H100: min(989/125, 3350/600) = 5.58x
+    assert speed_ratio(gpus["a10g"], gpus["l4"]) == pytest.approx(0.5)
+    assert speed_ratio(gpus["a10g"], gpus["h100"]) == pytest.approx(3350 / 600)
+    fraud = parse_fleet_text(OVERRIDDEN.format(overrides="")).models[0]
+    fraud = fraud.model_copy(update={"profile": fraud.profile.model_copy(update={"rps_per_instance": 20000.0,
+                                                                                  "compute_ms": 3.0})})
+    on_h100 = size_classic(fraud, gpus["h100"], catalogue, 0.7)
+    on_l4 = size_classic(fraud, gpus["l4"], catalogue, 0.7)
+    assert on_h100.rps_per_instance == pytest.approx(20000 * 3350 / 600)  # 111,667 req/s, not 158,240
+    assert on_l4.rps_per_instance == pytest.approx(10000) and on_l4.compute_ms >= 6.0

@@ -67,8 +67,11 @@ def test_units_and_floors():
     assert availability_floor(99.0, 99.9, 99.99) == 1
     assert availability_floor(99.9, 99.9, 99.99) == 2
     assert availability_floor(99.995, 99.9, 99.99) == 3
-    assert nodes_for_pods([4, 4, 4], 8) == 2
-    assert nodes_for_pods([1] * 9, 4) == 3
+    assert nodes_for_pods({4: 3}, 8) == 2
+    assert nodes_for_pods({1: 9}, 4) == 3
+    assert nodes_for_pods({4: 1, 2: 3, 1: 2}, 8) == 2  # 4 + 2 + 2 | 2 + 1 + 1: no gaps when sizes divide
+    assert nodes_for_pods({3: 3}, 4) == 3  # a size that does not divide the node: first-fit decreasing
+    assert nodes_for_pods({1: 13_000_000}, 1) == 13_000_000  # a huge load is counted, never listed
 
 
 def test_example_8b_70b_405b_land_on_gpu_node_and_nodes(plans):

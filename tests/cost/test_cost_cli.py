@@ -26,7 +26,7 @@ def test_cost_json_is_deterministic_and_complete(capsys):
     data = json.loads(first)["environments"]
     assert sorted(data) == ["dev", "prod", "staging"]
     prod = data["prod"]
-    assert prod["monthly_usd"] == {"desired": 197780.91, "max": 297350.64, "min": 181103.13}
+    assert prod["monthly_usd"] == {"desired": 196899.66, "max": 296028.75, "min": 180221.87}
     assert prod["budget"]["over"] is False and prod["budget"]["budget_usd"] == 250000.0
     assert prod["policy_violations"] == []
     assert prod["node_groups"][1]["usd_per_node_hour"] == 10.49264  # prices keep their published precision
@@ -35,7 +35,7 @@ def test_cost_json_is_deterministic_and_complete(capsys):
 
 def test_plan_json_gains_monthly_cost_usd(capsys):
     doc = json.loads(_run(capsys, "plan", "--stack", "prod", "--json"))
-    assert doc["monthly_cost_usd"] == {"desired": 197780.91, "max": 297350.64, "min": 181103.13}
+    assert doc["monthly_cost_usd"] == {"desired": 196899.66, "max": 296028.75, "min": 180221.87}
     groups = {g["instance_type"]: g["monthly_cost_usd"] for g in doc["node_groups"]}
     assert groups["p5.48xlarge"] == {"desired": 160716.8, "max": 241075.2, "min": 160716.8}  # 4/4/6 x 55.04 x 730
     models = {m["name"]: m["monthly_cost_usd"]["desired"] for m in doc["models"]}
@@ -52,7 +52,7 @@ def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
 def test_markdown_preview_is_a_pr_comment(capsys):
     text = _run(capsys, "cost", "--format", "markdown")
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
-    assert "| prod (on-demand) | 181,103.13 / 197,780.91 / 297,350.64 | ✅ 79% of 250,000.00 (desired) |" in text
+    assert "| prod (on-demand) | 180,221.87 / 196,899.66 / 296,028.75 | ✅ 79% of 250,000.00 (desired) |" in text
     assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 / 5,085.05 / 5,085.05 |" in text
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
     assert ("| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,829.81 | USD 6.07 per million tokens at 8 seq x 30 tok/s "

@@ -61,9 +61,9 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     comment = capsys.readouterr().out
     # prod: 16 sequences / 8 per replica = 2 replicas of tp=4 on g6e.12xlarge: 2 x 10.49264 x 730 = 15,319.25
     # dev: 1 replica on spot at 50%: 1 x 5.24632 x 730 = 3,829.81; staging as prod: 15,319.25
-    assert "| prod (on-demand) | 197,780.91 | 213,100.17 | **+15,319.25 (+7.7%)** |" in comment
+    assert "| prod (on-demand) | 196,899.66 | 212,218.91 | **+15,319.25 (+7.8%)** |" in comment
     assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 | 8,914.86 | **+3,829.81 (+75.3%)** |" in comment
-    assert "| staging (on-demand) | 117,422.51 | 132,741.77 | **+15,319.25 (+13.0%)** |" in comment
+    assert "| staging (on-demand) | 116,541.26 | 131,860.51 | **+15,319.25 (+13.1%)** |" in comment
     assert "### modelfleet cost: +34,468.32 USD/month across 3 environment(s)\n" in comment
     assert "dev at assumed spot prices (see the row)" in comment
     assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 USD/h): nodes 2-4-6 -> 4-6-9 (min-desired-max) "
@@ -91,7 +91,7 @@ def test_a_base_file_works_like_a_ref(tmp_path, capsys):
     base.write_text(git(repo, "show", "main:models.yaml"))
     assert main(["--project", str(repo), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 197,780.91 -> 213,100.17 (+15,319.25); min/max change +15,319.25 / +22,978.88" in out
+    assert "prod (on-demand): 196,899.66 -> 212,218.91 (+15,319.25); min/max change +15,319.25 / +22,978.88" in out
     assert "base stacks: the working tree's (a base file is only models.yaml)" in out
 
 
@@ -121,10 +121,10 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     prod.write_text(prod.read_text().replace("modelfleet:capacityType: on-demand", "modelfleet:capacityType: spot"))
     assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
-    # 213,100.17 on-demand with the 70B -> half of it on spot at the assumed 50%: 106,550.08
-    assert "| prod (spot, assumed 50% of on-demand) | 197,780.91 | 106,550.08 | **-91,230.83 (-46.1%)** |" in comment
-    # the switch alone: -197,780.91 / 2; then the 70B at spot prices: 2 x 5.24632 x 730 = 7,659.63
-    assert "- stack settings: -98,890.46 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
+    # 212,218.91 on-demand with the 70B -> half of it on spot at the assumed 50%: 106,109.46
+    assert "| prod (spot, assumed 50% of on-demand) | 196,899.66 | 106,109.46 | **-90,790.20 (-46.1%)** |" in comment
+    # the switch alone: -196,899.66 / 2; then the 70B at spot prices: 2 x 5.24632 x 730 = 7,659.63
+    assert "- stack settings: -98,449.83 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
     assert "- models.yaml: +7,659.63 at desired" in comment
     assert ("`llama-3-3-70b-instruct` | -15,319.25 | 15,319.25 | USD 6.07 per million tokens at 32 seq x 30 tok/s "
             "(default) | USD per node-hour 10.49264 (on-demand) -> 5.24632 (spot assumed at 50% of on-demand "
@@ -144,8 +144,8 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     (repo / "prices.yaml").write_text(table.replace("{us-east-1: 10.49264}", "{us-east-1: 10.6}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 197,780.9148 + 313.4912 = 198,094.406
-    assert "prod (on-demand): 197,780.91 -> 198,094.41 (+313.49)" in out
+    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 196,899.6588 + 313.4912 = 197,213.15
+    assert "prod (on-demand): 196,899.66 -> 197,213.15 (+313.49)" in out
     assert "  cause price table: +313.49 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 10.6 USD/h)" in out
     assert "base price table: main:prices.yaml" in out
     assert "- USD per node-hour 10.49264 (on-demand) -> 10.6 (on-demand)" in out
@@ -171,10 +171,10 @@ def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # staging's settings under new names; models.yaml's `staging:` patches do not apply to them, so they
-    # cost what prod does at prod's sizes: 197,780.91 (a budget of 150,000 in warn mode)
-    assert "| perf (new stack; on-demand) | — | 197,780.91 | **+197,780.91** | ⚠️ 132% of 150,000.00" in comment
-    assert "| qa (stack removed; on-demand) | 197,780.91 | — | **-197,780.91 (-100.0%)** | - |" in comment
-    assert "| prod (on-demand) | 197,780.91 | 197,780.91 | no change |" in comment
+    # cost what prod does at prod's sizes: 196,899.66 (a budget of 150,000 in warn mode)
+    assert "| perf (new stack; on-demand) | — | 196,899.66 | **+196,899.66** | ⚠️ 131% of 150,000.00" in comment
+    assert "| qa (stack removed; on-demand) | 196,899.66 | — | **-196,899.66 (-100.0%)** | - |" in comment
+    assert "| prod (on-demand) | 196,899.66 | 196,899.66 | no change |" in comment
     assert comment.splitlines()[1] == ("### modelfleet cost: 0.00 USD/month across 5 environment(s) — ⚠️ over budget "
                                        "(warn only): perf")  # perf and qa cancel out
     assert ("| `llama-3-1-405b-instruct` (added) | +160,716.80 | 160,716.80 | USD 127 per million tokens at 16 seq x "
@@ -204,7 +204,7 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)
     assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[7]: big-405b-copy: " in comment
-    assert "| prod (on-demand) | 197,780.91 | 358,497.71 | **+160,716.80 (+81.3%)** |" in comment
+    assert "| prod (on-demand) | 196,899.66 | 357,616.46 | **+160,716.80 (+81.6%)** |" in comment
     assert f"dev: {repo}/models.yaml:{line}:5: models[7]: big-405b-copy: " in captured.err
     assert "cost: 1 stack(s) do not compile: dev; the report above shows them" in captured.err
     assert "nothing was written" not in captured.err

@@ -17,7 +17,7 @@ from modelfleet.instances import PriceSource
 from modelfleet.project import Project
 from tests.conftest import ROOT
 
-PRICE = {"g4dn.xlarge": 0.526, "g6.xlarge": 0.8048, "g6e.xlarge": 1.861, "g6e.12xlarge": 10.49264,
+PRICE = {"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6e.xlarge": 1.861, "g6e.12xlarge": 10.49264,
          "p5.48xlarge": 55.04}
 H = 730
 
@@ -42,14 +42,14 @@ def _group(cost, instance_type):
 def test_prod_node_groups(costed):
     cost = costed["prod"].cost
     expected = {  # instance type: (min, desired, max nodes) from `plan --stack prod`
-        "g6.xlarge": (4, 4, 6), "g6e.12xlarge": (2, 4, 6), "g6e.xlarge": (2, 3, 5), "p5.48xlarge": (4, 4, 6)}
+        "g5.xlarge": (2, 2, 3), "g6e.12xlarge": (2, 4, 6), "g6e.xlarge": (2, 3, 5), "p5.48xlarge": (4, 4, 6)}
     for instance_type, nodes in expected.items():
         group = _group(cost, instance_type)
         assert group.nodes == nodes
         assert group.usd_per_node_hour == PRICE[instance_type]
         for level, count in zip(("min", "desired", "max"), nodes):
             assert group.monthly_usd.at(level) == pytest.approx(count * PRICE[instance_type] * H)
-    # g6.xlarge 4 x 0.8048 x 730 = 2,350.016; g6e.12xlarge 4 x 10.49264 x 730 = 30,638.5088;
+    # g5.xlarge 2 x 1.006 x 730 = 1,468.76; g6e.12xlarge 4 x 10.49264 x 730 = 30,638.5088;
     # g6e.xlarge 3 x 1.861 x 730 = 4,075.59; p5.48xlarge 4 x 55.04 x 730 = 160,716.80
     assert _group(cost, "g6e.12xlarge").monthly_usd.desired == pytest.approx(30_638.5088)
     assert _group(cost, "p5.48xlarge").monthly_usd.max == pytest.approx(241_075.20)
@@ -57,9 +57,9 @@ def test_prod_node_groups(costed):
 
 def test_prod_total_at_min_desired_max(costed):
     total = costed["prod"].cost.monthly_usd
-    assert total.desired == pytest.approx(2_350.016 + 30_638.5088 + 4_075.59 + 160_716.80)  # 197,780.9148
-    assert total.min == pytest.approx(2_350.016 + 15_319.2544 + 2_717.06 + 160_716.80)  # 181,103.1304
-    assert total.max == pytest.approx(3_525.024 + 45_957.7632 + 6_792.65 + 241_075.20)  # 297,350.6372
+    assert total.desired == pytest.approx(1_468.76 + 30_638.5088 + 4_075.59 + 160_716.80)  # 196,899.6588
+    assert total.min == pytest.approx(1_468.76 + 15_319.2544 + 2_717.06 + 160_716.80)  # 180,221.8744
+    assert total.max == pytest.approx(2_203.14 + 45_957.7632 + 6_792.65 + 241_075.20)  # 296,028.7532
     assert costed["prod"].cost.control_plane_monthly_usd is None  # the stack joins an existing cluster
 
 
@@ -93,16 +93,18 @@ def test_a_profiled_decode_rate_replaces_the_default(tmp_path):
 
 def test_shared_triton_gpus_are_split_by_gpu_share(costed):
     plan, cost = costed["prod"].plan, costed["prod"].cost
-    # triton-fraud-scorer: 2 replicas x 1 GPU of the 4 g6.xlarge GPUs in use -> half of 2,350.016
-    assert plan.model("fraud-scorer").gpu_share == 0.0738
-    assert plan.model("image-preprocessor").gpu_share == 0.3162
-    server_usd = 2 * 0.8048 * 730  # 1,175.008
+    # triton-image-preprocessor holds all four models: 2 replicas x 1 GPU, the 2 g5.xlarge GPUs in use.
+    # fraud-scorer: 2,000 / (20,000 x 0.7) = 0.1429 GPUs of compute over 2 replicas = 0.0714 of each
+    shares = {"fraud-scorer": 0.0714, "image-preprocessor": 0.3061, "resnet50-classifier": 0.2381,
+              "text-embedder": 0.2286}  # sum 0.8442
+    assert {name: plan.model(name).gpu_share for name in shares} == shares
+    server_usd = 2 * 1.006 * 730  # 1,468.76
     fraud = cost.model("fraud-scorer")
-    assert fraud.monthly_usd.desired == pytest.approx(server_usd * 0.0738 / (0.0738 + 0.3162))  # 222.35
-    assert cost.model("image-preprocessor").monthly_usd.desired == pytest.approx(server_usd * 0.3162 / 0.39)
-    assert "gpu_share 0.0738 of 0.39" in fraud.attribution
-    # 2,000 inferences/s = 7,200,000 per hour; 222.35 / 730 USD per hour
-    assert fraud.unit_cost.value == pytest.approx(server_usd * 0.0738 / 0.39 / 730 / 7_200_000 * 1000)
+    assert fraud.monthly_usd.desired == pytest.approx(server_usd * 0.0714 / 0.8442)  # 124.22
+    assert cost.model("image-preprocessor").monthly_usd.desired == pytest.approx(server_usd * 0.3061 / 0.8442)
+    assert "gpu_share 0.0714 of 0.8442" in fraud.attribution
+    # 2,000 inferences/s = 7,200,000 per hour; 124.22 / 730 USD per hour
+    assert fraud.unit_cost.value == pytest.approx(server_usd * 0.0714 / 0.8442 / 730 / 7_200_000 * 1000)
 
 
 def test_model_costs_add_up_to_the_node_groups(costed):
@@ -148,7 +150,7 @@ def test_the_control_plane_is_counted_when_the_stack_creates_the_cluster(project
     env = type(prod).model_validate({**prod.model_dump(), "cluster": {"create": True}})
     cost = compute_fleet_cost(project.plan("prod"), catalogue, env, estimate_llm_loads(project.fleet(), "prod"))
     assert cost.control_plane_monthly_usd == pytest.approx(0.10 * 730)  # 73.00
-    assert cost.monthly_usd.desired == pytest.approx(197_780.9148 + 73.0)
+    assert cost.monthly_usd.desired == pytest.approx(196_899.6588 + 73.0)
 
 
 def test_a_region_without_prices_is_unknown_never_guessed(project, catalogue):

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from modelfleet.catalogue import parse_fleet_text
@@ -63,3 +63,80 @@ def test_adding_a_small_classic_model_keeps_every_other_models_config(catalogue)
             if again.instance_type == model.instance_type:
                 assert (again.max_batch_size, again.queue_timeout_us, again.max_queue_size, again.response_cache) == (
                     model.max_batch_size, model.queue_timeout_us, model.max_queue_size, model.response_cache)
+
+
+def _classic(name: str, memory_gib: float, peak_rps: float, availability: float) -> dict:
+    return {"name": name, "type": "tabular", "framework": "onnx", "artifact": f"s3://models-bucket/{name}",
+            "size": {"memory_gib": memory_gib}, "inputs": [{"name": "x", "dtype": "fp32", "dims": [16]}],
+            "outputs": [{"name": "y", "dtype": "fp32", "dims": [1]}],
+            "sla": {"p99_latency_ms": 100, "peak_rps": peak_rps, "availability": availability},
+            "profile": {"rps_per_instance": 1000, "measured_on": "a10g", "compute_ms": 5}}
+
+
+# The example's classic models plus memory-heavy ones (106 GiB), so that prod packs several shared servers.
+SEVERAL_SERVERS = [m for m in EXAMPLE["models"] if m["type"] != "llm"] + [
+    _classic(f"ranker-{i}", 10.0 + i, 40 * i + 20, 99.9 if i % 2 else 99.0) for i in range(8)]
+
+
+def _plan(models: list[dict], catalogue):
+    return compile_fleet(parse_fleet_text(yaml.safe_dump({"models": models})), PROD, catalogue)
+
+
+def _anchors(plan) -> dict[str, str]:
+    """Server name -> its anchor: the member it is named after."""
+    return {s.name: next(m for m in s.models if s.name == f"triton-{m}") for s in plan.triton_servers}
+
+
+def _outranks(new: str, anchor: str, plan, catalogue) -> bool:
+    from modelfleet.packing import packing_rank
+    from modelfleet.sizing import TRITON_GPU_OVERHEAD_GIB
+    from modelfleet.triton_policy import size_classic
+
+    fleet = parse_fleet_text(yaml.safe_dump({"models": SEVERAL_SERVERS + [_NEW[new]]}))
+    gpu = catalogue.instances[plan.triton_servers[0].instance_type].gpu
+    models = {m.name: m for m in fleet.models if m.name in (new, anchor)}
+    sizings = {n: size_classic(m, gpu, catalogue, PROD.triton.target_utilization) for n, m in models.items()}
+    capacity = gpu.memory_gib - TRITON_GPU_OVERHEAD_GIB
+    rank = {n: packing_rank(m, sizings, capacity, PROD) for n, m in models.items()}
+    return rank[new] < rank[anchor]
+
+
+_NEW: dict[str, dict] = {}
+names_around = st.one_of(st.from_regex(r"aaa-[a-z0-9]{1,8}", fullmatch=True),
+                         st.from_regex(r"zzz-[a-z0-9]{1,8}", fullmatch=True),
+                         st.from_regex(r"(fraud|ranker|text)-[a-z0-9]{1,6}", fullmatch=True))
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=names_around, memory=st.floats(0.05, 6.0), rps=st.sampled_from([5, 50, 300]),
+       availability=st.sampled_from([99.0, 99.9, 99.99]))
+def test_server_names_survive_an_addition_anywhere_in_sort_order(name, memory, rps, availability, catalogue):
+    """The documented rule (packing.py): a server whose members do not change keeps its name, and so does a
+    server the new model joins unless the new model outranks its anchor. Names sorting before or after
+    every member ("aaa-", "zzz-") and between them make no difference."""
+    assume(name not in {m["name"] for m in SEVERAL_SERVERS})
+    new = _classic(name, round(memory, 3), rps, availability)
+    _NEW[name] = new
+    before = _plan(copy.deepcopy(SEVERAL_SERVERS), catalogue)
+    after = _plan(copy.deepcopy(SEVERAL_SERVERS) + [new], catalogue)
+    assert len(before.triton_servers) >= 3
+    now = {s.name: set(s.models) for s in after.triton_servers}
+    for server in before.triton_servers:
+        anchor = _anchors(before)[server.name]
+        home = next(n for n, members in now.items() if anchor in members)
+        if now[home] == set(server.models):
+            assert home == server.name, f"untouched server {server.name} renamed {home}"
+        elif now[home] == set(server.models) | {name} and not _outranks(name, anchor, before, catalogue):
+            assert home == server.name, f"{name} joined {server.name}, which became {home}"
+    for server_name, members in now.items():
+        assert server_name.removeprefix("triton-") in members  # named after one of its own members
+
+
+def test_an_aaa_model_joining_a_server_does_not_rename_it(catalogue):
+    """The reported case: a small model whose name sorts first joins the server of the example's models."""
+    before = _render(copy.deepcopy(EXAMPLE["models"]), catalogue)[0]
+    tiny = _classic("aaa-fraud-scorer", 0.1, 20, 99.9)
+    after = _render(copy.deepcopy(EXAMPLE["models"]) + [tiny], catalogue)[0]
+    joined = next(s for s in after.triton_servers if "aaa-fraud-scorer" in s.models)
+    assert {s.name for s in before.triton_servers} == {s.name for s in after.triton_servers}
+    assert joined.name in {s.name for s in before.triton_servers} and joined.name != "triton-aaa-fraud-scorer"
