@@ -87,13 +87,6 @@ KNOWN_DEFECTS += (
                 "and _server_fraction divides by their sum",
                 (("ZeroDivisionError", "_server_fraction"),),
                 (classic_pair("0.001", "100000", "0.001"),)),
-    KnownDefect("quadratic-llm-packing", "A2 (modelfleet/compile_llm.py nodes_for_replicas, sizing.nodes_for_pods)",
-                "an LLM at the spec's own bounds (1,000,000 concurrent sequences at 131,072 tokens) needs tens of "
-                "thousands of replicas, and first-fit packing over a list of one entry per pod takes minutes: no "
-                "outcome within the fuzz time limit (a compile should refuse or count, not enumerate)",
-                (("TooSlow", "nodes_for_replicas"),),
-                (llm(load="peak_concurrent_sequences: 1000000").replace("max_context_tokens: 4096",
-                                                                        "max_context_tokens: 131072"),)),
 )
 
 
