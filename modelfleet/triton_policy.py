@@ -2,18 +2,25 @@
 
 The queue derivation (documented in README "How queue timeouts are derived"):
 
-    p99 budget L  =  batching window  +  time queued  +  one batch execution
-    max_batch_size      = the type's default, halved until a full batch runs in <= L / 2 at the measured rate
+    p99 budget L  =  time queued (batching window included)  +  one batch in progress  +  its own batch
+    max_batch_size      = the type's default, halved until a full batch runs in <= 0.4 L at the measured rate
+                          (so at least a fifth of the budget is left to queue in)
     compute             = a full batch's time on the target GPU: measured compute_ms scaled from the GPU it was
                           measured on by min(FP16 TFLOPS ratio, memory bandwidth ratio) (a roofline: a model
                           is bound by one of the two, and which one is unknown, so the slower ratio is
                           taken), and never less than batch / requests-per-second
-    max_queue_delay_us  = min(L / 10, 5 ms), at least 100 us   (a short window: Triton's own advice)
-    queue_timeout_us    = L - compute - window                  (a request that waited longer cannot make
+    queue_timeout_us    = L - 2 x compute                       (a request that waited longer cannot make
                                                                  its SLA; REJECT it instead of serving late)
+    max_queue_delay_us  = min(L / 10, 5 ms, timeout / 2), at least 100 us  (a short window: Triton's advice)
     max_queue_size      = 256 MiB of queued inputs, at least what the instances drain within the timeout,
-                          at most 65,536 (memory protection; the timeout sheds load: a queue kept full by a
-                          tight bound stalls Triton 2.51's batcher ~0.5 s between batches, bench/overload.py)
+                          at most 65,536 (memory protection; the timeout sheds load)
+
+Why two batches and no separate window, measured on the real tritonserver 2.51 (tests/engines):
+Triton's queue timeout runs from the moment a request is enqueued, so the batching window is spent inside
+it (a window longer than the timeout rejects even a lone request on an idle server); and the timeout is
+only checked while a request is still queued: a batch the scheduler has formed waits, unchecked, for the
+batch in progress on its instance, then runs. The worst answered request therefore took the timeout, one
+execution it waited behind and its own.
 
 Triton's default queue policy has ``default_timeout_microseconds: 0`` (never) and an unbounded queue, so
 requests a client has already given up on are still executed: every config we render sets all three.
@@ -48,19 +55,22 @@ ASSUMED_COMPUTE_FRACTION = 0.25
 # ...and batches are assumed half full on average when estimating throughput.
 ASSUMED_BATCH_FILL = 0.5
 MAX_BATCH_WINDOW_US = 5_000
-# The queue bound is memory protection, not the load shedder (the timeout is). Measured on tritonserver 2.51
-# (bench/overload.py): Triton drops timed-out requests only when its scheduler reaches them, so under
-# sustained overload any bound fills, and a queue kept full by its bound makes the dynamic batcher idle
-# ~0.5 s between batches. So the bound is sized by memory: 256 MiB of queued inputs per model, never less
-# than what the instances drain within the timeout, never more than 65,536 requests.
+# The queue bound is memory protection, not the load shedder (the timeout is): Triton drops timed-out
+# requests only when its scheduler reaches them, so under sustained overload any bound fills, and an earlier
+# bench/overload.py saw tritonserver 2.51's batcher idle ~0.5 s between batches behind a queue kept full by
+# a tight bound. So the bound is sized by memory: 256 MiB of queued inputs per model, never less than what
+# the instances drain within the timeout, never more than 65,536 requests.
 QUEUE_MEMORY_BUDGET_BYTES = 256 * 1024**2
 MAX_QUEUE_SIZE = 65_536
 VARIABLE_DIM_ASSUMED = 512  # elements assumed for a -1 dimension when sizing a queued request
 STRING_ELEMENT_BYTES = 4096  # bytes assumed per string element (e.g. an encoded image or a sentence)
 DTYPE_SIZES = {"bool": 1, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "fp16": 2, "bf16": 2, "uint32": 4,
                "int32": 4, "fp32": 4, "uint64": 8, "int64": 8, "fp64": 8, "string": STRING_ELEMENT_BYTES}
-# Default batch sizes shrink (by halves) until a full batch executes within this share of the p99 budget.
-MAX_BATCH_BUDGET_FRACTION = 0.5
+# Default batch sizes shrink (by halves) until a full batch executes within this share of the p99 budget:
+# two executions (the one waited behind and its own) then leave at least a fifth of it to queue in.
+MAX_BATCH_BUDGET_FRACTION = 0.4
+# Executions an answered request may take beyond its time queued: the batch in progress, then its own.
+EXECUTIONS_IN_WORST_CASE = 2
 MIN_BATCH_WINDOW_US = 100
 
 BACKENDS = {
@@ -179,12 +189,12 @@ def _gpu(catalogue: InstanceCatalogue, key: str) -> GpuType | None:
 def queue_policy(model: ClassicModelSpec, batch: int, compute_ms: float, rps: float) -> tuple[int, int, int]:
     """(max_queue_delay_us, queue_timeout_us, max_queue_size) from the SLA; see the module docstring."""
     budget_us = int(model.sla.p99_latency_ms * 1000)
-    window = model.overrides.max_queue_delay_us
-    if window is None:
-        window = max(MIN_BATCH_WINDOW_US, min(MAX_BATCH_WINDOW_US, budget_us // 10 // 100 * 100))
     timeout = model.overrides.queue_timeout_us
     if timeout is None:
-        timeout = (budget_us - int(compute_ms * 1000) - window) // 100 * 100
+        timeout = (budget_us - EXECUTIONS_IN_WORST_CASE * int(compute_ms * 1000)) // 100 * 100
+    window = model.overrides.max_queue_delay_us
+    if window is None:
+        window = max(MIN_BATCH_WINDOW_US, min(MAX_BATCH_WINDOW_US, budget_us // 10, timeout // 2) // 100 * 100)
     drainable = max(batch, 1, math.ceil(rps * max(timeout, 0) / 1e6))
     by_memory = QUEUE_MEMORY_BUDGET_BYTES // request_bytes(model)
     size = model.overrides.max_queue_size or min(MAX_QUEUE_SIZE, max(drainable, by_memory))
@@ -203,15 +213,21 @@ def request_bytes(model: ClassicModelSpec) -> int:
 OVERRIDES_IN_BUDGET = ("queue_timeout_us", "max_queue_delay_us", "max_batch_size")
 
 
+def worst_case_us(sizing: ClassicSizing) -> int:
+    """The slowest answered request: queued up to the timeout, then one batch in progress and its own."""
+    return max(sizing.queue_timeout_us, 0) + EXECUTIONS_IN_WORST_CASE * int(sizing.compute_ms * 1000)
+
+
 def overrun_us(model: ClassicModelSpec, sizing: ClassicSizing) -> int:
-    """How far window + queue timeout + one batch's compute exceed the p99 (<= 0: within it)."""
-    used = sizing.max_queue_delay_us + max(sizing.queue_timeout_us, 0) + int(sizing.compute_ms * 1000)
-    return used - int(model.sla.p99_latency_ms * 1000)
+    """How far the worst answered request exceeds the p99 (<= 0: within it)."""
+    return worst_case_us(sizing) - int(model.sla.p99_latency_ms * 1000)
 
 
 def within_budget(model: ClassicModelSpec, sizing: ClassicSizing) -> bool:
-    """A queueing budget is left, and no override stretches the worst case past the p99."""
-    return sizing.queue_timeout_us > 0 and overrun_us(model, sizing) <= 0
+    """A queueing budget is left, the batching window fits inside it (else Triton rejects even a lone
+    request), and no override stretches the worst case past the p99."""
+    return (sizing.queue_timeout_us > 0 and sizing.max_queue_delay_us < sizing.queue_timeout_us
+            and overrun_us(model, sizing) <= 0)
 
 
 def check_budget(model: ClassicModelSpec, sizing: ClassicSizing, index: int) -> Issue | None:
@@ -221,35 +237,48 @@ def check_budget(model: ClassicModelSpec, sizing: ClassicSizing, index: int) -> 
         return None
     field = next((f for f in OVERRIDES_IN_BUDGET if getattr(model.overrides, f) is not None), None)
     path = f"models[{index}]." + (f"overrides.{field}" if field else "sla.p99_latency_ms")
-    p99 = model.sla.p99_latency_ms
-    if sizing.queue_timeout_us <= 0:
-        return Issue("", 0, 0, path, f"{model.name}: p99 {p99:g} ms leaves no queueing budget after "
-                     f"{sizing.compute_ms:g} ms of compute and a {sizing.max_queue_delay_us} us batching window",
-                     "raise sla.p99_latency_ms, lower overrides.max_batch_size or measure profile.compute_ms")
-    total_ms = (int(p99 * 1000) + overrun_us(model, sizing)) / 1000
-    return Issue("", 0, 0, path, f"{model.name}: the overrides break the p99 of {p99:g} ms: window "
-                 f"{sizing.max_queue_delay_us / 1000:g} ms + queue timeout {sizing.queue_timeout_us / 1000:g} ms + "
-                 f"compute {sizing.compute_ms:g} ms (batch of {sizing.max_batch_size}) = {total_ms:g} ms, so a "
-                 "request could wait past its SLA and still be served", _budget_fix(model, sizing, field, total_ms))
+    p99, compute = model.sla.p99_latency_ms, sizing.compute_ms
+    if sizing.queue_timeout_us <= 0 or (field is None and sizing.max_queue_delay_us >= sizing.queue_timeout_us):
+        return Issue("", 0, 0, path, f"{model.name}: p99 {p99:g} ms leaves no queueing budget after two "
+                     f"executions of {compute:g} ms (the batch in progress and its own, batch of "
+                     f"{sizing.max_batch_size})",
+                     f"raise sla.p99_latency_ms above {math.ceil(EXECUTIONS_IN_WORST_CASE * compute + 1)} ms, "
+                     "lower overrides.max_batch_size or measure profile.compute_ms")
+    if sizing.max_queue_delay_us >= sizing.queue_timeout_us:
+        return Issue("", 0, 0, path, f"{model.name}: the batching window of {sizing.max_queue_delay_us} us is "
+                     f"not shorter than the queue timeout of {sizing.queue_timeout_us} us; Triton counts the "
+                     "window inside the timeout, so every request that waits out the window is rejected",
+                     f"lower overrides.max_queue_delay_us to at most {sizing.queue_timeout_us // 2 // 100 * 100}, "
+                     "or remove it (the compiler derives it from the p99)")
+    total_ms = worst_case_us(sizing) / 1000
+    return Issue("", 0, 0, path, f"{model.name}: the overrides break the p99 of {p99:g} ms: queue timeout "
+                 f"{sizing.queue_timeout_us / 1000:g} ms + the batch in progress {compute:g} ms + its own batch "
+                 f"{compute:g} ms (batch of {sizing.max_batch_size}) = {total_ms:g} ms, so a request could wait "
+                 "past its SLA and still be served", _budget_fix(model, sizing, field, total_ms))
 
 
 def _budget_fix(model: ClassicModelSpec, sizing: ClassicSizing, field: str | None, total_ms: float) -> str:
-    budget = int(model.sla.p99_latency_ms * 1000) - int(sizing.compute_ms * 1000)
-    room = {"queue_timeout_us": budget - sizing.max_queue_delay_us,
-            "max_queue_delay_us": budget - sizing.queue_timeout_us}.get(field or "", 0) // 100 * 100
+    room = (int(model.sla.p99_latency_ms * 1000) - EXECUTIONS_IN_WORST_CASE * int(sizing.compute_ms * 1000))
+    room = room // 100 * 100 if field == "queue_timeout_us" else 0
     first = (f"lower overrides.{field} to at most {room}" if room > 0 else
              f"lower or remove overrides.{field} (without it the compiler derives it from the p99)")
+    window = model.overrides.max_queue_delay_us
+    if room > 0 and window is not None and window >= room:
+        first += f" and overrides.max_queue_delay_us below it (at most {room // 2 // 100 * 100})"
     return (f"{first}; or, if {math.ceil(total_ms)} ms is the latency you accept, raise sla.p99_latency_ms "
             "to it")
 
 
 def triton_decision(model: ClassicModelSpec, sizing: ClassicSizing) -> Decision:
+    relation = ">=" if overrun_us(model, sizing) < -100 else "="
+    compute = sizing.compute_ms
     return Decision(
         choice=f"timeout {sizing.queue_timeout_us} us, window {sizing.max_queue_delay_us} us, "
                f"queue <= {sizing.max_queue_size}",
-        reason=f"p99 {model.sla.p99_latency_ms:g} ms {'>=' if overrun_us(model, sizing) < -100 else '='} window {sizing.max_queue_delay_us / 1000:g} ms + queue "
-               f"{sizing.queue_timeout_us / 1000:g} ms + compute {sizing.compute_ms:.1f} ms (batch of "
-               f"{sizing.max_batch_size}); the queue bound keeps queued inputs within "
-               f"{QUEUE_MEMORY_BUDGET_BYTES // 1024**2} MiB and above what {sizing.instance_count} instance(s) at "
-               f"{sizing.rps_per_instance:.0f} req/s drain within the timeout",
+        reason=f"p99 {model.sla.p99_latency_ms:g} ms {relation} queue timeout {sizing.queue_timeout_us / 1000:g} ms "
+               f"(the {sizing.max_queue_delay_us / 1000:g} ms batching window counts inside it) + the batch in "
+               f"progress {compute:.1f} ms + its own batch {compute:.1f} ms (batch of {sizing.max_batch_size}); "
+               f"the queue bound keeps queued inputs within {QUEUE_MEMORY_BUDGET_BYTES // 1024**2} MiB and above "
+               f"what {sizing.instance_count} instance(s) at {sizing.rps_per_instance:.0f} req/s drain within the "
+               "timeout",
     )

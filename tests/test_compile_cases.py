@@ -331,24 +331,30 @@ def test_queue_overrides_that_break_the_sla_are_a_located_error():
     issue = locate_issues(caught.value, parse_yaml(text, "models.yaml")).issues[0]
     assert (issue.path, issue.line) == ("models[0].overrides.queue_timeout_us", 11)
     # even on an H100 (2,000 req/s on an A10G x 3350/600 = 11,167 req/s, so a batch of 256 takes 22.925 ms)
-    # the worst case is 900 + 5000 + 22.925 ms, far past 100 ms
-    assert "window 900 ms + queue timeout 5000 ms + compute 22.925 ms (batch of 256) = 5922.93 ms" in issue.message
-    assert issue.fix == ("lower or remove overrides.queue_timeout_us (without it the compiler derives it from the "
-                         "p99); or, if 5923 ms is the latency you accept, raise sla.p99_latency_ms to it")
+    # the worst answered request queues up to the timeout (the window counts inside it), then waits for the
+    # batch in progress and runs its own: 5000 + 2 x 22.925 ms, far past 100 ms
+    assert ("queue timeout 5000 ms + the batch in progress 22.925 ms + its own batch 22.925 ms (batch of 256) "
+            "= 5045.85 ms") in issue.message
+    # room for the timeout: 100 ms - 2 x 22.925 ms = 54.15 ms; the 900 ms window must then shrink below it
+    assert issue.fix == ("lower overrides.queue_timeout_us to at most 54100 and overrides.max_queue_delay_us below "
+                         "it (at most 27000); or, if 5046 ms is the latency you accept, raise sla.p99_latency_ms "
+                         "to it")
 
 
 def test_queue_overrides_within_the_sla_are_kept_and_explained():
     plan = compile_text(OVERRIDDEN.format(overrides="queue_timeout_us: 50000"))
     scorer = plan.model("scorer")
     assert scorer.queue_timeout_us == 50000
-    assert scorer.decisions[0].reason.startswith("p99 100 ms >= window 5 ms + queue 50 ms")
+    assert scorer.decisions[0].reason.startswith("p99 100 ms >= queue timeout 50 ms (the 5 ms batching window "
+                                                 "counts inside it) + the batch in progress")
 
 
 def test_a_window_override_alone_points_at_itself():
     with pytest.raises(CompileError) as caught:
         compile_text(OVERRIDDEN.format(overrides="max_queue_delay_us: 200000"))
     issue = caught.value.issues[0]
-    assert issue.path == "models[0].overrides.max_queue_delay_us" and "no queueing budget" in issue.message
+    assert issue.path == "models[0].overrides.max_queue_delay_us"
+    assert "not shorter than the queue timeout" in issue.message and "Triton counts the window" in issue.message
 
 
 def test_throughput_scales_by_the_slower_of_compute_and_memory_bandwidth(catalogue):

@@ -46,14 +46,14 @@ def test_plan_json_gains_monthly_cost_usd(capsys):
 def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
     _run(capsys, "render", "--stack", "dev", "--out", str(tmp_path / "dev"))
     doc = json.loads((tmp_path / "dev" / "plan.json").read_text())
-    assert doc["monthly_cost_usd"]["desired"] == 5085.05  # 575.97 + 3,829.81 + 679.27 (spot at 50%)
+    assert doc["monthly_cost_usd"]["desired"] == 5188.34  # 3,829.81 + 2 x 679.27 (g6e.12xlarge, g6e.xlarge; spot at 50%)
 
 
 def test_markdown_preview_is_a_pr_comment(capsys):
     text = _run(capsys, "cost", "--format", "markdown")
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
     assert "| prod (on-demand) | 180,221.87 / 196,899.66 / 296,028.75 | ✅ 79% of 250,000.00 (desired) |" in text
-    assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 / 5,085.05 / 5,085.05 |" in text
+    assert "| dev (spot, assumed 50% of on-demand) | 5,188.34 / 5,188.34 / 5,188.34 |" in text
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
     assert ("| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,829.81 | USD 6.07 per million tokens at 8 seq x 30 tok/s "
             "(default) ⚠️ under-provisioned: 1 replica(s) x max_num_seqs 8 serve 8 of the 32 sequences at peak |") in text

@@ -62,7 +62,7 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     # prod: 16 sequences / 8 per replica = 2 replicas of tp=4 on g6e.12xlarge: 2 x 10.49264 x 730 = 15,319.25
     # dev: 1 replica on spot at 50%: 1 x 5.24632 x 730 = 3,829.81; staging as prod: 15,319.25
     assert "| prod (on-demand) | 196,899.66 | 212,218.91 | **+15,319.25 (+7.8%)** |" in comment
-    assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 | 8,914.86 | **+3,829.81 (+75.3%)** |" in comment
+    assert "| dev (spot, assumed 50% of on-demand) | 5,188.34 | 9,018.16 | **+3,829.81 (+73.8%)** |" in comment
     assert "| staging (on-demand) | 116,541.26 | 131,860.51 | **+15,319.25 (+13.1%)** |" in comment
     assert "### modelfleet cost: +34,468.32 USD/month across 3 environment(s)\n" in comment
     assert "dev at assumed spot prices (see the row)" in comment
@@ -107,9 +107,9 @@ def test_a_base_directory_brings_its_own_stacks(tmp_path, capsys):
     dev.write_text(dev.read_text().replace("spotPriceRatio: 0.5", "spotPriceRatio: 0.6"))
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    # 5,085.05 at 50% of on-demand -> x 0.6 / 0.5 = 6,102.06
-    assert "dev (spot, assumed 60% of on-demand): 5,085.05 -> 6,102.06 (+1,017.01)" in out
-    assert "cause stack settings: +1,017.01 at desired (modelfleet:cost.spotPriceRatio: 0.5 -> 0.6)" in out
+    # 5,188.34 at 50% of on-demand -> x 0.6 / 0.5 = 6,226.01
+    assert "dev (spot, assumed 60% of on-demand): 5,188.34 -> 6,226.01 (+1,037.67)" in out
+    assert "cause stack settings: +1,037.67 at desired (modelfleet:cost.spotPriceRatio: 0.5 -> 0.6)" in out
     assert f"base stacks: {base}/stacks" in out
 
 
@@ -199,7 +199,7 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 2
     captured = capsys.readouterr()
     comment = captured.out
-    assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, assumed 50% of on-demand) | 5,188.34 | ❌ does not compile | unknown | - |" in comment
     assert "— ❌ does not compile: dev" in comment.splitlines()[1]
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)

@@ -115,10 +115,11 @@ def test_model_costs_add_up_to_the_node_groups(costed):
 
 def test_dev_is_spot_at_the_stated_assumption(costed):
     cost = costed["dev"].cost
-    assert _group(cost, "g4dn.xlarge").usd_per_node_hour == pytest.approx(0.526 * 0.5)  # 0.263
-    assert "spot assumed at 50% of on-demand 0.526" == _group(cost, "g4dn.xlarge").price_basis
-    # 3 x 0.263 x 730 = 575.97; 1 x 5.24632 x 730 = 3,829.8136; 1 x 0.9305 x 730 = 679.265
-    assert cost.monthly_usd.desired == pytest.approx(575.97 + 3_829.8136 + 679.265)  # 5,085.0486
+    assert _group(cost, "g6e.xlarge").usd_per_node_hour == pytest.approx(1.861 * 0.5)  # 0.9305
+    assert "spot assumed at 50% of on-demand 1.861" == _group(cost, "g6e.xlarge").price_basis
+    # g6e.xlarge: the 8B and the one Triton server, 2 x 0.9305 x 730 = 1,358.53; g6e.12xlarge: the 70B,
+    # 1 x 5.24632 x 730 = 3,829.8136
+    assert cost.monthly_usd.desired == pytest.approx(2 * 679.265 + 3_829.8136)  # 5,188.3436
     assert any("ASSUMED at 50% of on-demand" in line for line in cost.price_basis)
     # one replica serves 23 of the 48 peak sequences: 23 x 30 = 690 tokens/s on 0.9305 USD/h
     llama8 = cost.model("llama-3-1-8b-instruct")
@@ -130,18 +131,18 @@ def test_dev_is_spot_at_the_stated_assumption(costed):
 
 
 def test_measured_spot_prices_replace_the_assumption(project, catalogue):
-    g4dn = catalogue.instances["g4dn.xlarge"]
-    spot = dataclasses.replace(g4dn, spot_usd_per_hour=MappingProxyType({"us-east-1": 0.2104}))
+    g6e = catalogue.instances["g6e.xlarge"]
+    spot = dataclasses.replace(g6e, spot_usd_per_hour=MappingProxyType({"us-east-1": 0.7443}))
     table = dataclasses.replace(
-        catalogue, instances=MappingProxyType({**catalogue.instances, "g4dn.xlarge": spot}),
+        catalogue, instances=MappingProxyType({**catalogue.instances, "g6e.xlarge": spot}),
         price_sources=MappingProxyType({"us-east-1": MappingProxyType({
             **catalogue.price_sources["us-east-1"], "spot": PriceSource("2026-08-01", "EC2 spot history")})}))
     env = project.environment("dev")
     cost = compute_fleet_cost(project.plan("dev"), table, env, estimate_llm_loads(project.fleet(), "dev"))
-    assert _group(cost, "g4dn.xlarge").monthly_usd.desired == pytest.approx(3 * 0.2104 * 730)  # 460.776
-    assert _group(cost, "g4dn.xlarge").price_basis == "spot (measured)"
-    assert _group(cost, "g6e.xlarge").usd_per_node_hour == pytest.approx(1.861 * 0.5)  # still assumed
-    assert cost.pricing == "spot, assumed 50% of on-demand for 2 of 3 node groups"
+    assert _group(cost, "g6e.xlarge").monthly_usd.desired == pytest.approx(2 * 0.7443 * 730)  # 1,086.678
+    assert _group(cost, "g6e.xlarge").price_basis == "spot (measured)"
+    assert _group(cost, "g6e.12xlarge").usd_per_node_hour == pytest.approx(10.49264 * 0.5)  # still assumed
+    assert cost.pricing == "spot, assumed 50% of on-demand for 1 of 2 node groups"
     assert any("EC2 spot history, as of 2026-08-01" in line for line in cost.price_basis)
 
 

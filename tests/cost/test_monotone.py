@@ -142,24 +142,24 @@ def test_known_cases_found_by_the_property(catalogue, case):
     check_opposites(env, before, after)
 
 
-# Found by a search like the property above: a dedicated model and a 99.9% one on g6e.xlarge (3-8-13 nodes); a
-# third moves the group to g6.xlarge (4-20-31), cheaper at min although dearer at desired and max.
-REPACKED = [classic("m0", 5.0, dedicated=True, p99_ms=20, measured_on="l4"),
-            classic("m1", 5.0, rps=1220.0, availability=99.9, p99_ms=20, measured_on="l4")]
+# Found by a search like the property above: a dedicated model and a 99.9% one on g6e.xlarge (3-6-10 nodes); a
+# third moves the group to g6.xlarge (4-15-24), cheaper at min although dearer at desired and max.
+REPACKED = [classic("m0", 5.0, dedicated=True, p99_ms=30, measured_on="l4"),
+            classic("m1", 5.0, rps=900.0, availability=99.9, p99_ms=30, measured_on="l4")]
 
 
 def test_an_addition_that_lowers_min_is_said_in_the_diff(catalogue):
     blocks = [block(m) for m in REPACKED]
     before = price(models_yaml(blocks), PROD, catalogue)
-    after = price(models_yaml(blocks + [block(classic("added", 5.0, dedicated=True, p99_ms=20, measured_on="l4"))]),
+    after = price(models_yaml(blocks + [block(classic("added", 5.0, dedicated=True, p99_ms=30, measured_on="l4"))]),
                   PROD, catalogue)
     groups = lambda costed: [(g.instance_type, g.nodes) for g in costed.cost.node_groups]  # noqa: E731
-    assert groups(before) == [("g6e.xlarge", (3, 8, 13))] and groups(after) == [("g6.xlarge", (4, 20, 31))]
+    assert groups(before) == [("g6e.xlarge", (3, 6, 10))] and groups(after) == [("g6.xlarge", (4, 15, 24))]
     added = diff(before, after, PROD)
-    # min 3 x 1.861 x 730 = 4,075.59 -> 4 x 0.8048 x 730 = 2,350.02; desired 8 x 1.861 x 730 = 10,868.24 ->
-    # 20 x 0.8048 x 730 = 11,750.08
+    # min 3 x 1.861 x 730 = 4,075.59 -> 4 x 0.8048 x 730 = 2,350.02; desired 6 x 1.861 x 730 = 8,151.18 ->
+    # 15 x 0.8048 x 730 = 8,812.56
     assert added.delta.min == pytest.approx(2_350.016 - 4_075.59)
-    assert added.delta.desired == pytest.approx(11_750.08 - 10_868.24)
+    assert added.delta.desired == pytest.approx(8_812.56 - 8_151.18)
     assert added.notes == ("cheaper at min replicas (-1,725.57) although models were only added: the compiler "
                            "re-packed the others (see the node groups); only the cost at desired replicas never "
                            "drops when a model is added",)

@@ -194,7 +194,7 @@ def test_a_change_that_does_not_compile_still_posts_the_comment_then_fails(tmp_p
     run = run_workflow(work, tmp_path, has_cloud=False, existing_comment="4242")
     assert run.ran == ["Install", COST, POST] and run.failed == [COST] and run.job_failed
     comment = (work / "cost-comment.md").read_text()
-    assert "| dev (spot, assumed 50% of on-demand) | 5,085.05 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, assumed 50% of on-demand) | 5,188.34 | ❌ does not compile | unknown | - |" in comment
     assert "- ❌ dev: ./models.yaml:" in comment and "big-405b-copy" in comment
     assert "| prod (on-demand) | 196,899.66 | 357,616.46 |" in comment  # the other stacks keep their figures
     assert "gh api --method PATCH repos/acme/models/issues/comments/4242 -F body=@cost-comment.md" in calls(tmp_path)

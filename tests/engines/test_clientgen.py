@@ -66,7 +66,7 @@ def test_requests_carry_the_compiled_names_dtypes_and_shapes(client_module) -> N
     ((2, 64), "float64", "features: dtype float64, expected FP32"),
     ((2, 63), "float32", r"features: shape \[2, 63\], expected \[batch, 64\]"),
     ((64,), "float32", r"features: shape \[64\], expected \[batch, 64\]"),
-    ((65, 64), "float32", r"features: batch 65, expected 1..64"),  # dev's fraud-scorer: max_batch_size 64
+    ((129, 64), "float32", r"features: batch 129, expected 1..128"),  # dev's fraud-scorer: max_batch_size 128
 ])
 def test_requests_refuse_what_the_server_would_refuse(client_module, shape, dtype: str, message: str) -> None:
     np = pytest.importorskip("numpy")

@@ -77,19 +77,19 @@ class FraudScorerResult:
 
 
 class FraudScorer:
-    """fraud-scorer (tabular, Triton server triton-fraud-scorer).
+    """fraud-scorer (tabular, Triton server triton-image-preprocessor).
 
-    SLA p99 20 ms: a request queued longer than 11800 us is rejected (503), not answered late.
+    SLA p99 20 ms: a request queued longer than 11100 us is rejected (503), not answered late.
     """
 
     name: ClassVar[str] = "fraud-scorer"
-    max_batch_size: ClassVar[int] = 64
+    max_batch_size: ClassVar[int] = 128
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("features", "FP32", (64,)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("fraud_probability", "FP32", (1,)),)
 
     @classmethod
     def request(cls, features: np.ndarray, *, protocol: ModuleType = _http) -> Request:
-        """features: FP32 [batch, 64] (batch <= 64)"""
+        """features: FP32 [batch, 64] (batch <= 128)"""
         values = (features,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs])
@@ -110,7 +110,7 @@ class ImagePreprocessorResult:
 class ImagePreprocessor:
     """image-preprocessor (vision, Triton server triton-image-preprocessor).
 
-    SLA p99 40 ms: a request queued longer than 14000 us is rejected (503), not answered late.
+    SLA p99 40 ms: a request queued longer than 24100 us is rejected (503), not answered late.
     """
 
     name: ClassVar[str] = "image-preprocessor"
@@ -139,19 +139,19 @@ class Resnet50ClassifierResult:
 
 
 class Resnet50Classifier:
-    """resnet50-classifier (vision, Triton server triton-resnet50-classifier).
+    """resnet50-classifier (vision, Triton server triton-image-preprocessor).
 
-    SLA p99 100 ms: a request queued longer than 37300 us is rejected (503), not answered late.
+    SLA p99 100 ms: a request queued longer than 50600 us is rejected (503), not answered late.
     """
 
     name: ClassVar[str] = "resnet50-classifier"
-    max_batch_size: ClassVar[int] = 16
+    max_batch_size: ClassVar[int] = 32
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("images", "FP32", (3, 224, 224)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("probabilities", "FP32", (1000,)),)
 
     @classmethod
     def request(cls, images: np.ndarray, *, protocol: ModuleType = _http) -> Request:
-        """images: FP32 [batch, 3, 224, 224] (batch <= 16)"""
+        """images: FP32 [batch, 3, 224, 224] (batch <= 32)"""
         values = (images,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs])
@@ -170,19 +170,19 @@ class TextEmbedderResult:
 
 
 class TextEmbedder:
-    """text-embedder (embedding, Triton server triton-resnet50-classifier).
+    """text-embedder (embedding, Triton server triton-image-preprocessor).
 
-    SLA p99 50 ms: a request queued longer than 20300 us is rejected (503), not answered late.
+    SLA p99 50 ms: a request queued longer than 14400 us is rejected (503), not answered late.
     """
 
     name: ClassVar[str] = "text-embedder"
-    max_batch_size: ClassVar[int] = 32
+    max_batch_size: ClassVar[int] = 64
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("input_ids", "INT64", (-1,)), Tensor("attention_mask", "INT64", (-1,)))
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("embedding", "FP32", (384,)),)
 
     @classmethod
     def request(cls, input_ids: np.ndarray, attention_mask: np.ndarray, *, protocol: ModuleType = _http) -> Request:
-        """input_ids: INT64 [batch, L]; attention_mask: INT64 [batch, L] (batch <= 32) (L: any length)"""
+        """input_ids: INT64 [batch, L]; attention_mask: INT64 [batch, L] (batch <= 64) (L: any length)"""
         values = (input_ids, attention_mask)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs])
