@@ -21,6 +21,13 @@ DEVICE_PLUGIN_SKIPS = {
                  "and the DaemonSet restarts it",
     "CKV_K8S_9": "no health endpoint (NVIDIA's manifests have no probes); it serves the kubelet, not traffic",
 }
+# Restricted Pod Security controls the plugin cannot meet (kube-system, outside the fleet's namespace and its
+# Pod Security labels), written down as ``pod-security.modelfleet.io/<control>`` like the checkov skips.
+POD_SECURITY_EXCEPTION = "pod-security.modelfleet.io/"
+DEVICE_PLUGIN_PSS_EXCEPTIONS = {
+    "volumeTypes": f"hostPath {DEVICE_PLUGIN_DIR}, the kubelet's device-plugin directory, where the plugin "
+                   "creates its socket and registers the node's GPUs; no other volume type reaches it",
+}
 
 
 def namespace(plan: FleetPlan) -> dict[str, Any]:
@@ -55,12 +62,13 @@ def _device_plugin_pod(plan: FleetPlan) -> dict[str, Any]:
 
 def device_plugin(plan: FleetPlan) -> dict[str, Any]:
     """NVIDIA's device plugin (as in its static manifest) on this fleet's GPU instance types only."""
-    skips = c.checkov_skips(DEVICE_PLUGIN_SKIPS)
+    exceptions = c.checkov_skips(DEVICE_PLUGIN_SKIPS) | {
+        POD_SECURITY_EXCEPTION + control: reason for control, reason in DEVICE_PLUGIN_PSS_EXCEPTIONS.items()}
     meta = {"name": DEVICE_PLUGIN, "namespace": "kube-system", "labels": c.labels(DEVICE_PLUGIN, "device-plugin"),
-            "annotations": skips}
+            "annotations": exceptions}
     return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta,
             "spec": {"selector": {"matchLabels": c.selector(DEVICE_PLUGIN)}, "updateStrategy": {"type": "RollingUpdate"},
-                     "template": {"metadata": {"labels": c.labels(DEVICE_PLUGIN, "device-plugin"), "annotations": skips},
+                     "template": {"metadata": {"labels": c.labels(DEVICE_PLUGIN, "device-plugin"), "annotations": exceptions},
                                   "spec": _device_plugin_pod(plan)}}}
 
 

@@ -35,7 +35,7 @@ WORKLOAD_CHECKS = CONTAINER_CHECKS | {f"CKV_K8S_{n}" for n in (17, 18, 19, 21, 2
 CHECKED_KINDS = {"Deployment": WORKLOAD_CHECKS, "DaemonSet": WORKLOAD_CHECKS, "StatefulSet": WORKLOAD_CHECKS,
                  "PodTemplate": CONTAINER_CHECKS, "Service": {"CKV_K8S_21"}, "ServiceAccount": {"CKV_K8S_21"}}
 # Known defects, routed to their owners; each has a strict xfail test below that fails once it is fixed.
-KNOWN_PSS_DEFECTS = {("DaemonSet/kube-system/nvidia-device-plugin", "volumeTypes")}
+KNOWN_PSS_DEFECTS: set[tuple[str, str]] = set()
 
 
 def manifests(project, stack: str) -> list[dict[str, Any]]:
@@ -216,10 +216,6 @@ def test_restricted_pod_security_with_written_exceptions(project, stack):
     assert [str(v) for v in violations if (v.workload, v.control) not in KNOWN_PSS_DEFECTS] == []
 
 
-@pytest.mark.xfail(strict=True, reason="modelfleet/k8s/cluster.py (engineer C): the NVIDIA device plugin "
-                   "DaemonSet mounts a hostPath volume with no written restricted-PSS exception (e.g. annotation "
-                   "pod-security.modelfleet.io/volumeTypes: <reason>); its reasons mention the hostPath only "
-                   "under CKV_K8S_23/40, which are about running as root")
 def test_device_plugin_writes_its_hostpath_exception(project):
     plugin = next(o for o in manifests(project, "prod") if o["kind"] == "DaemonSet")
     assert [str(v) for v in check_restricted(plugin)] == []
