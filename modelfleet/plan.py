@@ -5,13 +5,28 @@ Field names are a contract: ``plan --json`` and later tools (cost, Pulumi compon
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 
 class PlanModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def _by_name(self, field: str) -> dict[str, Any]:
+        """``name -> item`` of one of this plan's tuples, built once per tuple: renderers and cost look items
+        up by name for every model, and a scan per lookup made 1,000 models quadratic.
+
+        Kept in the instance ``__dict__`` beside the fields, as ``functools.cached_property`` keeps its value:
+        pydantic's equality, hash, ``model_dump`` and JSON read the fields only. The index remembers the
+        tuple it was built from, so a ``model_copy(update=...)`` that replaces the tuple never reads a stale
+        one. The first item of a name wins, as a scan would find it."""
+        items = getattr(self, field)
+        cached = self.__dict__.get(f"_by_name_{field}")
+        if cached is None or cached[0] is not items:
+            cached = (items, {item.name: item for item in reversed(items)})
+            self.__dict__[f"_by_name_{field}"] = cached
+        return cached[1]
 
 
 class Alternative(PlanModel):
@@ -158,10 +173,10 @@ class FleetPlan(PlanModel):
     warnings: tuple[Warning_, ...]
 
     def model(self, name: str) -> TritonModelPlan | VllmModelPlan:
-        return next(m for m in self.models if m.name == name)
+        return self._by_name("models")[name]
 
     def node_group(self, name: str) -> NodeGroupPlan:
-        return next(g for g in self.node_groups if g.name == name)
+        return self._by_name("node_groups")[name]
 
     def server(self, name: str) -> TritonServerPlan:
-        return next(s for s in self.triton_servers if s.name == name)
+        return self._by_name("triton_servers")[name]
