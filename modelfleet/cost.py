@@ -7,7 +7,9 @@ Pure: a FleetPlan, the dated InstanceCatalogue, the stack's cost settings and th
     workload     = its node group's cost x its GPUs / all GPUs the group's workloads hold
                    (GPUs left idle by whole nodes or zone spread are paid by the group's workloads pro rata)
     Triton model = its server's cost x its gpu_share / the sum of gpu_share on that server
-                   (gpu_share = the larger of its GPU-memory and compute fractions; the plan records it)
+                   (gpu_share = the larger of its GPU-memory and compute fractions; the plan records it to
+                   4 decimals, so models under 0.005% of a GPU show 0: when every share on a server is 0, the
+                   server is split by the models' GPU memory, and equally when that is 0 too)
     environment  = node groups + the EKS control plane when the stack creates the cluster
 
 A region without a price is *unknown*: its node groups and totals are None, never guessed.
@@ -30,7 +32,8 @@ LEVELS = ("min", "desired", "max")
 ATTRIBUTION_RULE = (
     "a node group costs nodes x USD/h x 730 h; each workload (a Triton server or a vLLM model) pays for the "
     "GPUs it holds, idle GPUs of the group shared pro rata; models on a shared Triton server split its cost "
-    "by gpu_share (the larger of their GPU-memory and compute fractions)"
+    "by gpu_share (the larger of their GPU-memory and compute fractions), or, when every gpu_share on a server "
+    "rounds to 0, by GPU memory (equally if that is 0 too)"
 )
 
 
@@ -54,7 +57,9 @@ class LlmLoad(PlanModel):
 
 class UnitCost(PlanModel):
     metric: str  # "usd_per_1k_inferences" | "usd_per_million_tokens"
-    value: float
+    # None: the replicas serve nothing measurable (the plan's throughput rounds to 0), so no finite unit cost;
+    # the shortfall says so.
+    value: float | None
     basis: str  # the load it is priced at, short enough for a table cell: "8 seq x 30 tok/s (default)"
     assumption: str  # the same load in full, with what models.yaml declared
     # Set when the replicas serve less than the declared peak: the figure is then priced at what they
@@ -264,12 +269,22 @@ def _model_cost(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan,
 
 
 def _server_fraction(name: str, members: tuple[str, ...], plan: FleetPlan) -> tuple[float, str]:
+    """Its part of a shared server, and how. gpu_share first; the plan rounds it to 4 decimals, so models
+    too small to show there all read 0, and then GPU memory (also rounded), then an equal split, decide."""
     if len(members) == 1:
         return 1.0, "alone on it"
-    shares = {n: m.gpu_share if isinstance(m := plan.model(n), TritonModelPlan) else 1.0 for n in members}
-    total = sum(shares.values())
+    models = {n: plan.model(n) for n in members}
     others = ", ".join(n for n in members if n != name)
-    return shares[name] / total, f"gpu_share {shares[name]:g} of {total:g} on it (with {others})"
+    shares = {n: m.gpu_share if isinstance(m, TritonModelPlan) else 1.0 for n, m in models.items()}
+    total = sum(shares.values())
+    if total > 0:
+        return shares[name] / total, f"gpu_share {shares[name]:g} of {total:g} on it (with {others})"
+    memory = {n: m.gpu_memory_gib if isinstance(m, TritonModelPlan) else 0.0 for n, m in models.items()}
+    held = sum(memory.values())
+    zero = "every gpu_share on it is 0 (under 0.005% of a GPU each), so split by GPU memory: "
+    if held > 0:
+        return memory[name] / held, f"{zero}{memory[name]:g} of {held:g} GiB (with {others})"
+    return 1.0 / len(members), f"{zero}all 0 too, so split equally, 1 of {len(members)} (with {others})"
 
 
 def estimate_unit_cost(model: TritonModelPlan | VllmModelPlan, monthly_usd: float,
@@ -278,14 +293,7 @@ def estimate_unit_cost(model: TritonModelPlan | VllmModelPlan, monthly_usd: floa
     replicas serve when that is less (and then says so: the figure is not the peak's)."""
     hourly = monthly_usd / HOURS_PER_MONTH
     if isinstance(model, TritonModelPlan):
-        capacity = model.replicas * model.instance_count * model.rps_per_instance
-        rps = min(model.peak_rps, capacity)
-        short = None if rps == model.peak_rps else (
-            f"under-provisioned: {model.replicas} replica(s) serve {capacity:g} of the {model.peak_rps:g} "
-            "inferences/s at peak")
-        return UnitCost(metric="usd_per_1k_inferences", value=hourly / (rps * 3600) * 1000,
-                        basis=f"{rps:g} inferences/s", shortfall=short,
-                        assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g})")
+        return _triton_unit_cost(model, hourly)
     if load is None:
         return None
     sequences = min(load.peak_sequences, model.replicas * model.max_num_seqs)
@@ -294,7 +302,27 @@ def estimate_unit_cost(model: TritonModelPlan | VllmModelPlan, monthly_usd: floa
     short = None if sequences == load.peak_sequences else (
         f"under-provisioned: {model.replicas} replica(s) x max_num_seqs {model.max_num_seqs} serve {sequences} of "
         f"the {load.peak_sequences} sequences at peak")
-    return UnitCost(metric="usd_per_million_tokens", value=hourly / (sequences * rate * 3600) * 1e6,
+    return UnitCost(metric="usd_per_million_tokens", value=_per_unit(hourly, sequences * rate * 3600, 1e6),
                     basis=f"{sequences} seq x {rate:g} tok/s{default}", shortfall=short,
                     assumption=f"{sequences} sequences x {rate:g} output tokens/s per sequence{default} = "
                                f"{sequences * rate:g} tokens/s sustained ({load.declared})")
+
+
+def _triton_unit_cost(model: TritonModelPlan, hourly: float) -> UnitCost:
+    capacity = model.replicas * model.instance_count * model.rps_per_instance
+    rps = min(model.peak_rps, capacity)
+    short = None if rps == model.peak_rps else (
+        f"under-provisioned: {model.replicas} replica(s) serve {capacity:g} of the {model.peak_rps:g} "
+        "inferences/s at peak")
+    if rps <= 0:  # the plan keeps rps_per_instance to 2 decimals: a model slower than 0.005/s reads 0
+        short = (f"under-provisioned: {model.replicas} replica(s) serve no measurable part of the "
+                 f"{model.peak_rps:g} inferences/s at peak (rps_per_instance {model.rps_per_instance:g} in the "
+                 "plan: under 0.005/s), so no finite cost per inference")
+    return UnitCost(metric="usd_per_1k_inferences", value=_per_unit(hourly, rps * 3600, 1000),
+                    basis=f"{rps:g} inferences/s", shortfall=short,
+                    assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g})")
+
+
+def _per_unit(usd_per_hour: float, units_per_hour: float, scale: float) -> float | None:
+    """USD per ``scale`` units, or None when nothing is served (an unbounded cost is no figure)."""
+    return usd_per_hour / units_per_hour * scale if units_per_hour > 0 else None

@@ -51,7 +51,13 @@ def _unit(unit: UnitCost | None, warn: str = "⚠️") -> str:
     if unit is None:
         return "-"
     short = f" {warn} {unit.shortfall}" if unit.shortfall else ""
-    return f"USD {significant(unit.value)} {UNIT_LABELS[unit.metric]} at {unit.basis}{short}"
+    return f"{_unit_figure(unit)} at {unit.basis}{short}"
+
+
+def _unit_figure(unit: UnitCost) -> str:
+    if unit.value is None:  # nothing served: the shortfall says why
+        return f"no finite USD {UNIT_LABELS[unit.metric]}"
+    return f"USD {significant(unit.value)} {UNIT_LABELS[unit.metric]}"
 
 
 def significant(value: float, digits: int = 3) -> str:
@@ -108,13 +114,14 @@ def _environment_text(view: CostView) -> str:
 
 def _model_text(m: ModelCost) -> list[str]:
     gpus = "-".join(map(str, m.gpus))
-    unit = "-" if m.unit_cost is None else f"USD {significant(m.unit_cost.value)} {UNIT_LABELS[m.unit_cost.metric]}"
+    unit = "-" if m.unit_cost is None else _unit_figure(m.unit_cost)
     out = [f"  {m.name:28} {gpus:9} {_range(m.monthly_usd):38} {unit}",
            f"  {'':28}   {m.serving} on {m.instance_type}: {m.attribution}"]
     if m.unit_cost is not None:
         out.append(f"  {'':28}   throughput: {m.unit_cost.assumption}")
         if m.unit_cost.shortfall:
-            out.append(f"  {'':28}   WARNING: {m.unit_cost.shortfall}; the unit cost is at what they serve")
+            priced = "" if m.unit_cost.value is None else "; the unit cost is at what they serve"
+            out.append(f"  {'':28}   WARNING: {m.unit_cost.shortfall}{priced}")
     return out
 
 

@@ -81,6 +81,17 @@ def test_known_defect_reproductions(defect, text):
     assert check_outcome(text) in Outcomes.KINDS
 
 
+def test_fixed_cost_defects_render_or_fail_located():
+    """Once known defects zero-rps-unit-cost and zero-gpu-share (ZeroDivisionError in cost.py): a 600 s model
+    whose plan rounds rps_per_instance to 0 renders in dev and hits staging's and prod's maxGpusPerModel; two
+    models whose gpu_share rounds to 0 on one GPU render everywhere (priced by GPU memory)."""
+    from tests.hardening.known_defects import classic, classic_pair
+
+    slow = classic(p99="600000", rps="1000", profile="", overrides="replicas: 144, max_batch_size: 1")
+    assert check_outcome(slow) == "compile-error"
+    assert check_outcome(classic_pair("0.001", "100000", "0.001")) == "rendered"
+
+
 def test_a_located_error_and_a_render_are_the_only_outcomes():
     from tests.hardening.known_defects import classic, llm
 
