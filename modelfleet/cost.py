@@ -10,7 +10,9 @@ Pure: a FleetPlan, the dated InstanceCatalogue, the stack's cost settings and th
                    (gpu_share = the larger of its GPU-memory and compute fractions; the plan records it to
                    4 decimals, so models under 0.005% of a GPU show 0: when every share on a server is 0, the
                    server is split by the models' GPU memory, and equally when that is 0 too)
-    environment  = node groups + the EKS control plane when the stack creates the cluster
+    environment  = node groups + the EKS control plane and the system node group when the stack creates the
+                   cluster (system nodes: on-demand, 2-2-4 of cluster.systemInstanceType, priced from the table's
+                   system_instances; not attributed to models, like the control plane)
 
 A region without a price is *unknown*: its node groups and totals are None, never guessed.
 """
@@ -26,6 +28,7 @@ from .environment import EnvironmentSpec
 from .instances import InstanceCatalogue, InstanceType
 from .plan import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .spec import FleetSpec, LlmModelSpec
+from .system_nodes import SYSTEM_GROUP, SYSTEM_SIZES
 
 HOURS_PER_MONTH = 730.0
 LEVELS = ("min", "desired", "max")
@@ -100,6 +103,7 @@ class FleetCost(PlanModel):
     node_groups: tuple[NodeGroupCost, ...]
     models: tuple[ModelCost, ...]
     control_plane_monthly_usd: float | None  # None: the stack does not create the cluster
+    system_nodes: NodeGroupCost | None  # a created cluster's system node group; None: the stack joins a cluster
     monthly_usd: MonthlyUsd | None  # None when any price is unknown
     unknown: tuple[str, ...]  # what could not be priced, and why
 
@@ -161,17 +165,20 @@ def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: Envir
     workloads = _workload_costs(plan, {g.name: g for g in groups})
     models = tuple(_model_cost(m, plan, workloads, loads) for m in plan.models)
     control = _control_plane(catalogue, env)
+    system = estimate_system_nodes(catalogue, env)
     unknown = tuple(f"{g.instance_type}: {g.price_basis}" for g in groups if g.monthly_usd is None)
-    total = None if unknown else _sum([g.monthly_usd for g in groups if g.monthly_usd], control or 0.0)
+    if system is not None and system.monthly_usd is None:
+        unknown += (f"system nodes {system.instance_type}: {system.price_basis}",)
     if control is None and env.cluster.create:
         unknown += ("EKS control plane: the price table has no eks_usd_per_cluster_hour",)
-        total = None
+    paid = [g.monthly_usd for g in (*groups, *((system,) if system else ())) if g.monthly_usd]
+    total = None if unknown else _sum(paid, control or 0.0)
     return FleetCost(
         environment=plan.environment, region=plan.region, capacity_type=plan.capacity_type,
         spot_price_ratio=env.cost.spot_price_ratio if plan.capacity_type == "spot" else None,
         hours_per_month=HOURS_PER_MONTH, prices_as_of=_as_of(catalogue, env.region),
         price_basis=_price_basis(catalogue, env), attribution_rule=ATTRIBUTION_RULE, node_groups=groups,
-        models=models, control_plane_monthly_usd=control if env.cluster.create else None,
+        models=models, control_plane_monthly_usd=control if env.cluster.create else None, system_nodes=system,
         monthly_usd=total, unknown=unknown)
 
 
@@ -182,6 +189,22 @@ def _node_group_cost(group: NodeGroupPlan, catalogue: InstanceCatalogue, env: En
     monthly = None if price is None else MonthlyUsd(**{lvl: n * price * HOURS_PER_MONTH for lvl, n in zip(LEVELS, nodes)})
     return NodeGroupCost(name=group.name, instance_type=group.instance_type, capacity_type=group.capacity_type,
                          usd_per_node_hour=price, price_basis=basis, nodes=nodes, monthly_usd=monthly)
+
+
+def estimate_system_nodes(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> NodeGroupCost | None:
+    """A created cluster's system node group (None when the stack joins a cluster): always on-demand, even on
+    a spot stack, as modelfleet/deploy creates it; unknown when the table has no price for the type there."""
+    if not env.cluster.create:
+        return None
+    name = env.cluster.system_instance_type
+    instance = catalogue.system_instances.get(name)
+    price = None if instance is None else instance.price(env.region)
+    basis = ("on-demand" if price is not None else "not in the price table's system_instances" if instance is None
+             else f"no on-demand price for {env.region}")
+    monthly = None if price is None else MonthlyUsd(**{lvl: n * price * HOURS_PER_MONTH
+                                                        for lvl, n in zip(LEVELS, SYSTEM_SIZES)})
+    return NodeGroupCost(name=SYSTEM_GROUP, instance_type=name, capacity_type="on-demand", usd_per_node_hour=price,
+                         price_basis=basis, nodes=SYSTEM_SIZES, monthly_usd=monthly)
 
 
 def _control_plane(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> float | None:
@@ -212,6 +235,10 @@ def _price_basis(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> tuple[st
                      f"assumed at {env.cost.spot_price_ratio:.0%} of on-demand" if spot else
                      f"spot {env.region}: ASSUMED at {env.cost.spot_price_ratio:.0%} of on-demand "
                      "(modelfleet:cost.spotPriceRatio; no measured spot prices in the table)")
+    if env.cluster.create:
+        system = catalogue.system_price_sources.get(env.region)
+        lines.append(f"system nodes {env.region} (on-demand): {system.source}, as of {system.as_of}" if system
+                     else f"system nodes {env.region}: no dated prices in the table")
     return tuple(lines)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .compiler import models_in
-from .cost import HOURS_PER_MONTH, LEVELS, FleetCost, MonthlyUsd, UnitCost
+from .cost import HOURS_PER_MONTH, LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .errors import Issue
 from .plan import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .policy import BudgetStatus
@@ -96,6 +96,8 @@ class EnvironmentDiff(PlanModel):
     changes: tuple[ModelChange, ...]
     unchanged: int
     node_groups: tuple[str, ...]  # node count and price changes, with the arithmetic
+    # A created cluster's own costs that change (its system node group, its EKS control plane), with the arithmetic.
+    cluster: tuple[str, ...] = ()
     budget: BudgetStatus | None  # the head's
     violations: tuple[str, ...]  # the head's policy violations
     unknown: tuple[str, ...]
@@ -148,6 +150,7 @@ def compute_environment_diff(name: str, sides: StackSides) -> EnvironmentDiff:
         environment=name, presence=presence, pricing=shown.cost.pricing if shown else "unknown",
         before=before, after=after, delta=_delta(before, after), causes=_causes(sides, presence),
         changes=changes, unchanged=unchanged, node_groups=_node_group_changes(base, head) if comparable else (),
+        cluster=_cluster_changes(base, head) if comparable else (),
         budget=head.budget if head else None, violations=tuple(str(i) for i in head.violations) if head else (),
         unknown=tuple(sorted({u for s in (base, head) if s for u in s.cost.unknown})),
         errors=_errors(sides.head), base_errors=_errors(sides.base), notes=())
@@ -360,21 +363,49 @@ def _node_group_changes(base: CostedPlan | None, head: CostedPlan | None) -> tup
     """Node count and price changes with the arithmetic: nodes x USD per node-hour x 730 h."""
     c0 = {g.name: g for g in base.cost.node_groups} if base else {}
     c1 = {g.name: g for g in head.cost.node_groups} if head else {}
-    hours = HOURS_PER_MONTH
-    out = []
-    for name in sorted(set(c0) | set(c1)):
-        a, b = c0.get(name), c1.get(name)
-        sizes0, sizes1 = (a.nodes if a else (0, 0, 0)), (b.nodes if b else (0, 0, 0))
-        p0, p1 = (a.usd_per_node_hour if a else None), (b.usd_per_node_hour if b else None)
-        if sizes0 == sizes1 and p0 == p1:
-            continue
-        price = _price(p1 if b else p0) if (a is None or b is None or p0 == p1) else f"{_price(p0)} -> {_price(p1)}"
-        known = (p0 is not None or not sizes0[1]) and (p1 is not None or not sizes1[1])
-        delta = "" if not known else (
-            f" = {usd(sizes1[1] * (p1 or 0.0) * hours - sizes0[1] * (p0 or 0.0) * hours, True)} at desired")
-        out.append(f"{name} ({(b or a).instance_type}, {price} USD/h): nodes "  # type: ignore[union-attr]
-                   f"{'-'.join(map(str, sizes0))} -> {'-'.join(map(str, sizes1))} (min-desired-max){delta}")
-    return tuple(out)
+    changes = (_group_change(name, c0.get(name), c1.get(name)) for name in sorted(set(c0) | set(c1)))
+    return tuple(c for c in changes if c)
+
+
+def _group_change(label: str, a: NodeGroupCost | None, b: NodeGroupCost | None) -> str | None:
+    """One group's node counts and price before and after (None: absent), or None when neither changed."""
+    sizes0, sizes1 = (a.nodes if a else (0, 0, 0)), (b.nodes if b else (0, 0, 0))
+    p0, p1 = (a.usd_per_node_hour if a else None), (b.usd_per_node_hour if b else None)
+    types = (a.instance_type if a else None, b.instance_type if b else None)
+    if sizes0 == sizes1 and p0 == p1 and types[0] == types[1]:
+        return None
+    price = _price(p1 if b else p0) if (a is None or b is None or p0 == p1) else f"{_price(p0)} -> {_price(p1)}"
+    instance = types[1] or types[0] if a is None or b is None or types[0] == types[1] else " -> ".join(types)
+    known = (p0 is not None or not sizes0[1]) and (p1 is not None or not sizes1[1])
+    delta = "" if not known else (
+        f" = {usd(sizes1[1] * (p1 or 0.0) * HOURS_PER_MONTH - sizes0[1] * (p0 or 0.0) * HOURS_PER_MONTH, True)} "
+        "at desired")
+    return (f"{label} ({instance}, {price} USD/h): nodes {'-'.join(map(str, sizes0))} -> "
+            f"{'-'.join(map(str, sizes1))} (min-desired-max){delta}")
+
+
+def _cluster_changes(base: CostedPlan | None, head: CostedPlan | None) -> tuple[str, ...]:
+    """The system node group and the EKS control plane, when the stack starts or stops creating its cluster
+    or their prices (or the system instance type) change."""
+    c0, c1 = (base.cost if base else None), (head.cost if head else None)
+    system = _group_change("system nodes, on-demand", c0.system_nodes if c0 else None, c1.system_nodes if c1 else None)
+    lines = [system] if system else []
+    e0, e1 = _control_plane(c0), _control_plane(c1)
+    if e0 != e1:
+        known = all(e != "unknown" for e in (e0, e1))
+        delta = f" ({usd(_control_usd(c1) - _control_usd(c0), True)})" if known else ""
+        lines.append(f"EKS control plane: {e0} -> {e1} a month{delta}")
+    return tuple(lines)
+
+
+def _control_plane(cost: FleetCost | None) -> str:
+    if cost is None or cost.system_nodes is None:  # the stack joins a cluster (system nodes come with creating one)
+        return "not created"
+    return "unknown" if cost.control_plane_monthly_usd is None else usd(cost.control_plane_monthly_usd)
+
+
+def _control_usd(cost: FleetCost | None) -> float:
+    return (cost.control_plane_monthly_usd or 0.0) if cost is not None else 0.0
 
 
 # ---------------------------------------------------------------------------------------------- notes

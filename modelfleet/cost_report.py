@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .cost import FleetCost, ModelCost, MonthlyUsd, UnitCost
+from .cost import FleetCost, ModelCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .cost_diff import CENT, CostCause, EnvironmentDiff, FleetDiff, ModelChange
 from .cost_diff import usd as format_usd
 from .policy import BudgetStatus
@@ -96,13 +96,8 @@ def _environment_text(view: CostView) -> str:
     lines = [f"{c.environment}: {c.region}, {c.pricing}; monthly = {c.hours_per_month:g} h",
              *(f"  prices: {b}" for b in c.price_basis), "",
              f"  {'node group':28} {'instance':14} {'USD/h/node':>10}  {'nodes':9} USD/month min / desired / max"]
-    for g in c.node_groups:
-        price = "unknown" if g.usd_per_node_hour is None else f"{g.usd_per_node_hour:.8g}"
-        lines.append(f"  {g.name:28} {g.instance_type:14} {price:>10}  {'-'.join(map(str, g.nodes)):9} "
-                     f"{_range(g.monthly_usd)}")
-    control = ("not created by this stack (modelfleet:cluster.create: false)" if c.control_plane_monthly_usd is None
-               else f"{usd(c.control_plane_monthly_usd)} every month")
-    lines += [f"  {'EKS control plane':28} {control}", f"  {'total':28} {'':14} {'':>10}  {'':9} {_range(c.monthly_usd)}",
+    lines += [_group_row(g.name, g) for g in c.node_groups] + _cluster_rows(c)
+    lines += [f"  {'total':28} {'':14} {'':>10}  {'':9} {_range(c.monthly_usd)}",
               "", f"  {'model':28} {'GPUs':9} {'USD/month min / desired / max':38} unit cost at peak"]
     for m in c.models:
         lines += _model_text(m)
@@ -110,6 +105,30 @@ def _environment_text(view: CostView) -> str:
     lines += [f"  POLICY: {v}" for v in view.violations] + [f"  UNKNOWN: {u}" for u in c.unknown]
     lines += ["", f"  rule: {c.attribution_rule}", ""]
     return "\n".join(lines)
+
+
+def _group_row(label: str, g: NodeGroupCost) -> str:
+    price = "unknown" if g.usd_per_node_hour is None else f"{g.usd_per_node_hour:.8g}"
+    return f"  {label:28} {g.instance_type:14} {price:>10}  {'-'.join(map(str, g.nodes)):9} {_range(g.monthly_usd)}"
+
+
+def _cluster_rows(c: FleetCost) -> list[str]:
+    """The EKS control plane and the system node group, when the stack creates its cluster."""
+    if c.system_nodes is None and c.control_plane_monthly_usd is None:
+        return [f"  {'EKS control plane, system':28} not created by this stack (modelfleet:cluster.create: false)"]
+    control = "unknown" if c.control_plane_monthly_usd is None else f"{usd(c.control_plane_monthly_usd)} every month"
+    rows = [f"  {'EKS control plane':28} {control}"]
+    return rows + ([_group_row("system nodes (on-demand)", c.system_nodes)] if c.system_nodes else [])
+
+
+def _cluster_md(c: FleetCost) -> list[str]:
+    if c.system_nodes is None:
+        return []
+    g = c.system_nodes
+    price = "unknown" if g.usd_per_node_hour is None else f"{g.usd_per_node_hour:.8g}"
+    return [f"- cluster created by this stack: EKS control plane {usd(c.control_plane_monthly_usd)}; system nodes "
+            f"{'-'.join(map(str, g.nodes))} x {g.instance_type} on-demand at {price} USD/h: {_range(g.monthly_usd)} "
+            "USD/month (min / desired / max)"]
 
 
 def _model_text(m: ModelCost) -> list[str]:
@@ -144,7 +163,8 @@ def _environment_diff_text(env: EnvironmentDiff) -> list[str]:
         lines += [f"  {'':8} {'':28} {'':>14}  - {r}" for r in change.reasons]
         if change.unit_cost is not None and change.unit_cost.shortfall:
             lines.append(f"  {'':8} {'':28} {'':>14}  WARNING: {change.unit_cost.shortfall}")
-    lines += [f"  node group {n}" for n in env.node_groups] + [f"  NOTE: {n}" for n in env.notes]
+    lines += [f"  node group {n}" for n in env.node_groups] + [f"  cluster: {n}" for n in env.cluster]
+    lines += [f"  NOTE: {n}" for n in env.notes]
     if env.after is not None and not env.errors and env.presence != "removed":
         lines += [f"  {_budget_line(env.budget)}"]
     return lines + [f"  POLICY: {v}" for v in env.violations] + [f"  UNKNOWN: {u}" for u in env.unknown]
@@ -203,7 +223,8 @@ def _preview_section_md(view: CostView) -> list[str]:
     lines = ["| model | runs on | USD/month desired | unit cost at peak |", "|---|---|---:|---|"]
     lines += [f"| `{m.name}` | {m.instance_type} | {usd(m.monthly_usd.desired if m.monthly_usd else None)} | "
               f"{_unit(m.unit_cost)} |" for m in view.cost.models]
-    return lines + _problems_md(view.violations, view.cost.unknown)
+    cluster = _cluster_md(view.cost)
+    return lines + (["", *cluster] if cluster else []) + _problems_md(view.violations, view.cost.unknown)
 
 
 def _problems_md(violations: Sequence[str], unknown: Sequence[str]) -> list[str]:
@@ -265,7 +286,7 @@ def _environment_md(env: EnvironmentDiff) -> list[str]:
     head += [f"- {_cause_text(c)}" for c in causes]
     table = ["| model | change | USD/month after | unit cost at peak | why |", "|---|---:|---:|---|---|"]
     table = table + [_change_row(c) for c in env.changes] if env.changes else []
-    extra = [f"- node group {n}" for n in env.node_groups]
+    extra = [f"- node group {n}" for n in env.node_groups] + [f"- cluster: {n}" for n in env.cluster]
     if env.delta is not None and env.changes:
         extra.append(f"- at min / max replicas: {_minmax(env.delta)}")
     extra += [f"- ⚠️ {n}" for n in env.notes]

@@ -115,7 +115,8 @@ def _details(base: Side, head: Side, field: str, stack: str, priced: tuple[Stack
             f"stacks/Pulumi.{stack}.yaml",)
     if field == "catalogue":
         used = [p for p in priced if p is not None and not isinstance(p, StackFailure)]
-        types = {g.instance_type for p in used for g in p.cost.node_groups}  # type: ignore[union-attr]
+        groups = [g for p in used for g in (*p.cost.node_groups, p.cost.system_nodes)]  # type: ignore[union-attr]
+        types = {g.instance_type for g in groups if g is not None}  # a created cluster's system nodes too
         regions = {p.cost.region for p in used}  # type: ignore[union-attr]
         return describe_catalogue_changes(base.catalogue, head.catalogue, types if used else None,
                                           regions if used else None) or ("no price or type this stack uses",)
@@ -144,9 +145,28 @@ def describe_catalogue_changes(before: InstanceCatalogue, after: InstanceCatalog
     for a_gpu, b_gpu in sorted(gpus, key=lambda pair: pair[1].key):  # type: ignore[attr-defined]
         changes = _field_changes(a_gpu, b_gpu, tuple(f.name for f in dataclasses.fields(b_gpu)))  # type: ignore[arg-type]
         lines += [f"GPU {b_gpu.key}: {', '.join(changes)}"] if changes else []  # type: ignore[attr-defined]
+    lines += _system_type_changes(before, after, types, regions)
     if before.eks_usd_per_cluster_hour != after.eks_usd_per_cluster_hour:
         lines.append(f"EKS control plane {before.eks_usd_per_cluster_hour} -> {after.eks_usd_per_cluster_hour} USD/h")
     return tuple(lines)
+
+
+def _system_type_changes(before: InstanceCatalogue, after: InstanceCatalogue, types: set[str] | None,
+                         regions: set[str] | None) -> list[str]:
+    """The same for the system node types (system_instances): on-demand prices and hardware."""
+    both = set(before.system_instances) | set(after.system_instances)
+    lines: list[str] = []
+    for name in sorted(both & types if types is not None else both):
+        a, b = before.system_instances.get(name), after.system_instances.get(name)
+        if a is None or b is None:
+            lines.append(f"system type {name} {'added' if a is None else 'removed'}")
+            continue
+        p0, p1 = a.usd_per_hour, b.usd_per_hour
+        lines += [f"{name} on-demand {region}: {p0.get(region, 'unknown')} -> {p1.get(region, 'unknown')} USD/h"
+                  for region in sorted((set(p0) | set(p1)) & (regions if regions is not None else {*p0, *p1}))
+                  if p0.get(region) != p1.get(region)]
+        lines += [f"{name}: {change}" for change in _field_changes(a, b, ("vcpu", "ram_gib"))]
+    return lines
 
 
 def _field_changes(a: object, b: object, fields: tuple[str, ...]) -> list[str]:

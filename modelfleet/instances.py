@@ -1,5 +1,9 @@
 """The GPU instance catalogue: hardware and dated on-demand prices, shipped as data (data/instances.yaml).
 
+GPU types (``instances``) are what the compiler places models on. A created cluster's system nodes run on
+non-GPU types, priced in a section of their own (``system_instances``): kept apart, so no family lookup,
+instance choice or ``instanceFamilies`` check ever sees them, and a model can never land on one.
+
 Loading is the only I/O here and happens at the edge (``load_instance_catalogue``); the compiler receives
 the catalogue as a value, so tests can hand it any table they like.
 """
@@ -60,6 +64,20 @@ class PriceSource:
 
 
 @dataclass(frozen=True)
+class SystemInstanceType:
+    """A non-GPU type for a created cluster's system node group (modelfleet:cluster.systemInstanceType)."""
+
+    name: str
+    family: str
+    vcpu: int
+    ram_gib: float
+    usd_per_hour: Mapping[str, float]  # on-demand, by region (system nodes are never spot); missing: unknown
+
+    def price(self, region: str) -> float | None:
+        return self.usd_per_hour.get(region)
+
+
+@dataclass(frozen=True)
 class InstanceCatalogue:
     as_of: str
     source: str
@@ -68,6 +86,9 @@ class InstanceCatalogue:
     price_sources: Mapping[str, Mapping[str, PriceSource]] = field(default_factory=lambda: MappingProxyType({}))
     # EKS control plane, per cluster-hour (standard support); None when the table does not say.
     eks_usd_per_cluster_hour: float | None = None
+    # Non-GPU types for system nodes only (never in ``instances``), and where each region's prices came from.
+    system_instances: Mapping[str, SystemInstanceType] = field(default_factory=lambda: MappingProxyType({}))
+    system_price_sources: Mapping[str, PriceSource] = field(default_factory=lambda: MappingProxyType({}))
 
     def in_families(self, families: tuple[str, ...]) -> tuple[InstanceType, ...]:
         return tuple(sorted((i for i in self.instances.values() if i.family in families), key=lambda i: i.name))
@@ -90,8 +111,18 @@ def catalogue_from_data(data: dict) -> InstanceCatalogue:
                                          for kind, s in kinds.items()})
                for region, kinds in (data.get("prices") or {}).items()}
     eks = data.get("eks_usd_per_cluster_hour")
+    system, system_sources = _system_instances(data.get("system_instances") or {})
     return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances),
-                             MappingProxyType(sources), None if eks is None else float(eks))
+                             MappingProxyType(sources), None if eks is None else float(eks), system, system_sources)
+
+
+def _system_instances(data: dict) -> tuple[Mapping[str, SystemInstanceType], Mapping[str, PriceSource]]:
+    """The ``system_instances`` section: ``types`` (no GPU fields) and ``prices`` (region -> dated source)."""
+    types = {name: SystemInstanceType(name, i["family"], int(i["vcpu"]), float(i["ram_gib"]),
+                                      MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}))
+             for name, i in (data.get("types") or {}).items()}
+    sources = {region: PriceSource(str(s["as_of"]), str(s["source"])) for region, s in (data.get("prices") or {}).items()}
+    return MappingProxyType(types), MappingProxyType(sources)
 
 
 def _optional_float(value: object) -> float | None:

@@ -8,6 +8,9 @@ taken from AWS and reported). An instance type AWS returns no single on-demand p
 one (reported, never guessed); a type with no spot price is priced, on spot stacks, by the stack's
 ``spotPriceRatio`` assumption, and the report says so.
 
+The system node types (``system_instances``: a created cluster's untainted nodes, never spot) get their
+on-demand prices and vCPU/RAM the same way, dated in their own section.
+
 GPU memory is only checked, not rewritten: AWS lists the nominal total (``gpuMemory: "96 GB"`` for four
 24 GB GPUs) while the table records what CUDA leaves usable per GPU, some 1-8% less. A per-GPU nominal
 figure the table's usable one does not fall within that of means the table names the wrong GPU model.
@@ -126,11 +129,15 @@ def check_hardware(name: str, instance: dict[str, Any], gpus: dict[str, Any],
     """The table's hardware of ``name`` against AWS's attributes: (fields to take from AWS, report lines)."""
     updates, report = {}, []
     for key, aws_key, kind in HARDWARE:
+        if key not in instance:  # a system type has no GPUs
+            continue
         value = _number(attributes.get(aws_key, ""))
         if value is not None and kind(value) != instance[key]:
             updates[key] = kind(value)
             report.append(f"{name}: {key} {instance[key]} in the table, {kind(value)} from the Pricing API "
                           f"({aws_key}: {attributes[aws_key]!r}); taken from AWS")
+    if "gpu" not in instance:
+        return updates, report
     nominal, count = _number(attributes.get("gpuMemory", "")), updates.get("gpus", instance["gpus"])
     usable = float(gpus[instance["gpu"]]["memory_gib"])
     if nominal and count and not GPU_MEMORY_USABLE[0] <= usable / (nominal / count) <= GPU_MEMORY_USABLE[1]:
@@ -161,12 +168,13 @@ def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | N
     from botocore.exceptions import BotoCoreError, ClientError  # the clients are botocore's, so botocore is here
 
     names = sorted(data["instances"])
+    system_types = (data.get("system_instances") or {}).get("types") or {}
     on_demand = fetch_on_demand(pricing, region, names)
-    report, hardware = list(on_demand.report), {}
-    for name in names:
-        if name in on_demand.attributes:
-            hardware[name], lines = check_hardware(name, data["instances"][name], data["gpus"],
-                                                   on_demand.attributes[name])
+    system = fetch_on_demand(pricing, region, system_types)
+    report, hardware = list(on_demand.report) + system.report, {}
+    for table, fetched in ((data["instances"], on_demand), (system_types, system)):
+        for name in sorted(set(table) & set(fetched.attributes)):
+            hardware[name], lines = check_hardware(name, table[name], data["gpus"], fetched.attributes[name])
             report += lines
     spot: dict[str, float] | None = None
     if ec2 is not None:
@@ -178,15 +186,23 @@ def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | N
     if spot is not None:
         report += [f"{n}: no spot price in {region}; spot stacks price it at their modelfleet:cost.spotPriceRatio "
                    "x on-demand" for n in names if n not in spot]
-    refreshed = compute_refreshed_data(data, region, on_demand.prices, spot, now.date(), hardware)
+    refreshed = compute_refreshed_data(data, region, on_demand.prices, spot, now.date(), hardware, system.prices)
     return RefreshResult(refreshed, tuple(report))
 
 
 def compute_refreshed_data(data: dict[str, Any], region: str, on_demand: dict[str, float],
                            spot: dict[str, float] | None, today: date,
-                           hardware: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Replace one region's prices (and their dated sources), and hardware AWS corrected, in a copy of ``data``."""
+                           hardware: dict[str, dict[str, Any]] | None = None,
+                           system: dict[str, float] | None = None) -> dict[str, Any]:
+    """Replace one region's prices (and their dated sources), and hardware AWS corrected, in a copy of ``data``;
+    ``system``: the system types' on-demand prices (None: that section is left as it is)."""
     out = copy.deepcopy(data)
+    if system is not None and out.get("system_instances"):
+        section = out["system_instances"]
+        for name, instance in (section.get("types") or {}).items():
+            instance.update((hardware or {}).get(name, {}))
+            _set_price(instance, "usd_per_hour", region, system.get(name))
+        section.setdefault("prices", {})[region] = {"as_of": today.isoformat(), "source": ON_DEMAND_SOURCE}
     for name, instance in out["instances"].items():
         instance.update((hardware or {}).get(name, {}))
         _set_price(instance, "usd_per_hour", region, on_demand.get(name))

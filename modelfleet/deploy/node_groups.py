@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ..environment import EnvironmentSpec
 from ..k8s import node_disk
 from ..plan import FleetPlan, NodeGroupPlan
+from ..system_nodes import SYSTEM_DISK_GIB, SYSTEM_GROUP, SYSTEM_SIZES
 from .types import (GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE, LaunchTemplateDeploy, LiveNodeGroup, NodeGroupDeploy,
                     ScalingDeploy, Taint)
 
@@ -26,9 +27,9 @@ GROUP_LABEL, GPU_LABEL, STACK_TAG = "modelfleet.io/node-group", "modelfleet.io/g
 DATA_DEVICE = {"AL2023_x86_64_NVIDIA": "/dev/xvda", "BOTTLEROCKET_x86_64_NVIDIA": "/dev/xvdb",
                "AL2023_x86_64_STANDARD": "/dev/xvda"}
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT"}
-# A created cluster's untainted group for CoreDNS and the controllers: two nodes in two zones, room for a third
-# and fourth while Prometheus grows with the fleet.
-SYSTEM_GROUP, SYSTEM_AMI, SYSTEM_SIZES, SYSTEM_DISK_GIB = "system", "AL2023_x86_64_STANDARD", (2, 2, 4), 50
+# A created cluster's untainted group for CoreDNS and the controllers: its sizes and disk are in system_nodes.py,
+# which the cost preview prices too.
+SYSTEM_AMI = "AL2023_x86_64_STANDARD"
 
 
 def live_group(name: str, live: Sequence[LiveNodeGroup], stack: str) -> LiveNodeGroup | None:

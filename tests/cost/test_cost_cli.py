@@ -57,3 +57,29 @@ def test_markdown_preview_is_a_pr_comment(capsys):
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
     assert ("| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,829.81 | USD 6.07 per million tokens at 8 seq x 30 tok/s "
             "(default) ⚠️ under-provisioned: 1 replica(s) x max_num_seqs 8 serve 8 of the 32 sequences at peak |") in text
+
+
+def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
+    import shutil
+    from tests.cost.test_diff import _creating_prod
+    shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    _creating_prod(tmp_path)
+    argv = ["--project", str(tmp_path), "cost", "--stack", "prod"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "  EKS control plane            73.00 every month\n" in text
+    assert ("  system nodes (on-demand)     m7i.large          0.1008  2-2-4     147.17 / 147.17 / 294.34\n") in text
+    # 180,221.87 + 220.17; 196,899.66 + 220.17; 296,028.75 + 73.00 + 294.34
+    assert [line.split()[1:] for line in text.splitlines() if line.startswith("  total")] == [
+        ["180,442.04", "/", "197,119.83", "/", "296,396.09"]]
+    assert "  prices: system nodes us-east-1 (on-demand): AWS Pricing API" in text
+    assert main([*argv, "--format", "markdown"]) == 0
+    assert ("- cluster created by this stack: EKS control plane 73.00; system nodes 2-2-4 x m7i.large on-demand at "
+            "0.1008 USD/h: 147.17 / 147.17 / 294.34 USD/month (min / desired / max)") in capsys.readouterr().out
+    assert main([*argv, "--format", "json"]) == 0
+    prod = json.loads(capsys.readouterr().out)["environments"]["prod"]
+    assert prod["system_nodes"] == {
+        "capacity_type": "on-demand", "instance_type": "m7i.large", "monthly_usd": {"desired": 147.17, "max": 294.34,
+        "min": 147.17}, "name": "system", "nodes": [2, 2, 4], "price_basis": "on-demand", "usd_per_node_hour": 0.1008}
+    assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 197119.83

@@ -271,3 +271,53 @@ def test_triton_neighbours_are_named_when_a_server_changes(tmp_path):
     assert names["resnet50-classifier"].reasons[0] == "sla.peak_rps 300.0 -> 1500.0"
     assert "text-embedder" in names and not names["text-embedder"].edited
     assert any("no longer with resnet50-classifier" in r for r in names["text-embedder"].reasons)
+
+
+# ---------------------------------------------------------------------------------------------- a created cluster
+def _creating_prod(root: Path, system_type: str | None = None) -> None:
+    prod = root / "stacks" / "Pulumi.prod.yaml"
+    old = "    name: ml-serving-prod      # the existing EKS cluster these node groups and workloads join\n"
+    assert old in prod.read_text()
+    system = f"    systemInstanceType: {system_type}\n" if system_type else ""
+    prod.write_text(prod.read_text().replace(old, old + "    create: true\n    publicAccessCidrs: []\n" + system))
+
+
+def test_creating_the_cluster_shows_its_system_nodes_and_control_plane(tmp_path, capsys):
+    base = tmp_path / "base"
+    base.mkdir()
+    shutil.copy(ROOT / "models.yaml", base / "models.yaml")
+    shutil.copytree(ROOT / "stacks", base / "stacks")
+    head = tmp_path / "head"
+    shutil.copytree(base, head)
+    _creating_prod(head)
+    assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "prod"]) == 0
+    out = capsys.readouterr().out
+    # 0.10 x 730 = 73.00 for the control plane; 2 x 0.1008 x 730 = 147.168 for the system nodes (4 at max)
+    assert "prod (on-demand): 196,899.66 -> 197,119.83 (+220.17); min/max change +220.17 / +367.34" in out
+    assert "cause stack settings: +220.17 at desired (modelfleet:cluster.create: unset -> true; " in out
+    assert ("  cluster: system nodes, on-demand (m7i.large, 0.1008 USD/h): nodes 0-0-0 -> 2-2-4 (min-desired-max) "
+            "= +147.17 at desired\n") in out
+    assert "  cluster: EKS control plane: not created -> 73.00 a month (+73.00)\n" in out
+    _creating_prod(base)  # both sides create it; the head moves the system nodes to m7i.xlarge
+    prod = head / "stacks" / "Pulumi.prod.yaml"
+    prod.write_text(prod.read_text().replace("create: true\n", "create: true\n    systemInstanceType: m7i.xlarge\n"))
+    assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "prod", "--format", "markdown"]) == 0
+    comment = capsys.readouterr().out
+    # 2 x (0.2016 - 0.1008) x 730 = +147.17
+    assert ("- cluster: system nodes, on-demand (m7i.large -> m7i.xlarge, 0.1008 -> 0.2016 USD/h): nodes 2-2-4 -> "
+            "2-2-4 (min-desired-max) = +147.17 at desired") in comment
+    assert "EKS control plane" not in comment.split("#### prod")[1]  # it did not change
+
+
+def test_a_system_type_price_change_is_named_by_the_price_table_cause(catalogue):
+    import dataclasses
+    from types import MappingProxyType
+
+    from modelfleet.cost_sources import describe_catalogue_changes
+    m7i = dataclasses.replace(catalogue.system_instances["m7i.large"], usd_per_hour=MappingProxyType({"us-east-1": 0.11}))
+    after = dataclasses.replace(catalogue, system_instances=MappingProxyType({**catalogue.system_instances,
+                                                                              "m7i.large": m7i}))
+    used = {"g5.xlarge", "m7i.large"}  # a stack creating its cluster uses its system type
+    assert describe_catalogue_changes(catalogue, after, used, {"us-east-1"}) == (
+        "m7i.large on-demand us-east-1: 0.1008 -> 0.11 USD/h",)
+    assert describe_catalogue_changes(catalogue, after, {"g5.xlarge"}, {"us-east-1"}) == ()  # a joining stack

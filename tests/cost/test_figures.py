@@ -146,12 +146,87 @@ def test_measured_spot_prices_replace_the_assumption(project, catalogue):
     assert any("EC2 spot history, as of 2026-08-01" in line for line in cost.price_basis)
 
 
-def test_the_control_plane_is_counted_when_the_stack_creates_the_cluster(project, catalogue):
-    prod = project.environment("prod")
-    env = type(prod).model_validate({**prod.model_dump(), "cluster": {"create": True}})
+def _creating(project, stack: str, **cluster):
+    env = project.environment(stack)
+    return type(env).model_validate({**env.model_dump(), "cluster": {"create": True, **cluster}})
+
+
+def test_a_created_cluster_adds_its_control_plane_and_system_nodes(project, catalogue):
+    """The system node group is what modelfleet/deploy creates: 2-2-4 on-demand m7i.large (the stack's
+    cluster.systemInstanceType default). m7i.large, us-east-1, on-demand Linux: 0.1008 USD/h (AWS Pricing API
+    as published in Karpenter's generated price table, 2026-01-19; AWS's m7i list price, unchanged since launch)."""
+    env = _creating(project, "prod")
     cost = compute_fleet_cost(project.plan("prod"), catalogue, env, estimate_llm_loads(project.fleet(), "prod"))
     assert cost.control_plane_monthly_usd == pytest.approx(0.10 * 730)  # 73.00
-    assert cost.monthly_usd.desired == pytest.approx(196_899.6588 + 73.0)
+    system = cost.system_nodes
+    assert (system.name, system.instance_type, system.capacity_type, system.nodes) == (
+        "system", "m7i.large", "on-demand", (2, 2, 4))
+    assert system.usd_per_node_hour == 0.1008
+    # 2 x 0.1008 x 730 = 147.168 at min and desired, 4 x 0.1008 x 730 = 294.336 at max
+    assert (system.monthly_usd.min, system.monthly_usd.desired, system.monthly_usd.max) == (
+        pytest.approx(147.168), pytest.approx(147.168), pytest.approx(294.336))
+    assert cost.monthly_usd.desired == pytest.approx(196_899.6588 + 73.0 + 147.168)  # 197,119.8268
+    assert cost.monthly_usd.min == pytest.approx(180_221.8744 + 73.0 + 147.168)  # 180,442.0424
+    assert cost.monthly_usd.max == pytest.approx(296_028.7532 + 73.0 + 294.336)  # 296,396.0892
+    assert "system nodes us-east-1 (on-demand): AWS Pricing API (AmazonEC2, Linux, Shared, On-Demand), via " \
+           "Karpenter's generated price table, as of 2026-01-19" in cost.price_basis
+    # models pay for their GPUs only: the cluster's own costs are the environment's
+    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(196_899.6588)
+
+
+def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
+    from modelfleet.cost import estimate_system_nodes
+    from modelfleet.deploy.node_groups import system_node_group
+    env = _creating(project, "prod", systemInstanceType="m6i.xlarge")
+    created, priced = system_node_group(env, ()), estimate_system_nodes(project.catalogue(), env)
+    assert (created.instance_type, created.capacity_type) == (priced.instance_type, "ON_DEMAND")
+    assert (created.scaling.min_size, created.scaling.desired_size, created.scaling.max_size) == priced.nodes
+    assert priced.monthly_usd.desired == pytest.approx(2 * 0.192 * 730)  # m6i.xlarge: 280.32
+
+
+def test_system_nodes_are_on_demand_on_a_spot_stack(project, catalogue):
+    env = _creating(project, "dev", systemInstanceType="m7i.xlarge")
+    cost = compute_fleet_cost(project.plan("dev"), catalogue, env, estimate_llm_loads(project.fleet(), "dev"))
+    assert cost.system_nodes.usd_per_node_hour == 0.2016  # not x 0.5: deploy creates them ON_DEMAND
+    assert cost.system_nodes.monthly_usd.desired == pytest.approx(2 * 0.2016 * 730)  # 294.336
+    assert cost.monthly_usd.desired == pytest.approx(5_188.3436 + 73.0 + 294.336)
+
+
+@pytest.mark.parametrize(("system_type", "region", "why"), [
+    ("m7g.large", "us-east-1", "system nodes m7g.large: not in the price table's system_instances"),
+    ("m7i.large", "eu-west-1", "system nodes m7i.large: no on-demand price for eu-west-1")])
+def test_an_unpriced_system_type_is_unknown_never_guessed(project, catalogue, system_type, region, why):
+    from modelfleet.compiler import compile_fleet
+    env = type(_creating(project, "prod")).model_validate({
+        **_creating(project, "prod", systemInstanceType=system_type).model_dump(), "region": region})
+    table = catalogue if region == "us-east-1" else dataclasses.replace(catalogue, instances=MappingProxyType({
+        n: dataclasses.replace(i, usd_per_hour=MappingProxyType({region: i.price("us-east-1")}))
+        for n, i in catalogue.instances.items()}))  # GPU types priced there, the system type not
+    cost = compute_fleet_cost(compile_fleet(project.fleet(), env, table), table, env,
+                              estimate_llm_loads(project.fleet(), "prod"))
+    assert cost.unknown == (why,)
+    assert cost.system_nodes.monthly_usd is None and cost.system_nodes.usd_per_node_hour is None
+    assert cost.monthly_usd is None  # a total without them would be a guess
+    assert all(g.monthly_usd is not None for g in cost.node_groups)
+
+
+def test_system_types_are_never_a_models_instance(catalogue):
+    """Kept out of the GPU table: the compiler's families, choices and instanceFamilies never see them."""
+    assert {"m5.large", "m6i.large", "m7i.large"} <= set(catalogue.system_instances)
+    assert not set(catalogue.system_instances) & set(catalogue.instances)
+    assert not {"m5", "m6i", "m7i"} & set(catalogue.families())
+    assert all(i.gpus >= 1 for i in catalogue.instances.values())
+
+
+def test_a_stack_cannot_name_a_system_family_for_models(tmp_path):
+    import shutil
+    from modelfleet.errors import SpecError
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
+    path = tmp_path / "stacks" / "Pulumi.dev.yaml"
+    path.write_text(path.read_text().replace("modelfleet:instanceFamilies: [", "modelfleet:instanceFamilies: [m7i, "))
+    with pytest.raises(SpecError, match="m7i"):
+        Project(root=str(tmp_path)).environment("dev")
 
 
 def test_a_region_without_prices_is_unknown_never_guessed(project, catalogue):

@@ -15,23 +15,26 @@ from botocore.stub import Stubber
 from modelfleet.cli import main
 from modelfleet.commands import prices as prices_command
 from modelfleet.instances import load_instance_catalogue
-from modelfleet.prices import PriceRefreshError, parse_on_demand_prices, refresh_prices
+from modelfleet.prices import ON_DEMAND_SOURCE, PriceRefreshError, parse_on_demand_prices, refresh_prices
 from tests.conftest import ROOT
 
 NOW = datetime(2026, 8, 1, 9, 30, tzinfo=timezone.utc)
 REGION = "eu-west-1"
 TYPES = ("g6.xlarge", "g6e.12xlarge", "p5.48xlarge")
+SYSTEM_TYPE = "m7i.large"  # a created cluster's system nodes: on-demand only, never asked for spot
 
 
 def shipped_subset() -> dict:
     data = yaml.safe_load((ROOT / "modelfleet/data/instances.yaml").read_text())
     data["instances"] = {k: v for k, v in data["instances"].items() if k in TYPES}
+    types = data["system_instances"]["types"]
+    data["system_instances"]["types"] = {SYSTEM_TYPE: types[SYSTEM_TYPE]}
     return data
 
 
 # What the Pricing API lists for each type: vcpu, memory, gpu and gpuMemory (the instance's total, nominal).
 HARDWARE = {"g6.xlarge": ("4", "16 GiB", "1", "24 GB"), "g6e.12xlarge": ("48", "384 GiB", "4", "192 GB"),
-            "p5.48xlarge": ("192", "2048 GiB", "8", "640 GB")}
+            "p5.48xlarge": ("192", "2048 GiB", "8", "640 GB"), SYSTEM_TYPE: ("2", "8 GiB", "", "")}
 
 
 def product(instance_type: str, usd: str, sku: str, reserved_hourly: str = "0.9120000000",
@@ -101,6 +104,13 @@ def stub_pricing(stub: Stubber) -> None:
                                        "PriceList": [product("g6e.12xlarge", "11.6090000000", "G6E12EU")]},
                       params("g6e.12xlarge"))
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params("p5.48xlarge"))
+    stub_system(stub)
+
+
+def stub_system(stub: Stubber, hardware: tuple[str, str, str, str] | None = None) -> None:
+    """The system type, asked after the GPU types."""
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [
+        product(SYSTEM_TYPE, "0.1128000000", "M7ILEU", hardware=hardware)]}, params(SYSTEM_TYPE))
 
 
 def spot_params(token: str | None = None) -> dict:
@@ -140,6 +150,11 @@ def test_refresh_rebuilds_one_regions_prices():
                              "p5.48xlarge: no spot price in eu-west-1; spot stacks price it at their "
                              "modelfleet:cost.spotPriceRatio x on-demand")
     assert result.data["instances"]["g6.xlarge"]["vcpu"] == 4  # AWS agrees with the table: nothing to report
+    system = result.data["system_instances"]
+    assert system["types"][SYSTEM_TYPE]["usd_per_hour"] == {REGION: 0.1128, "us-east-1": 0.1008}
+    assert "spot_usd_per_hour" not in system["types"][SYSTEM_TYPE]  # system nodes are never spot
+    assert system["prices"][REGION] == {"as_of": "2026-08-01", "source": ON_DEMAND_SOURCE}
+    assert system["prices"]["us-east-1"]["as_of"] == "2026-01-19"  # the other region keeps its own date
 
 
 def test_several_on_demand_prices_are_not_guessed_between():
@@ -149,6 +164,7 @@ def test_several_on_demand_prices_are_not_guessed_between():
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [product(
         "g6e.12xlarge", "11.6090000000", "C"), product("g6e.12xlarge", "11.6090000000", "D")]}, params("g6e.12xlarge"))
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params("p5.48xlarge"))
+    stub_system(stub)
     with stub:
         result = refresh_prices(shipped_subset(), REGION, pricing, None, NOW)
     assert REGION not in result.data["instances"]["g6.xlarge"]["usd_per_hour"]
@@ -183,6 +199,7 @@ def test_hardware_is_checked_against_the_pricing_api():
         "g6e.12xlarge", "11.6090000000", "G6E")]}, params("g6e.12xlarge"))
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [product(
         "p5.48xlarge", "63.2960000000", "P5", hardware=("192", "2,048 GiB", "8", "640 GB"))]}, params("p5.48xlarge"))
+    stub_system(stub, hardware=("2", "16 GiB", "", ""))  # RAM differs: taken from AWS; no GPU to check
     with stub:
         result = refresh_prices(shipped_subset(), REGION, pricing, None, NOW)
     g6 = result.data["instances"]["g6.xlarge"]
@@ -192,7 +209,9 @@ def test_hardware_is_checked_against_the_pricing_api():
         "g6.xlarge: ram_gib 16 in the table, 32.0 from the Pricing API (memory: '32 GiB'); taken from AWS",
         # 22.05 GiB usable of a 48 GB GPU is not a CUDA reserve: the table's GPU model would be wrong
         "g6.xlarge: the Pricing API lists 48 GB of GPU memory (48 GB per GPU) but the table's l4 has 22.05 GiB usable "
-        "per GPU: check which GPU the table names for it (left as it is)")
+        "per GPU: check which GPU the table names for it (left as it is)",
+        "m7i.large: ram_gib 8 in the table, 16.0 from the Pricing API (memory: '16 GiB'); taken from AWS")
+    assert result.data["system_instances"]["types"][SYSTEM_TYPE]["ram_gib"] == 16.0
     assert result.data["gpus"]["l4"]["memory_gib"] == 22.05
     assert result.data["instances"]["p5.48xlarge"]["ram_gib"] == 2048  # "2,048 GiB" read as 2048: no change
 
@@ -243,6 +262,8 @@ def test_refresh_command_writes_a_table_the_cost_preview_uses(tmp_path, capsys):
     group = dev["node_groups"][0]
     assert group["instance_type"] == "g6.xlarge" and group["price_basis"] == "spot (measured)"
     assert group["monthly_usd"]["desired"] == round(group["nodes"][1] * 0.3112 * 730, 2)
+    assert table.system_instances[SYSTEM_TYPE].price(REGION) == 0.1128
+    assert table.system_price_sources[REGION].as_of == "2026-08-01"
     assert "spot eu-west-1: EC2 describe_spot_price_history" in dev["price_basis"][1]
 
 
