@@ -14,7 +14,8 @@ from .environment import EnvironmentSpec, ForbidRule
 from .errors import CompileError, Issue
 from .instances import InstanceCatalogue
 from .plan import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
-from .spec import FleetSpec, LlmModelSpec
+from .precision import LAYERWISE_ONLINE_QUANTIZATION_SINCE, vllm_version, weight_dtype
+from .spec import ClassicModelSpec, FleetSpec, LlmModelSpec
 
 BUDGET_WARNING = "budget"  # the Warning_.model of a budget warning: it concerns the environment, not a model
 
@@ -95,7 +96,7 @@ def check_policies(plan: FleetPlan, cost: FleetCost, fleet: FleetSpec, env: Envi
         where = f"models[{index}]"
         pinned = isinstance(spec, LlmModelSpec) and spec.overrides.instance_type is not None
         issues += _family_rules(model, env, where, pinned)
-        issues += _size_rules(model, plan, cost, env, where)
+        issues += _size_rules(model, spec, plan, cost, env, where)
     return issues
 
 
@@ -125,18 +126,19 @@ def _forbids(rule: ForbidRule, family: str, capacity_type: str) -> bool:
     return family in rule.families and rule.capacity_type in (None, capacity_type)
 
 
-def _size_rules(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan, cost: FleetCost, env: EnvironmentSpec,
-                where: str) -> list[Issue]:
+def _size_rules(model: TritonModelPlan | VllmModelPlan, spec: ClassicModelSpec | LlmModelSpec, plan: FleetPlan,
+                cost: FleetCost, env: EnvironmentSpec, where: str) -> list[Issue]:
     policy, issues = env.policies, []
     costed = cost.model(model.name)
+    fewer = "".join(f"{fix}, " for fix in fewer_gpus_fixes(model, spec, env))
     gpus = costed.gpus[2]
     if policy.max_gpus_per_model is not None and gpus > policy.max_gpus_per_model:
         per = gpus // max(1, _max_replicas(model, plan))
         issues.append(Issue("", 0, 0, where, f"{model.name}: holds {gpus} GPUs at max replicas "
                             f"({_max_replicas(model, plan)} x {per} {plan.node_group(model.node_group).gpu_model}); "
                             f"policy maxGpusPerModel of {env.name} is {policy.max_gpus_per_model}",
-                            "lower the peak load or overrides.replicas, quantise (size.dtype: fp8) to need fewer GPUs "
-                            "per replica, lower modelfleet:replicas.maxScaleFactor, or raise the policy"))
+                            f"lower the peak load or overrides.replicas, {fewer}lower "
+                            "modelfleet:replicas.maxScaleFactor, or raise the policy"))
     cap = policy.max_monthly_usd_per_model
     if cap is not None and costed.monthly_usd is None:
         issues.append(Issue("", 0, 0, where, f"{model.name}: cost unknown in {env.region}, so policy "
@@ -145,8 +147,41 @@ def _size_rules(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan, cost: F
     elif cap is not None and costed.monthly_usd is not None and costed.monthly_usd.desired > cap:
         issues.append(Issue("", 0, 0, where, f"{model.name}: costs {costed.monthly_usd.desired:,.2f} USD/month at "
                             f"desired replicas; policy maxMonthlyUsdPerModel of {env.name} is {cap:,.2f}",
-                            "lower the peak load or the replicas, quantise (size.dtype: fp8), or raise the policy"))
+                            f"lower the peak load or the replicas, {fewer}or raise the policy"))
     return issues
+
+
+def fewer_gpus_fixes(model: TritonModelPlan | VllmModelPlan, spec: ClassicModelSpec | LlmModelSpec,
+                     env: EnvironmentSpec) -> list[str]:
+    """What else could lower the GPUs a model holds as the compiler sizes it, and only that. A Triton model's
+    replicas follow its measured throughput (quantising the artifact is the model owner's job, not a field
+    here); an LLM's follow its weights and KV cache, which only a checkpoint that loads smaller shrinks."""
+    if isinstance(spec, ClassicModelSpec):
+        return [] if spec.profile.rps_per_instance is not None or spec.overrides.replicas else [
+            "measure profile.rps_per_instance with perf_analyzer (the compiler assumed half-full batches)"]
+    return _quantise_fixes(model, spec, env) if isinstance(model, VllmModelPlan) else []
+
+
+def _quantise_fixes(model: VllmModelPlan, spec: LlmModelSpec, env: EnvironmentSpec) -> list[str]:
+    """A smaller checkpoint helps only where weights decide the GPUs: more than one GPU per replica, or replicas
+    set by the load (not the availability floor, a pin, or the max_num_seqs cap) that more KV cache would cut."""
+    per_replica = model.gpus_per_replica > 1
+    by_load = (spec.overrides.replicas is None and spec.overrides.max_num_seqs is None
+               and model.replicas > model.min_replicas and model.max_num_seqs < env.vllm.max_num_seqs_cap)
+    dtype = weight_dtype(spec)
+    if not (per_replica or by_load) or dtype == "int4":
+        return []
+    what = "fewer GPUs per replica" if per_replica else "more KV cache per replica, so fewer replicas"
+    if dtype in ("fp8", "int8") and spec.quantization is not None:
+        return [f"serve a 4-bit checkpoint (size.dtype: int4 with quantization: awq_marlin or gptq_marlin) for {what}"]
+    prequantized = ("serve a pre-quantized checkpoint (size.dtype: int4 with quantization: awq_marlin or gptq_marlin, "
+                    f"or size.dtype: fp8 with quantization: fp8 on L4, L40S, H100 or H200) for {what}")
+    if (vllm_version(env.vllm.image) or (0, 0)) >= LAYERWISE_ONLINE_QUANTIZATION_SINCE:
+        return [prequantized + ("" if dtype == "fp8" else ", or size.dtype: fp8 alone (this vLLM release "
+                                                          "quantizes the 16-bit checkpoint layer by layer)")]
+    online = ("its size.dtype: fp8 without quantization" if dtype == "fp8" else "size.dtype: fp8 alone would not: it")
+    return [f"{prequantized}; {online} still loads the 16-bit weights onto the GPUs before quantizing them "
+            f"({env.vllm.image})"]
 
 
 def _max_replicas(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan) -> int:

@@ -160,7 +160,66 @@ def test_max_gpus_per_model(project):
     assert issue.path == "models[6]"  # llama-3-1-405b-instruct, 7th in models.yaml
     assert issue.message == ("llama-3-1-405b-instruct: holds 48 GPUs at max replicas (3 x 16 NVIDIA H100); "
                              "policy maxGpusPerModel of prod is 32")
-    assert "quantise (size.dtype: fp8)" in issue.fix and "raise the policy" in issue.fix
+    assert issue.fix == (
+        "lower the peak load or overrides.replicas, serve a pre-quantized checkpoint (size.dtype: int4 with "
+        "quantization: awq_marlin or gptq_marlin, or size.dtype: fp8 with quantization: fp8 on L4, L40S, H100 or "
+        "H200) for fewer GPUs per replica; size.dtype: fp8 alone would not: it still loads the 16-bit weights onto "
+        "the GPUs before quantizing them (vllm/vllm-openai:v0.11.0), lower modelfleet:replicas.maxScaleFactor, or "
+        "raise the policy")
+
+
+def _405b_as(project, env, catalogue, **changes):
+    """The 405B recompiled with ``changes`` to its spec: what the policy's advice would give."""
+    from modelfleet.compiler import compile_fleet
+    fleet = project.fleet()
+    models = tuple(m.model_copy(update={k: (m.size.model_copy(update=v) if k == "size" else v)
+                                        for k, v in changes.items()})
+                   if m.name == "llama-3-1-405b-instruct" else m for m in fleet.models)
+    model = compile_fleet(fleet.model_copy(update={"models": models}), env, catalogue).model("llama-3-1-405b-instruct")
+    return model.gpus_per_replica * model.max_replicas
+
+
+def test_the_quantisation_advice_is_what_the_compiler_would_do(project, catalogue):
+    """The old advice, size.dtype: fp8, leaves the 405B at 48 GPUs: vLLM 0.11 quantizes online only after loading
+    the 16-bit weights, so each GPU must hold its share of them. A pre-quantized fp8 checkpoint halves it."""
+    env = _env_with(project, "prod")
+    assert _405b_as(project, env, catalogue) == 48  # 3 x 16 H100
+    assert _405b_as(project, env, catalogue, size={"dtype": "fp8"}) == 48  # the old advice: no change
+    assert _405b_as(project, env, catalogue, size={"dtype": "fp8"}, quantization="fp8") == 24  # 3 x 8: within 32
+    layerwise = _env_with(project, "prod", vllm={"image": "vllm/vllm-openai:v0.32.0"})
+    assert _405b_as(project, layerwise, catalogue, size={"dtype": "fp8"}) == 24  # loads layer by layer there
+    costed = project.costed("prod")
+    (issue,) = check_policies(costed.plan, costed.cost, project.fleet(),
+                              _env_with(project, "prod", vllm={"image": "vllm/vllm-openai:v0.32.0"},
+                                        policies={"max_gpus_per_model": 32}))
+    assert ("for fewer GPUs per replica, or size.dtype: fp8 alone (this vLLM release quantizes the 16-bit "
+            "checkpoint layer by layer)") in issue.fix
+
+
+def test_no_quantisation_advice_where_it_cannot_lower_the_gpus(project):
+    prod = {i.message.split(":")[0]: i.fix for i in _violations(project, "prod", policies={"max_gpus_per_model": 1})}
+    # prod's 8B: 1 GPU per replica, 3 replicas for 48 sequences at 23 each: more KV cache means fewer replicas
+    assert "fp8 on L4, L40S, H100 or H200) for more KV cache per replica, so fewer replicas;" in prod[
+        "llama-3-1-8b-instruct"]
+    for name in ("fraud-scorer", "image-preprocessor", "resnet50-classifier", "text-embedder"):
+        # Triton serves the artifact as it is (and these are measured): nothing else to suggest
+        assert prod[name] == ("lower the peak load or overrides.replicas, lower modelfleet:replicas.maxScaleFactor, "
+                              "or raise the policy")
+    dev = {i.message.split(":")[0]: i.fix for i in _violations(project, "dev", policies={
+        "max_monthly_usd_per_model": 100})}
+    # dev's 8B: one GPU, one replica (singleReplica): a smaller checkpoint can lower neither
+    assert dev["llama-3-1-8b-instruct"] == "lower the peak load or the replicas, or raise the policy"
+
+
+def test_an_unmeasured_classic_model_is_told_to_measure(tmp_path):
+    from tests.hardening.known_defects import classic
+    project = make_project(tmp_path, "prod", {}, classic(rps="3000", profile=""))
+    costed = project.costed("prod")
+    env = _env_with(project, "prod", policies={"max_gpus_per_model": 1})
+    (issue,) = check_policies(costed.plan, costed.cost, project.fleet(), env)
+    assert issue.fix == ("lower the peak load or overrides.replicas, measure profile.rps_per_instance with "
+                         "perf_analyzer (the compiler assumed half-full batches), lower "
+                         "modelfleet:replicas.maxScaleFactor, or raise the policy")
 
 
 def test_allowed_families(project):
