@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from ..engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
 from ..environment import DeploySettings
 from ..plan import FleetPlan, VllmModelPlan
@@ -26,6 +24,7 @@ from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
 from .storage import NodeDisk, node_disk, node_disk_gib
 from .triton import model_repository_prefix, render_triton_manifests, repository_objects
 from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
+from .yaml_dump import dump_yaml
 
 __all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "NodeDisk", "dump_yaml", "from_hub", "hf_secret_metadata",
            "hf_secret_name", "model_repository_bucket", "model_repository_prefix", "node_disk", "node_disk_gib",
@@ -57,18 +56,6 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings,
     for model in vllm_models(plan):
         groups[model.name] = render_vllm_manifests(plan, model)
     return groups
-
-
-class _PlainDumper(yaml.SafeDumper):
-    """Every object written out in full: a dict shared by two probes must not become ``&id001`` / ``*id001``
-    (valid YAML, but not what a reviewer expects to read, nor what every tool resolves)."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def dump_yaml(documents: list[dict[str, Any]]) -> bytes:
-    return yaml.dump_all(documents, Dumper=_PlainDumper, sort_keys=True, default_flow_style=False).encode()
 
 
 def render_kubernetes(plan: FleetPlan, deploy: DeploySettings) -> dict[str, bytes]:
