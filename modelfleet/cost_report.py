@@ -115,7 +115,7 @@ def _group_row(label: str, g: NodeGroupCost) -> str:
 def _cluster_rows(c: FleetCost) -> list[str]:
     """The EKS control plane and the system node group, when the stack creates its cluster."""
     if c.system_nodes is None and c.control_plane_monthly_usd is None:
-        return [f"  {'EKS control plane, system':28} not created by this stack (modelfleet:cluster.create: false)"]
+        return ["  EKS control plane and system nodes: not created by this stack (modelfleet:cluster.create: false)"]
     control = "unknown" if c.control_plane_monthly_usd is None else f"{usd(c.control_plane_monthly_usd)} every month"
     rows = [f"  {'EKS control plane':28} {control}"]
     return rows + ([_group_row("system nodes (on-demand)", c.system_nodes)] if c.system_nodes else [])
