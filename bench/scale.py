@@ -12,7 +12,9 @@ each command's work is timed as the command runs it:
 - render: validate, compile with guardrails, price, render every artifact and the Kubernetes manifests,
   write the tree atomically (render alone: ``render_kubernetes``, shown separately).
 
-Wall time is the best of ``--repeat`` runs; peak memory is Python's (tracemalloc, one more run). The CLI
+Wall time is the best of ``--repeat`` runs, each started cold: memos a previous run left in the process
+(binpacking's solved packings, ``functools`` caches) are cleared first, as a command starts without them.
+Peak memory is Python's (tracemalloc, one more run). The CLI
 columns run the real ``modelfleet`` commands once each (interpreter start and imports included; peak RSS
 from the child's rusage); preview is ``modelfleet preview --stack bench`` (the Pulumi program under mocks).
 ``--profile N`` prints cProfile's top functions of render_kubernetes, render and the preview at N models.
@@ -82,13 +84,24 @@ def render(project: Project, out: Path) -> None:
     write_tree(project.rendered(STACK)[1], str(out))
 
 
+def forget_memos() -> None:
+    """Clear every functools cache in modelfleet, so the next run does what a fresh command does."""
+    for name, module in list(sys.modules.items()):
+        if name == "modelfleet" or name.startswith("modelfleet."):
+            for value in vars(module).values():
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+
+
 def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """(best wall seconds of ``repeat`` runs, peak MiB of Python allocations in one more traced run)."""
+    """(best wall seconds of ``repeat`` cold runs, peak MiB of Python allocations in one more traced run)."""
     best = float("inf")
     for _ in range(repeat):
+        forget_memos()
         started = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - started)
+    forget_memos()
     tracemalloc.start()
     fn()
     peak = tracemalloc.get_traced_memory()[1]
@@ -163,6 +176,7 @@ def profile(n: int, work: Path, top: int = 25) -> None:
                ("the render command", lambda: render(project, work / "profile-out")),
                ("preview (run_program)", lambda: run_program(project.root, STACK, config, {"modelfleet:hfToken": "hf_x"})))
     for title, fn in targets:
+        forget_memos()
         profiler = cProfile.Profile()
         started = time.perf_counter()
         profiler.runcall(fn)
