@@ -108,7 +108,7 @@ class FleetCost(PlanModel):
     unknown: tuple[str, ...]  # what could not be priced, and why
 
     def model(self, name: str) -> ModelCost:
-        return next(m for m in self.models if m.name == name)
+        return self._by_name("models")[name]  # indexed once (PlanModel): render and policy look up every model
 
     @property
     def pricing(self) -> str:
@@ -123,7 +123,7 @@ class FleetCost(PlanModel):
         return f"spot, assumed {self.spot_price_ratio:.0%} of on-demand{some}"
 
     def node_group(self, name: str) -> NodeGroupCost:
-        return next(g for g in self.node_groups if g.name == name)
+        return self._by_name("node_groups")[name]
 
 
 def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]:

@@ -82,3 +82,15 @@ def test_lookups_walk_the_tuple_once_not_once_per_lookup(plans):
         for model in plan.models:
             assert counted.model(model.name) == model
     assert CountingTuple.walks <= 1
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cost_lookups_find_what_a_scan_finds_and_change_nothing(project, stack):
+    cost, fresh = project.plan_and_cost(stack)[1], project.plan_and_cost(stack)[1]
+    for item in cost.models:
+        assert cost.model(item.name) is next(m for m in cost.models if m.name == item.name)
+    for group in cost.node_groups:
+        assert cost.node_group(group.name) is next(g for g in cost.node_groups if g.name == group.name)
+    with pytest.raises(KeyError):
+        cost.model("no-such-model")
+    assert cost == fresh and cost.model_dump_json() == fresh.model_dump_json()
