@@ -235,10 +235,14 @@ class _Servers:
     def _best_pair(self, donor: int, target: int, gives: list[tuple[float, int, int, int]], room: float,
                    best: tuple[float, int, int, int] | None) -> tuple[float, int, int, int] | None:
         """``gives``: (compute, need, floor, index) of the donor's heaviest. _joins is written out (this is
-        the hottest loop of shedding), and the target's lightest are sorted only once a give may join it."""
+        the hottest loop of shedding), and the target's lightest are sorted only once a give may join it.
+
+        Takes come lightest first, so differences only shrink: when even the heaviest take leaves a
+        difference over the room (and over the best), every take is a step that neither stops nor fits,
+        and they are counted at once."""
         compute = self.compute
         cap, spread = self.caps[target], max(self.spreads[target], 1)
-        takes = None
+        takes: list[int] | None = None
         for give_compute, need, floor, give in gives:
             if best is not None and give_compute <= best[0]:
                 break  # no lighter take can beat the best difference found
@@ -246,6 +250,10 @@ class _Servers:
                 continue  # it would not join the target (_joins)
             if takes is None:
                 takes = sorted(self.bins[target], key=lambda i: compute[i])[:SWAP_CANDIDATES]
+            least = give_compute - compute[takes[-1]]
+            if least > room + 1e-9 and least > 0 and (best is None or least > best[0]):
+                self.steps += len(takes)
+                continue
             for take in takes:
                 self.steps += 1
                 delta = give_compute - compute[take]
