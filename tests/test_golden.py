@@ -59,15 +59,16 @@ def test_every_config_parses_through_tritons_schema(plans, stack):
 def test_prod_queue_policy_is_derived_from_the_sla(plans):
     # fraud-scorer on an A10G, where it was measured: 20,000 req/s (an L4 has the A10G's TFLOPS but half its
     # memory bandwidth: 10,000 req/s there, so prod packs onto g5). batch: tabular default 256 takes
-    # 256 / 20,000 = 12.8 ms > p99 20 ms / 2, halved: 128 -> 6.4 ms. compute = max(3 ms, 6.4 ms) = 6.4 ms;
-    # window = min(20 ms / 10, 5 ms) = 2 ms; timeout = 20 - 6.4 - 2 = 11.6 ms = 11,600 us.
+    # 256 / 20,000 = 12.8 ms > 0.4 x p99 20 ms = 8 ms, halved: 128 -> 6.4 ms. compute = max(3 ms, 6.4 ms) = 6.4 ms;
+    # timeout = 20 - 2 x 6.4 (the batch in progress and its own) = 7.2 ms = 7,200 us;
+    # window = min(20 ms / 10, 5 ms, 7.2 ms / 2) = 2 ms, inside the timeout.
     # queue: 256 MiB / (64 fp32 = 256 B) = 1,048,576 requests, capped at 65,536.
     config = parse_config(render_fleet(plans["prod"])[
         f"triton/{plans['prod'].model('fraud-scorer').server}/fraud-scorer/config.pbtxt"].decode())
     assert config.max_batch_size == 128
     assert config.dynamic_batching.max_queue_delay_microseconds == 2_000
     assert plans["prod"].model("fraud-scorer").instance_type.startswith("g5.")
-    assert config.dynamic_batching.default_queue_policy.default_timeout_microseconds == 11_600
+    assert config.dynamic_batching.default_queue_policy.default_timeout_microseconds == 7_200
     assert config.dynamic_batching.default_queue_policy.max_queue_size == 65_536
     assert config.response_cache.enable
     assert config.platform == "onnxruntime_onnx"
