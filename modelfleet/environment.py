@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
@@ -44,6 +45,18 @@ def _aws_region(region: str) -> str:
     if problem:
         raise FieldProblem((), *problem)
     return region
+
+
+# A Graviton (arm64) type: a digit, then `g` (m7g, m7gd, c7gn, t4g). The system nodes run the x86_64 AMI.
+ARM_INSTANCE = re.compile(r"^[a-z]+[0-9]+g[a-z-]*\.")
+
+
+def _x86_system_type(name: str) -> str:
+    if ARM_INSTANCE.match(name):
+        raise FieldProblem((), f"{name} is a Graviton (arm64) type; the system node group is launched with the "
+                               "AL2023 x86_64 AMI, which arm64 instances cannot boot",
+                           "use an x86_64 type such as m7i.large, m6i.large or m7a.large")
+    return name
 
 
 class ReplicaPolicy(EnvFrozen):
@@ -91,7 +104,8 @@ class ClusterSettings(EnvFrozen):
     # nobody gets an endpoint open to the internet by default (checked by modelfleet.deploy.checks).
     public_access_cidrs: tuple[str, ...] | None = None
     # A created cluster's untainted system nodes (CoreDNS, the autoscaler, Prometheus, the LWS controller).
-    system_instance_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")] = "m7i.large"
+    system_instance_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"),
+                                    AfterValidator(_x86_system_type)] = "m7i.large"
 
 
 class DeploySettings(EnvFrozen):

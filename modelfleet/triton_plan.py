@@ -41,6 +41,17 @@ def _warn(model: ClassicModelSpec, assumed: tuple[str, ...], warnings: list[Warn
                                  + "; measure with perf_analyzer and set profile.*"))
 
 
+def _warn_overloaded(model: ClassicModelSpec, demand: float, server: PackedServer, warnings: list[Warning_]) -> None:
+    """Only a single-replica environment (dev) caps replicas below the load; say how much of the peak the
+    server can then carry, as the LLM path does."""
+    if demand > server.replicas:
+        served = model.sla.peak_rps * server.replicas / demand
+        warnings.append(Warning_(model=model.name, message=(
+            f"single-replica environment: {server.replicas} replica(s) of {server.name} serve about "
+            f"{served:.3g} of the {model.sla.peak_rps:g} peak req/s (the load needs {demand:.3g} GPUs of compute); "
+            "requests beyond that queue and are rejected at the queue timeout")))
+
+
 def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer, placement: ClassicPlacement,
                       node_group: str, issues: list[Issue], warnings: list[Warning_]) -> TritonModelPlan:
     sizing = placement.sizings[model.name]
@@ -48,6 +59,7 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
     if problem is not None:
         issues.append(problem)
     _warn(model, sizing.assumed, warnings)
+    _warn_overloaded(model, sizing.gpu_demand, server, warnings)
     backend, platform = BACKENDS[model.framework]
     capacity = placement.instance.gpu_memory_gib
     return TritonModelPlan(

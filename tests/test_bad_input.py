@@ -298,6 +298,9 @@ STACK_CASES = [
      "config.modelfleet:availabilityZones", "without a decimal point"),
     ("scale-factor-too-large", stack_edit("singleReplica: true", "maxScaleFactor: 1000"), 6,
      "config.modelfleet:replicas.maxScaleFactor", "at most 10"),
+    ("graviton-system-nodes", stack_edit("modelfleet:capacityType: spot",
+                                         "modelfleet:cluster: {systemInstanceType: m7g.large}"), 3,
+     "config.modelfleet:cluster.systemInstanceType", "arm64"),
 ]
 
 

@@ -371,3 +371,19 @@ def test_throughput_scales_by_the_slower_of_compute_and_memory_bandwidth(catalog
     on_l4 = size_classic(fraud, gpus["l4"], catalogue, 0.7)
     assert on_h100.rps_per_instance == pytest.approx(20000 * 3350 / 600)  # 111,667 req/s, not 158,240
     assert on_l4.rps_per_instance == pytest.approx(10000) and on_l4.compute_ms >= 6.0
+
+
+def test_a_single_replica_environment_says_how_much_of_a_classic_peak_it_serves():
+    # dev takes the cheapest GPU, an L4: 2,000 req/s measured on an A10G (the default) is 1,000 there, planned
+    # at 70%: 5,000 / 700 = 7.14 GPUs of compute; the one replica carries about 5,000 / 7.14 = 700 req/s
+    text = OVERRIDDEN.format(overrides="").replace("peak_rps: 100", "peak_rps: 5000")
+    dev = EnvironmentSpec(name="dev", region="us-east-1", replicas={"single_replica": True})
+    plan = compile_text(text, dev)
+    assert plan.model("scorer").instance_type == "g6.xlarge" and plan.model("scorer").gpu_share == 7.1429
+    (warning,) = [w for w in plan.warnings if "single-replica" in w.message]
+    assert "1 replica(s) of triton-scorer serve about 700 of the 5000 peak req/s" in warning.message
+    assert "7.14 GPUs of compute" in warning.message
+    # where replicas follow the load (prod, on an A10G: 5,000 / 1,400 = 3.57 -> 4), nothing to warn about
+    prod = compile_text(text)
+    assert prod.server(prod.model("scorer").server).replicas == 4
+    assert not [w for w in prod.warnings if "single-replica" in w.message]
