@@ -14,8 +14,8 @@ cache) serve everything late. This measures it. The method, step by step:
 3. Compile from the measurement, as a user would after profiling: the model's models.yaml entry with
    ``profile: {rps_per_instance: capacity, compute_ms: p99 execution, measured_on: <the GPU the stack
    plans it on>}``, compiled alone for the stack restricted to that GPU's family (so nothing is rescaled
-   to another GPU). The queue timeout then follows from the SLA and this machine's figures (window +
-   timeout + execution = p99). If the measured execution leaves no queueing budget, the compiler refuses
+   to another GPU). The queue timeout then follows from the SLA and this machine's figures (timeout,
+   batching window inside it, + the batch in progress + its own = p99). If the measured execution leaves no queueing budget, the compiler refuses
    and says to lower ``overrides.max_batch_size``: the bench does that (halving), recalibrates, and
    reports every attempt.
 4. Overload. One server holds the compiled model and a naive copy (no queue policy, no cache; batching as
@@ -231,6 +231,10 @@ def server_counts(before, after, name: str) -> dict[str, float]:
             "rejected_metric": change("nv_inference_request_failure", reason="REJECTED")}
 
 
+class ServerDied(RuntimeError):
+    """The real server crashed under the load (seen: tritonserver 2.51, Signal 11, at --nice -10)."""
+
+
 def schedule(model: TritonModelPlan, requests: int, repeat: float, round_index: int) -> list[bytes]:
     """Request bodies: a ``repeat`` share repeat an earlier input of the same round (seeded, deterministic)."""
     import random
@@ -252,6 +256,10 @@ def overload(plan: FleetPlan, model: TritonModelPlan, rate: float, workdir: Path
                 with client_on_own_cpu():
                     samples = open_loop(server.http_url, name, bodies, rate)
                 windows.append((name, started_ns, time.monotonic_ns()))
+                if not server.running():
+                    raise ServerDied(f"tritonserver exited (code {server.process.returncode}) during round "
+                                     f"{round_index}, {variant} run; the end of its log:\n"
+                                     + server.log_tail())
                 summary = summarise(samples, model.p99_latency_ms / 1000, rate)
                 counts = server_counts(before, scrape_metrics(server.metrics_url), name)
                 runs.append({"round": round_index, "variant": variant, **dataclasses.asdict(summary), **counts,
@@ -414,7 +422,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.nice:
         os.nice(args.nice)
-    report = run(args)
+    try:
+        report = run(args)
+    except ServerDied as error:
+        print(f"overload.py: {error}", file=sys.stderr)
+        return 1
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"overload-{args.stack}-{args.model}"
     text = markdown(report)
