@@ -193,7 +193,7 @@ def test_system_nodes_are_on_demand_on_a_spot_stack(project, catalogue):
 
 
 @pytest.mark.parametrize(("system_type", "region", "why"), [
-    ("m7g.large", "us-east-1", "system nodes m7g.large: not in the price table's system_instances"),
+    ("c7i.large", "us-east-1", "system nodes c7i.large: not in the price table's system_instances"),
     ("m7i.large", "eu-west-1", "system nodes m7i.large: no on-demand price for eu-west-1")])
 def test_an_unpriced_system_type_is_unknown_never_guessed(project, catalogue, system_type, region, why):
     from modelfleet.compiler import compile_fleet
