@@ -116,6 +116,8 @@ class FleetDiff(PlanModel):
     sources: tuple[str, ...]  # where each side's models.yaml, stacks and prices came from
     environments: tuple[EnvironmentDiff, ...]
     assumptions: tuple[str, ...]
+    # What the figures cannot show, said before them (e.g. the compiler itself changed since the base).
+    caveats: tuple[str, ...] = ()
 
     @property
     def delta_desired(self) -> float | None:
@@ -124,13 +126,13 @@ class FleetDiff(PlanModel):
 
 
 def compute_fleet_diff(stacks: Mapping[str, StackSides], base_label: str, head_label: str,
-                       sources: tuple[str, ...] = ()) -> FleetDiff:
+                       sources: tuple[str, ...] = (), caveats: tuple[str, ...] = ()) -> FleetDiff:
     """Diff every stack of either side; environments sorted by name."""
     envs = tuple(compute_environment_diff(name, stacks[name]) for name in sorted(stacks))
     priced = [side.cost for sides in stacks.values() for side in [sides.head if sides.head else sides.base]
               if _ok(side)]  # type: ignore[union-attr]
     return FleetDiff(base=base_label, head=head_label, sources=sources, environments=envs,
-                     assumptions=_assumptions(priced))
+                     assumptions=_assumptions(priced), caveats=caveats)
 
 
 def _ok(side: StackCost | None) -> bool:

@@ -146,7 +146,7 @@ def _model_text(m: ModelCost) -> list[str]:
 
 def render_diff_text(diff: FleetDiff) -> str:
     lines = [f"cost change: {diff.base} -> {diff.head} (USD per month at desired replicas)",
-             *(f"  base {s}" for s in diff.sources), ""]
+             *(f"  WARNING: {c}" for c in diff.caveats), *(f"  base {s}" for s in diff.sources), ""]
     for env in diff.environments:
         lines += _environment_diff_text(env) + [""]
     lines += ["assumptions:"] + [f"  - {a}" for a in diff.assumptions]
@@ -256,6 +256,7 @@ def render_diff_markdown(diff: FleetDiff) -> str:
     spot = f"; {', '.join(assumed)} at assumed spot prices (see the row)" if assumed else ""
     lines = [COMMENT_MARKER, f"### modelfleet cost: {headline}" + "".join(f" — {p}" for p in problems), "",
              f"`{diff.head}` against `{diff.base}`, USD per month at desired replicas{spot}.", "",
+             *(line for c in diff.caveats for line in (f"> ⚠️ {c}", "")),
              "| environment | before | after | change | budget |", "|---|---:|---:|---:|---|"]
     for env in diff.environments:
         lines.append(f"| {_env_label(env)} | {_side_md(env.before, env.base_errors, env.presence == 'added')} | "

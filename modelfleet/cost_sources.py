@@ -48,6 +48,9 @@ class Side:
     stacks: Mapping[str, Document | ModelfleetError]  # stack name -> its parsed file
     catalogue: InstanceCatalogue
     sources: tuple[str, ...]  # where each part came from, one line each
+    # Files of the compiler (the modelfleet package, its price data aside) that differ between a base git ref
+    # and the working tree: both sides are compiled by the working tree's code, so their effect is not priced.
+    compiler_changes: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------- pricing
@@ -224,7 +227,31 @@ def _read_ref(project: Project, ref: str, git: Git) -> Side:
                        f"{ref}:stacks/Pulumi.{n}.yaml") for n in names}
     catalogue, table_source = _ref_catalogue(project, ref, git)
     return Side(ref, _parse_models(text, f"{ref}:{models_rel}", tuple(names)), stacks, catalogue,
-                (f"models.yaml: {ref}:{models_rel}", f"stacks: {ref}:stacks/", f"price table: {table_source}"))
+                (f"models.yaml: {ref}:{models_rel}", f"stacks: {ref}:stacks/", f"price table: {table_source}"),
+                _compiler_changes(project, ref, git))
+
+
+def _compiler_changes(project: Project, ref: str, git: Git) -> tuple[str, ...]:
+    """The compiler's source files that differ from ``ref``, when the running package lives in the project's
+    own repository (an installed release, or another checkout, has no base there to differ from); its price
+    data is a side of its own."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    top, project_top = git(package, "rev-parse", "--show-toplevel"), git(project.root, "rev-parse", "--show-toplevel")
+    if top is None or project_top is None or os.path.realpath(top.strip()) != os.path.realpath(project_top.strip()):
+        return ()
+    listing = git(top.strip(), "diff", "--name-only", ref, "--", os.path.relpath(package, top.strip()))
+    data = os.path.relpath(os.path.join(package, "data"), top.strip()) + os.sep
+    return tuple(sorted(p for p in (listing or "").splitlines() if p and not p.startswith(data)))
+
+
+def compiler_caveats(base: Side) -> tuple[str, ...]:
+    """What a diff against ``base`` cannot show: the effect of a change to the compiler itself."""
+    if not base.compiler_changes:
+        return ()
+    shown = ", ".join(base.compiler_changes[:5]) + (", ..." if len(base.compiler_changes) > 5 else "")
+    return (f"the compiler itself differs from {base.label} ({len(base.compiler_changes)} file(s): {shown}); both "
+            "sides are compiled by this branch's code, so what that change does to the cost is not in these "
+            f"figures: compare `modelfleet cost` run on {base.label} with this branch's",)
 
 
 def _ref_stacks(root: str, ref: str, git: Git) -> tuple[str, ...]:

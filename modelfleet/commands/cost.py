@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from ..cost_diff import StackCost, StackFailure, compute_fleet_diff
 from ..cost_report import (CostView, render_cost_json, render_cost_markdown, render_cost_text, render_diff_json,
                            render_diff_markdown, render_diff_text)
-from ..cost_sources import Side, compare_stack, price_stack, read_base, read_head
+from ..cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head
 from ..errors import Issue, SpecError
 from . import project_from
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         priced = {s: c.head for s, c in sides.items() if c.head is not None}
         sys.stdout.write(render_diff(compute_fleet_diff(
             sides, base_label=base.label, head_label=os.path.relpath(project.models_path, project.root),
-            sources=base.sources)))
+            sources=base.sources, caveats=compiler_caveats(base))))
     sys.stdout.flush()
     return _exit_code(priced, args.fail_on)
 

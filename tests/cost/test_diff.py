@@ -321,3 +321,49 @@ def test_a_system_type_price_change_is_named_by_the_price_table_cause(catalogue)
     assert describe_catalogue_changes(catalogue, after, used, {"us-east-1"}) == (
         "m7i.large on-demand us-east-1: 0.1008 -> 0.11 USD/h",)
     assert describe_catalogue_changes(catalogue, after, {"g5.xlarge"}, {"us-east-1"}) == ()  # a joining stack
+
+
+# ---------------------------------------------------------------------------------------------- compiler changes
+def test_a_diff_says_when_the_compiler_itself_changed_since_the_base(tmp_path):
+    """Both sides are compiled by this branch's code, so a change to the compiler is not in the figures: the
+    diff says so before them, naming the files (the price data, a side of its own, excepted)."""
+    import os
+
+    import modelfleet
+    from modelfleet.commands.cost import run_git
+    from modelfleet.cost_diff import compute_fleet_diff
+    from modelfleet.cost_report import render_diff_markdown, render_diff_text
+    from modelfleet.cost_sources import compiler_caveats, read_base, read_head
+
+    repo = pull_request(tmp_path)
+    package = os.path.dirname(os.path.abspath(modelfleet.__file__))
+    calls = []
+
+    def fake_git(root, *args):  # one repository holds both the project and the running package
+        calls.append(args)
+        if args[:2] == ("rev-parse", "--show-toplevel"):
+            return os.path.dirname(package) + "\n"
+        if args[:2] == ("diff", "--name-only"):
+            return "modelfleet/triton_policy.py\nmodelfleet/data/instances.yaml\nmodelfleet/packing.py\n"
+        return run_git(str(repo), *args)
+
+    project = Project(root=str(repo))
+    base = read_base(project, "main", read_head(project), fake_git)
+    assert ("diff", "--name-only", "main", "--", "modelfleet") in calls
+    assert base.compiler_changes == ("modelfleet/packing.py", "modelfleet/triton_policy.py")
+    (caveat,) = compiler_caveats(base)
+    assert caveat.startswith("the compiler itself differs from main (2 file(s): modelfleet/packing.py, "
+                             "modelfleet/triton_policy.py); both sides are compiled by this branch's code")
+    diff = compute_fleet_diff({}, base_label="main", head_label="models.yaml", caveats=(caveat,))
+    assert f"> ⚠️ {caveat}" in render_diff_markdown(diff)
+    assert f"  WARNING: {caveat}" in render_diff_text(diff)
+
+
+def test_a_package_outside_the_projects_repository_has_no_compiler_caveat(tmp_path):
+    from modelfleet.cost_sources import read_base, read_head
+
+    repo = pull_request(tmp_path)
+    project = Project(root=str(repo))
+    # the running package is not in the temporary repository (an installed release, or another checkout)
+    assert read_base(project, "main", read_head(project), lambda root, *a: git(Path(root), *a)
+                     if Path(root) == repo else (None if a[0] == "rev-parse" else "")).compiler_changes == ()
