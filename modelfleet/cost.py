@@ -3,7 +3,10 @@
 Pure: a FleetPlan, the dated InstanceCatalogue, the stack's cost settings and the LLM loads in, a
 ``FleetCost`` out. The rules, printed by every preview so a reviewer can redo the arithmetic:
 
-    node group   = nodes x USD per node-hour x 730 h            (730 = 8,760 h / 12, AWS's own convention)
+    node group   = nodes x (USD per node-hour x 730 h + its EBS gp3 volume's USD per month)
+                   (730 = 8,760 h / 12, AWS's own convention; the volume as the launch template provisions it:
+                   GiB, and IOPS and MiB/s above gp3's included 3,000 and 125, at the table's ebs_gp3 prices;
+                   EBS is the same on spot. Bottlerocket's own small OS volume from its AMI is not counted)
     workload     = its node group's cost x its GPUs / all GPUs the group's workloads hold
                    (GPUs left idle by whole nodes or zone spread are paid by the group's workloads pro rata)
     Triton model = its server's cost x its gpu_share / the sum of gpu_share on that server
@@ -26,14 +29,15 @@ from .compile_llm import load_sequences
 from .compiler import models_in
 from .environment import EnvironmentSpec
 from .instances import InstanceCatalogue, InstanceType
+from .k8s.storage import NodeDisk, node_disk
 from .plan import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .spec import FleetSpec, LlmModelSpec
-from .system_nodes import SYSTEM_GROUP, SYSTEM_SIZES
+from .system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 
 HOURS_PER_MONTH = 730.0
 LEVELS = ("min", "desired", "max")
 ATTRIBUTION_RULE = (
-    "a node group costs nodes x USD/h x 730 h; each workload (a Triton server or a vLLM model) pays for the "
+    "a node group costs nodes x (USD/h x 730 h + the node's EBS volume per month); each workload (a Triton server or a vLLM model) pays for the "
     "GPUs it holds, idle GPUs of the group shared pro rata; models on a shared Triton server split its cost "
     "by gpu_share (the larger of their GPU-memory and compute fractions), or, when every gpu_share on a server "
     "rounds to 0, by GPU memory (equally if that is 0 too)"
@@ -76,8 +80,17 @@ class NodeGroupCost(PlanModel):
     capacity_type: str
     usd_per_node_hour: float | None  # None: no price for this region
     price_basis: str
+    volume: str  # each node's EBS volume, as the launch template provisions it
+    volume_usd_per_node_month: float | None  # None: no EBS price for this region
     nodes: tuple[int, int, int]  # min, desired, max
     monthly_usd: MonthlyUsd | None
+
+    @property
+    def usd_per_node_month(self) -> float | None:
+        """One node for a month: its instance-hours and its volume (None when either price is unknown)."""
+        if self.usd_per_node_hour is None or self.volume_usd_per_node_month is None:
+            return None
+        return self.usd_per_node_hour * HOURS_PER_MONTH + self.volume_usd_per_node_month
 
 
 class ModelCost(PlanModel):
@@ -161,14 +174,17 @@ def estimate_node_price(instance: InstanceType | None, region: str, capacity_typ
 def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,
                        loads: Mapping[str, LlmLoad]) -> FleetCost:
     """Monthly cost of one environment's plan; see the module docstring for every rule."""
-    groups = tuple(_node_group_cost(g, catalogue, env) for g in plan.node_groups)
+    groups = tuple(_node_group_cost(g, node_disk(plan, g.name, env.deploy.node_disk_gib), catalogue, env)
+                   for g in plan.node_groups)
     workloads = _workload_costs(plan, {g.name: g for g in groups})
     models = tuple(_model_cost(m, plan, workloads, loads) for m in plan.models)
     control = _control_plane(catalogue, env)
     system = estimate_system_nodes(catalogue, env)
-    unknown = tuple(f"{g.instance_type}: {g.price_basis}" for g in groups if g.monthly_usd is None)
-    if system is not None and system.monthly_usd is None:
+    unknown = tuple(f"{g.instance_type}: {g.price_basis}" for g in groups if g.usd_per_node_hour is None)
+    if system is not None and system.usd_per_node_hour is None:
         unknown += (f"system nodes {system.instance_type}: {system.price_basis}",)
+    if any(g.volume_usd_per_node_month is None for g in (*groups, *((system,) if system else ()))):
+        unknown += (f"EBS gp3 volumes: the price table's ebs_gp3 has no prices for {env.region}",)
     if control is None and env.cluster.create:
         unknown += ("EKS control plane: the price table has no eks_usd_per_cluster_hour",)
     paid = [g.monthly_usd for g in (*groups, *((system,) if system else ())) if g.monthly_usd]
@@ -182,13 +198,27 @@ def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: Envir
         monthly_usd=total, unknown=unknown)
 
 
-def _node_group_cost(group: NodeGroupPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec) -> NodeGroupCost:
+def _node_group_cost(group: NodeGroupPlan, disk: NodeDisk, catalogue: InstanceCatalogue,
+                     env: EnvironmentSpec) -> NodeGroupCost:
     price, basis = estimate_node_price(catalogue.instances.get(group.instance_type), env.region,
                                        group.capacity_type, env)
-    nodes = (group.min_size, group.desired_size, group.max_size)
-    monthly = None if price is None else MonthlyUsd(**{lvl: n * price * HOURS_PER_MONTH for lvl, n in zip(LEVELS, nodes)})
-    return NodeGroupCost(name=group.name, instance_type=group.instance_type, capacity_type=group.capacity_type,
-                         usd_per_node_hour=price, price_basis=basis, nodes=nodes, monthly_usd=monthly)
+    return _priced_group(group.name, group.instance_type, group.capacity_type, price, basis,
+                         (group.min_size, group.desired_size, group.max_size), disk, catalogue, env.region)
+
+
+def _priced_group(name: str, instance_type: str, capacity_type: str, price: float | None, basis: str,
+                  nodes: tuple[int, int, int], disk: NodeDisk, catalogue: InstanceCatalogue,
+                  region: str) -> NodeGroupCost:
+    gp3 = catalogue.ebs_gp3.get(region)
+    volume = None if gp3 is None else gp3.monthly(disk.size_gib, disk.iops, disk.throughput_mibps)
+    group = NodeGroupCost(name=name, instance_type=instance_type, capacity_type=capacity_type,
+                          usd_per_node_hour=price, price_basis=basis, nodes=nodes, monthly_usd=None,
+                          volume=f"{disk.size_gib} GiB gp3 at {disk.iops} IOPS, {disk.throughput_mibps} MiB/s",
+                          volume_usd_per_node_month=volume)
+    per_node = group.usd_per_node_month
+    if per_node is None:
+        return group
+    return group.model_copy(update={"monthly_usd": MonthlyUsd(**{lvl: n * per_node for lvl, n in zip(LEVELS, nodes)})})
 
 
 def estimate_system_nodes(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> NodeGroupCost | None:
@@ -201,10 +231,9 @@ def estimate_system_nodes(catalogue: InstanceCatalogue, env: EnvironmentSpec) ->
     price = None if instance is None else instance.price(env.region)
     basis = ("on-demand" if price is not None else "not in the price table's system_instances" if instance is None
              else f"no on-demand price for {env.region}")
-    monthly = None if price is None else MonthlyUsd(**{lvl: n * price * HOURS_PER_MONTH
-                                                        for lvl, n in zip(LEVELS, SYSTEM_SIZES)})
-    return NodeGroupCost(name=SYSTEM_GROUP, instance_type=name, capacity_type="on-demand", usd_per_node_hour=price,
-                         price_basis=basis, nodes=SYSTEM_SIZES, monthly_usd=monthly)
+    return _priced_group(SYSTEM_GROUP, name, "on-demand", price, basis, SYSTEM_SIZES,
+                         NodeDisk(SYSTEM_DISK_GIB, SYSTEM_DISK_MIBPS, SYSTEM_DISK_IOPS), catalogue,
+                         env.region)
 
 
 def _control_plane(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> float | None:
@@ -235,6 +264,9 @@ def _price_basis(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> tuple[st
                      f"assumed at {env.cost.spot_price_ratio:.0%} of on-demand" if spot else
                      f"spot {env.region}: ASSUMED at {env.cost.spot_price_ratio:.0%} of on-demand "
                      "(modelfleet:cost.spotPriceRatio; no measured spot prices in the table)")
+    ebs = catalogue.ebs_price_sources.get(env.region)
+    lines.append(f"EBS gp3 {env.region}: {ebs.source}, as of {ebs.as_of}" if ebs
+                 else f"EBS gp3 {env.region}: no dated prices in the table")
     if env.cluster.create:
         system = catalogue.system_price_sources.get(env.region)
         lines.append(f"system nodes {env.region} (on-demand): {system.source}, as of {system.as_of}" if system

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .compiler import models_in
-from .cost import HOURS_PER_MONTH, LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
+from .cost import LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .errors import Issue
 from .plan import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .policy import BudgetStatus
@@ -296,14 +296,22 @@ def _price_reasons(m0: TritonModelPlan | VllmModelPlan, cost0: FleetCost, m1: Tr
     if m0.instance_type != m1.instance_type:
         return ()
     g0, g1 = cost0.node_group(m0.node_group), cost1.node_group(m1.node_group)
-    if g0.usd_per_node_hour == g1.usd_per_node_hour:
-        return ()
-    return (f"USD per node-hour {_price(g0.usd_per_node_hour)} ({g0.price_basis}) -> "
-            f"{_price(g1.usd_per_node_hour)} ({g1.price_basis})",)
+    reasons = []
+    if g0.usd_per_node_hour != g1.usd_per_node_hour:
+        reasons.append(f"USD per node-hour {_price(g0.usd_per_node_hour)} ({g0.price_basis}) -> "
+                       f"{_price(g1.usd_per_node_hour)} ({g1.price_basis})")
+    if (g0.volume, g0.volume_usd_per_node_month) != (g1.volume, g1.volume_usd_per_node_month):
+        reasons.append(f"each node's volume {g0.volume} ({_money(g0.volume_usd_per_node_month)} USD/month) -> "
+                       f"{g1.volume} ({_money(g1.volume_usd_per_node_month)} USD/month)")
+    return tuple(reasons)
 
 
 def _price(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.8g}"
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else usd(value)
 
 
 def describe_layout(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan) -> str:
@@ -370,20 +378,28 @@ def _node_group_changes(base: CostedPlan | None, head: CostedPlan | None) -> tup
 
 
 def _group_change(label: str, a: NodeGroupCost | None, b: NodeGroupCost | None) -> str | None:
-    """One group's node counts and price before and after (None: absent), or None when neither changed."""
+    """One group's node counts, price and volume before and after (None: absent), or None when none changed.
+    The arithmetic: nodes at desired x (USD/h x 730 h + the node's EBS volume a month)."""
     sizes0, sizes1 = (a.nodes if a else (0, 0, 0)), (b.nodes if b else (0, 0, 0))
     p0, p1 = (a.usd_per_node_hour if a else None), (b.usd_per_node_hour if b else None)
+    v0, v1 = (a.volume if a else None), (b.volume if b else None)
+    e0, e1 = (a.volume_usd_per_node_month if a else None), (b.volume_usd_per_node_month if b else None)
     types = (a.instance_type if a else None, b.instance_type if b else None)
-    if sizes0 == sizes1 and p0 == p1 and types[0] == types[1]:
+    if sizes0 == sizes1 and p0 == p1 and types[0] == types[1] and v0 == v1 and e0 == e1:
         return None
-    price = _price(p1 if b else p0) if (a is None or b is None or p0 == p1) else f"{_price(p0)} -> {_price(p1)}"
-    instance = types[1] or types[0] if a is None or b is None or types[0] == types[1] else " -> ".join(types)
-    known = (p0 is not None or not sizes0[1]) and (p1 is not None or not sizes1[1])
-    delta = "" if not known else (
-        f" = {usd(sizes1[1] * (p1 or 0.0) * HOURS_PER_MONTH - sizes0[1] * (p0 or 0.0) * HOURS_PER_MONTH, True)} "
-        "at desired")
-    return (f"{label} ({instance}, {price} USD/h): nodes {'-'.join(map(str, sizes0))} -> "
-            f"{'-'.join(map(str, sizes1))} (min-desired-max){delta}")
+    one = a is None or b is None
+    price = _price(p1 if b else p0) if (one or p0 == p1) else f"{_price(p0)} -> {_price(p1)}"
+    ebs = _money(e1 if b else e0) if (one or e0 == e1) else f"{_money(e0)} -> {_money(e1)}"
+    volume = "" if (one or v0 == v1) else f"; each node's volume {v0} -> {v1}"
+    roll = "" if not volume or not sizes0[1] else (
+        "; `pulumi up` replaces the group's running nodes to change it (a new launch template version: EKS "
+        "drains them within their PodDisruptionBudgets)")
+    instance = types[1] or types[0] if one or types[0] == types[1] else " -> ".join(types)
+    m0, m1 = (a.usd_per_node_month if a else None), (b.usd_per_node_month if b else None)
+    known = (m0 is not None or not sizes0[1]) and (m1 is not None or not sizes1[1])
+    delta = "" if not known else f" = {usd(sizes1[1] * (m1 or 0.0) - sizes0[1] * (m0 or 0.0), True)} at desired"
+    return (f"{label} ({instance}, {price} USD/h + EBS {ebs} USD/month per node{volume}): nodes "
+            f"{'-'.join(map(str, sizes0))} -> {'-'.join(map(str, sizes1))} (min-desired-max){delta}{roll}")
 
 
 def _cluster_changes(base: CostedPlan | None, head: CostedPlan | None) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from .policy import BudgetStatus
 
 COMMENT_MARKER = "<!-- modelfleet-cost -->"  # the PR workflow updates the one comment carrying it
 UNIT_LABELS = {"usd_per_1k_inferences": "per 1,000 inferences", "usd_per_million_tokens": "per million tokens"}
-EXACT_KEYS = {"usd_per_node_hour"}
+EXACT_KEYS = {"usd_per_node_hour"}  # volume_usd_per_node_month is money: cents
 SIGNIFICANT_KEYS = {"value"}
 MAX_DETAILS = 6  # what changed in a stack file or the price table, per cause; more are counted
 
@@ -109,7 +109,14 @@ def _environment_text(view: CostView) -> str:
 
 def _group_row(label: str, g: NodeGroupCost) -> str:
     price = "unknown" if g.usd_per_node_hour is None else f"{g.usd_per_node_hour:.8g}"
-    return f"  {label:28} {g.instance_type:14} {price:>10}  {'-'.join(map(str, g.nodes)):9} {_range(g.monthly_usd)}"
+    return "\n".join([
+        f"  {label:28} {g.instance_type:14} {price:>10}  {'-'.join(map(str, g.nodes)):9} {_range(g.monthly_usd)}",
+        f"  {'':28}   + per node and month: {_volume(g)}"])
+
+
+def _volume(g: NodeGroupCost) -> str:
+    """Each node's EBS volume and its monthly price: ``200 GiB gp3 at 3000 IOPS, 125 MiB/s = 16.00 USD EBS``."""
+    return f"{g.volume} = {usd(g.volume_usd_per_node_month)} USD EBS"
 
 
 def _cluster_rows(c: FleetCost) -> list[str]:
@@ -127,8 +134,8 @@ def _cluster_md(c: FleetCost) -> list[str]:
     g = c.system_nodes
     price = "unknown" if g.usd_per_node_hour is None else f"{g.usd_per_node_hour:.8g}"
     return [f"- cluster created by this stack: EKS control plane {usd(c.control_plane_monthly_usd)}; system nodes "
-            f"{'-'.join(map(str, g.nodes))} x {g.instance_type} on-demand at {price} USD/h: {_range(g.monthly_usd)} "
-            "USD/month (min / desired / max)"]
+            f"{'-'.join(map(str, g.nodes))} x {g.instance_type} on-demand at {price} USD/h, each with "
+            f"{_volume(g)} a month: {_range(g.monthly_usd)} USD/month (min / desired / max)"]
 
 
 def _model_text(m: ModelCost) -> list[str]:

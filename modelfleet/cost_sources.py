@@ -151,7 +151,23 @@ def describe_catalogue_changes(before: InstanceCatalogue, after: InstanceCatalog
     lines += _system_type_changes(before, after, types, regions)
     if before.eks_usd_per_cluster_hour != after.eks_usd_per_cluster_hour:
         lines.append(f"EKS control plane {before.eks_usd_per_cluster_hour} -> {after.eks_usd_per_cluster_hour} USD/h")
+    lines += _ebs_changes(before, after, regions)
     return tuple(lines)
+
+
+def _ebs_changes(before: InstanceCatalogue, after: InstanceCatalogue, regions: set[str] | None) -> list[str]:
+    """The EBS gp3 prices every node's volume is billed at, per region: ``EBS gp3 us-east-1: 0.08 -> 0.09 USD
+    per GiB-month``."""
+    lines = []
+    units = (("usd_per_gib_month", "GiB"), ("usd_per_iops_month", "IOPS"), ("usd_per_mibps_month", "MiB/s"))
+    both = set(before.ebs_gp3) | set(after.ebs_gp3)
+    for region in sorted(both & regions if regions is not None else both):
+        a, b = before.ebs_gp3.get(region), after.ebs_gp3.get(region)
+        for key, unit in units:
+            p0, p1 = (getattr(a, key) if a else "unknown"), (getattr(b, key) if b else "unknown")
+            if p0 != p1:
+                lines.append(f"EBS gp3 {region}: {p0} -> {p1} USD per {unit}-month")
+    return lines
 
 
 def _system_type_changes(before: InstanceCatalogue, after: InstanceCatalogue, types: set[str] | None,

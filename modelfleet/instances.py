@@ -77,6 +77,25 @@ class SystemInstanceType:
         return self.usd_per_hour.get(region)
 
 
+GP3_INCLUDED_IOPS = 3000  # a gp3 volume's baseline, in its per-GiB price
+GP3_INCLUDED_MIBPS = 125
+
+
+@dataclass(frozen=True)
+class Gp3Price:
+    """One region's EBS gp3 prices, USD per month: per GiB, per IOPS and per MiB/s above the included."""
+
+    usd_per_gib_month: float
+    usd_per_iops_month: float
+    usd_per_mibps_month: float
+
+    def monthly(self, size_gib: int, iops: int, throughput_mibps: int) -> float:
+        """One volume's USD per month."""
+        return (size_gib * self.usd_per_gib_month
+                + max(0, iops - GP3_INCLUDED_IOPS) * self.usd_per_iops_month
+                + max(0, throughput_mibps - GP3_INCLUDED_MIBPS) * self.usd_per_mibps_month)
+
+
 @dataclass(frozen=True)
 class InstanceCatalogue:
     as_of: str
@@ -89,6 +108,9 @@ class InstanceCatalogue:
     # Non-GPU types for system nodes only (never in ``instances``), and where each region's prices came from.
     system_instances: Mapping[str, SystemInstanceType] = field(default_factory=lambda: MappingProxyType({}))
     system_price_sources: Mapping[str, PriceSource] = field(default_factory=lambda: MappingProxyType({}))
+    # EBS gp3 (every node's volume) by region, and where each region's prices came from; missing: unknown.
+    ebs_gp3: Mapping[str, Gp3Price] = field(default_factory=lambda: MappingProxyType({}))
+    ebs_price_sources: Mapping[str, PriceSource] = field(default_factory=lambda: MappingProxyType({}))
 
     def in_families(self, families: tuple[str, ...]) -> tuple[InstanceType, ...]:
         return tuple(sorted((i for i in self.instances.values() if i.family in families), key=lambda i: i.name))
@@ -112,8 +134,20 @@ def catalogue_from_data(data: dict) -> InstanceCatalogue:
                for region, kinds in (data.get("prices") or {}).items()}
     eks = data.get("eks_usd_per_cluster_hour")
     system, system_sources = _system_instances(data.get("system_instances") or {})
+    ebs, ebs_sources = _ebs_gp3(data.get("ebs_gp3") or {})
     return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances),
-                             MappingProxyType(sources), None if eks is None else float(eks), system, system_sources)
+                             MappingProxyType(sources), None if eks is None else float(eks), system, system_sources,
+                             ebs, ebs_sources)
+
+
+def _ebs_gp3(data: dict) -> tuple[Mapping[str, Gp3Price], Mapping[str, PriceSource]]:
+    """The ``ebs_gp3`` section: three prices per region, and each region's dated source. A region is priced
+    only when all three are there (a volume's cost needs each of them)."""
+    keys = ("usd_per_gib_month", "usd_per_iops_month", "usd_per_mibps_month")
+    regions = set.intersection(*(set(data.get(key) or {}) for key in keys))
+    prices = {region: Gp3Price(*(float(data[key][region]) for key in keys)) for region in sorted(regions)}
+    sources = {region: PriceSource(str(s["as_of"]), str(s["source"])) for region, s in (data.get("prices") or {}).items()}
+    return MappingProxyType(prices), MappingProxyType(sources)
 
 
 def _system_instances(data: dict) -> tuple[Mapping[str, SystemInstanceType], Mapping[str, PriceSource]]:

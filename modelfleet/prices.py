@@ -9,7 +9,9 @@ one (reported, never guessed); a type with no spot price is priced, on spot stac
 ``spotPriceRatio`` assumption, and the report says so.
 
 The system node types (``system_instances``: a created cluster's untainted nodes, never spot) get their
-on-demand prices and vCPU/RAM the same way, dated in their own section.
+on-demand prices and vCPU/RAM the same way, dated in their own section; so do the EBS gp3 prices every
+node's volume is billed at (``ebs_gp3``), from the products whose ``volumeApiName`` is gp3, told apart by the
+unit of their price (per GB-month, IOPS-month, and MiB/s- or GiB/s-month for throughput).
 
 GPU memory is only checked, not rewritten: AWS lists the nominal total (``gpuMemory: "96 GB"`` for four
 24 GB GPUs) while the table records what CUDA leaves usable per GPU, some 1-8% less. A per-GPU nominal
@@ -35,6 +37,11 @@ from .errors import Issue, ModelfleetError
 PRICING_REGION = "us-east-1"  # the Pricing API's own endpoint; it serves every region's prices
 ON_DEMAND_SOURCE = "AWS Pricing API get_products (AmazonEC2, Linux, Shared tenancy, On-Demand)"
 SPOT_SOURCE = "EC2 describe_spot_price_history (Linux/UNIX, latest per zone, dearest zone)"
+EBS_SOURCE = "AWS Pricing API get_products (AmazonEC2, volumeApiName gp3, On-Demand)"
+# The units the Pricing API prices gp3 in -> (ebs_gp3 key, factor to the table's unit). EBS "GB" is GiB;
+# throughput has been listed both per MiB/s and per GiB/s a month. Any other unit is reported, never guessed.
+GP3_UNITS = {"gb-mo": ("usd_per_gib_month", 1.0), "iops-mo": ("usd_per_iops_month", 1.0),
+             "mibps-mo": ("usd_per_mibps_month", 1.0), "gibps-mo": ("usd_per_mibps_month", 1 / 1024)}
 
 
 class PriceRefreshError(ModelfleetError):
@@ -162,6 +169,37 @@ def fetch_spot(ec2: Any, instance_types: Iterable[str], now: datetime) -> dict[s
     return dearest
 
 
+def fetch_gp3(pricing: Any, region: str) -> tuple[dict[str, float] | None, list[str]]:
+    """The region's EBS gp3 prices (storage per GiB-month, IOPS and MiB/s above the included, a month), or
+    None and why: all three are needed, each must be one positive price (a free included tier is skipped)."""
+    filters = [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in (
+        ("volumeApiName", "gp3"), ("regionCode", region), ("locationType", "AWS Region"))]
+    found: dict[str, set[float]] = {}
+    odd: set[str] = set()
+    for entry in _pages(pricing.get_products, "PriceList", ServiceCode="AmazonEC2", Filters=filters,
+                        FormatVersion="aws_v1", MaxResults=100):
+        for term in json.loads(entry).get("terms", {}).get("OnDemand", {}).values():
+            for dimension in term.get("priceDimensions", {}).values():
+                usd = float(dimension.get("pricePerUnit", {}).get("USD", "0"))
+                unit = str(dimension.get("unit", ""))
+                if usd <= 0:
+                    continue
+                if unit.lower() not in GP3_UNITS:
+                    odd.add(unit)
+                    continue
+                key, factor = GP3_UNITS[unit.lower()]
+                found.setdefault(key, set()).add(round(usd * factor, 10))
+    report = [f"EBS gp3 in {region}: a price in an unknown unit {unit!r} was ignored" for unit in sorted(odd)]
+    problems = [f"no {key}" if key not in found else
+                f"several {key} ({', '.join(f'{p:g}' for p in sorted(found[key]))})"
+                for key in ("usd_per_gib_month", "usd_per_iops_month", "usd_per_mibps_month")
+                if len(found.get(key, ())) != 1]
+    if problems:
+        return None, report + [f"EBS gp3 in {region}: {'; '.join(problems)} from the Pricing API; left unknown "
+                               "(node volumes, and so the totals, are unpriced there)"]
+    return {key: prices.pop() for key, prices in sorted(found.items())}, report
+
+
 def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | None, now: datetime) -> RefreshResult:
     """The catalogue ``data`` with ``region``'s prices fetched afresh and its hardware checked; ``ec2=None``
     skips spot. A failing Pricing API call raises (botocore's error); a failing spot call is reported."""
@@ -171,7 +209,8 @@ def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | N
     system_types = (data.get("system_instances") or {}).get("types") or {}
     on_demand = fetch_on_demand(pricing, region, names)
     system = fetch_on_demand(pricing, region, system_types)
-    report, hardware = list(on_demand.report) + system.report, {}
+    ebs, ebs_report = fetch_gp3(pricing, region)
+    report, hardware = list(on_demand.report) + system.report + ebs_report, {}
     for table, fetched in ((data["instances"], on_demand), (system_types, system)):
         for name in sorted(set(table) & set(fetched.attributes)):
             hardware[name], lines = check_hardware(name, table[name], data["gpus"], fetched.attributes[name])
@@ -186,17 +225,27 @@ def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | N
     if spot is not None:
         report += [f"{n}: no spot price in {region}; spot stacks price it at their modelfleet:cost.spotPriceRatio "
                    "x on-demand" for n in names if n not in spot]
-    refreshed = compute_refreshed_data(data, region, on_demand.prices, spot, now.date(), hardware, system.prices)
+    refreshed = compute_refreshed_data(data, region, on_demand.prices, spot, now.date(), hardware, system.prices, ebs)
     return RefreshResult(refreshed, tuple(report))
 
 
 def compute_refreshed_data(data: dict[str, Any], region: str, on_demand: dict[str, float],
                            spot: dict[str, float] | None, today: date,
                            hardware: dict[str, dict[str, Any]] | None = None,
-                           system: dict[str, float] | None = None) -> dict[str, Any]:
+                           system: dict[str, float] | None = None,
+                           ebs: dict[str, float] | None = None) -> dict[str, Any]:
     """Replace one region's prices (and their dated sources), and hardware AWS corrected, in a copy of ``data``;
-    ``system``: the system types' on-demand prices (None: that section is left as it is)."""
+    ``system``: the system types' on-demand prices (None: that section is left as it is); ``ebs``: the gp3
+    prices (None: none were found, so the region's are removed: unknown, not stale)."""
     out = copy.deepcopy(data)
+    section = out.setdefault("ebs_gp3", {})
+    for key in ("usd_per_gib_month", "usd_per_iops_month", "usd_per_mibps_month"):
+        _set_price(section, key, region, None if ebs is None else ebs[key])
+    sources = section.setdefault("prices", {})
+    if ebs is None:
+        sources.pop(region, None)
+    else:
+        sources[region] = {"as_of": today.isoformat(), "source": EBS_SOURCE}
     if system is not None and out.get("system_instances"):
         section = out["system_instances"]
         for name, instance in (section.get("types") or {}).items():

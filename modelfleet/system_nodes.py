@@ -11,4 +11,6 @@ from __future__ import annotations
 
 SYSTEM_GROUP = "system"
 SYSTEM_SIZES = (2, 2, 4)  # min, desired, max nodes
-SYSTEM_DISK_GIB = 50  # root volume, gp3 at its baseline 3,000 IOPS and 125 MiB/s
+SYSTEM_DISK_GIB = 50  # root volume, gp3 at its baseline IOPS and throughput (nothing provisioned above them)
+SYSTEM_DISK_IOPS = 3000
+SYSTEM_DISK_MIBPS = 125

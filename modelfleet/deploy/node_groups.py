@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ..environment import EnvironmentSpec
 from ..k8s import node_disk
 from ..plan import FleetPlan, NodeGroupPlan
-from ..system_nodes import SYSTEM_DISK_GIB, SYSTEM_GROUP, SYSTEM_SIZES
+from ..system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from .types import (GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE, LaunchTemplateDeploy, LiveNodeGroup, NodeGroupDeploy,
                     ScalingDeploy, Taint)
 
@@ -79,7 +79,8 @@ def gpu_node_group(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec,
 def system_node_group(env: EnvironmentSpec, live: Sequence[LiveNodeGroup]) -> NodeGroupDeploy:
     labels = {GROUP_LABEL: SYSTEM_GROUP}
     template = LaunchTemplateDeploy(name=f"{SYSTEM_GROUP}-lt", device_name=DATA_DEVICE[SYSTEM_AMI],
-                                    volume_gib=SYSTEM_DISK_GIB, throughput_mibps=125, iops=3000, tags=labels)
+                                    volume_gib=SYSTEM_DISK_GIB, throughput_mibps=SYSTEM_DISK_MIBPS,
+                                    iops=SYSTEM_DISK_IOPS, tags=labels)
     return NodeGroupDeploy(name=SYSTEM_GROUP, name_prefix=f"{SYSTEM_GROUP}-",
                            instance_type=env.cluster.system_instance_type, capacity_type="ON_DEMAND",
                            ami_type=SYSTEM_AMI, labels=labels, tags=labels | {STACK_TAG: env.name}, taints=(),

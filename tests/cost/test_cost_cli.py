@@ -26,7 +26,7 @@ def test_cost_json_is_deterministic_and_complete(capsys):
     data = json.loads(first)["environments"]
     assert sorted(data) == ["dev", "prod", "staging"]
     prod = data["prod"]
-    assert prod["monthly_usd"] == {"desired": 196899.66, "max": 296028.75, "min": 180221.87}
+    assert prod["monthly_usd"] == {"desired": 197491.66, "max": 296924.75, "min": 180765.87}
     assert prod["budget"]["over"] is False and prod["budget"]["budget_usd"] == 250000.0
     assert prod["policy_violations"] == []
     assert prod["node_groups"][1]["usd_per_node_hour"] == 10.49264  # prices keep their published precision
@@ -35,27 +35,27 @@ def test_cost_json_is_deterministic_and_complete(capsys):
 
 def test_plan_json_gains_monthly_cost_usd(capsys):
     doc = json.loads(_run(capsys, "plan", "--stack", "prod", "--json"))
-    assert doc["monthly_cost_usd"] == {"desired": 196899.66, "max": 296028.75, "min": 180221.87}
+    assert doc["monthly_cost_usd"] == {"desired": 197491.66, "max": 296924.75, "min": 180765.87}
     groups = {g["instance_type"]: g["monthly_cost_usd"] for g in doc["node_groups"]}
-    assert groups["p5.48xlarge"] == {"desired": 160716.8, "max": 241075.2, "min": 160716.8}  # 4/4/6 x 55.04 x 730
+    assert groups["p5.48xlarge"] == {"desired": 161164.8, "max": 241747.2, "min": 161164.8}  # 4/4/6 x (55.04 x 730 + 112)
     models = {m["name"]: m["monthly_cost_usd"]["desired"] for m in doc["models"]}
-    assert models["llama-3-3-70b-instruct"] == 30638.51
+    assert models["llama-3-3-70b-instruct"] == 30702.51
     assert sum(models.values()) == pytest.approx(doc["monthly_cost_usd"]["desired"], abs=0.05)
 
 
 def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
     _run(capsys, "render", "--stack", "dev", "--out", str(tmp_path / "dev"))
     doc = json.loads((tmp_path / "dev" / "plan.json").read_text())
-    assert doc["monthly_cost_usd"]["desired"] == 5188.34  # 3,829.81 + 2 x 679.27 (g6e.12xlarge, g6e.xlarge; spot at 50%)
+    assert doc["monthly_cost_usd"]["desired"] == 5236.34  # 3,845.81 + 2 x 695.27 (g6e.12xlarge, g6e.xlarge; spot at 50%, 16.00 EBS each)
 
 
 def test_markdown_preview_is_a_pr_comment(capsys):
     text = _run(capsys, "cost", "--format", "markdown")
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
-    assert "| prod (on-demand) | 180,221.87 / 196,899.66 / 296,028.75 | ✅ 79% of 250,000.00 (desired) |" in text
-    assert "| dev (spot, assumed 50% of on-demand) | 5,188.34 / 5,188.34 / 5,188.34 |" in text
+    assert "| prod (on-demand) | 180,765.87 / 197,491.66 / 296,924.75 | ✅ 79% of 250,000.00 (desired) |" in text
+    assert "| dev (spot, assumed 50% of on-demand) | 5,236.34 / 5,236.34 / 5,236.34 |" in text
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
-    assert ("| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,829.81 | USD 6.07 per million tokens at 8 seq x 30 tok/s "
+    assert ("| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,845.81 | USD 6.10 per million tokens at 8 seq x 30 tok/s "
             "(default) ⚠️ under-provisioned: 1 replica(s) x max_num_seqs 8 serve 8 of the 32 sequences at peak |") in text
 
 
@@ -69,17 +69,22 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "  EKS control plane            73.00 every month\n" in text
-    assert ("  system nodes (on-demand)     m7i.large          0.1008  2-2-4     147.17 / 147.17 / 294.34\n") in text
-    # 180,221.87 + 220.17; 196,899.66 + 220.17; 296,028.75 + 73.00 + 294.34
+    # 2 x (0.1008 x 730 + 50 GiB x 0.08 EBS) = 155.17 at min and desired, 4 x 77.584 = 310.34 at max
+    assert ("  system nodes (on-demand)     m7i.large          0.1008  2-2-4     155.17 / 155.17 / 310.34\n"
+            "                                 + per node and month: 50 GiB gp3 at 3000 IOPS, 125 MiB/s = 4.00 USD EBS\n"
+            ) in text
+    # 180,765.87 + 73.00 + 155.17; 197,491.66 + 228.17; 296,924.75 + 73.00 + 310.34
     assert [line.split()[1:] for line in text.splitlines() if line.startswith("  total")] == [
-        ["180,442.04", "/", "197,119.83", "/", "296,396.09"]]
+        ["180,994.04", "/", "197,719.83", "/", "297,308.09"]]
     assert "  prices: system nodes us-east-1 (on-demand): AWS Pricing API" in text
     assert main([*argv, "--format", "markdown"]) == 0
     assert ("- cluster created by this stack: EKS control plane 73.00; system nodes 2-2-4 x m7i.large on-demand at "
-            "0.1008 USD/h: 147.17 / 147.17 / 294.34 USD/month (min / desired / max)") in capsys.readouterr().out
+            "0.1008 USD/h, each with 50 GiB gp3 at 3000 IOPS, 125 MiB/s = 4.00 USD EBS a month: 155.17 / 155.17 / "
+            "310.34 USD/month (min / desired / max)") in capsys.readouterr().out
     assert main([*argv, "--format", "json"]) == 0
     prod = json.loads(capsys.readouterr().out)["environments"]["prod"]
     assert prod["system_nodes"] == {
-        "capacity_type": "on-demand", "instance_type": "m7i.large", "monthly_usd": {"desired": 147.17, "max": 294.34,
-        "min": 147.17}, "name": "system", "nodes": [2, 2, 4], "price_basis": "on-demand", "usd_per_node_hour": 0.1008}
-    assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 197119.83
+        "capacity_type": "on-demand", "instance_type": "m7i.large", "monthly_usd": {"desired": 155.17, "max": 310.34,
+        "min": 155.17}, "name": "system", "nodes": [2, 2, 4], "price_basis": "on-demand", "usd_per_node_hour": 0.1008,
+        "volume": "50 GiB gp3 at 3000 IOPS, 125 MiB/s", "volume_usd_per_node_month": 4.0}
+    assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 197719.83

@@ -36,11 +36,11 @@ def test_every_share_zero_splits_the_server_by_gpu_memory(tiny_pair):
     a, b = plan.model("a"), plan.model("b")
     assert (a.gpu_share, b.gpu_share) == (0.0, 0.0) and a.server == b.server  # what the fuzzer found
     assert (a.gpu_memory_gib, b.gpu_memory_gib) == (0.001, 0.001)
-    group = cost.node_group(a.node_group)  # g6.xlarge, 1-1-2 nodes: 1 x 0.8048 x 730 = 587.50 at desired
+    group = cost.node_group(a.node_group)  # g6.xlarge, 1-1-2 nodes: 1 x (0.8048 x 730 + 16 EBS) = 603.50 at desired
     assert (group.instance_type, group.nodes) == ("g6.xlarge", (1, 1, 2))
     for name in ("a", "b"):
         model = cost.model(name)
-        assert model.monthly_usd.desired == pytest.approx(0.8048 * H / 2)  # 293.75 each: 0.001 of 0.002 GiB
+        assert model.monthly_usd.desired == pytest.approx((0.8048 * H + 16) / 2)  # 301.75 each: 0.001 of 0.002 GiB
         assert "every gpu_share on it is 0" in model.attribution
         assert "split by GPU memory: 0.001 of 0.002 GiB" in model.attribution
     assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(group.monthly_usd.desired)
@@ -83,7 +83,7 @@ def test_zero_throughput_has_a_cost_but_no_finite_unit_cost(crawling):
     costed = crawling.costed("prod")
     assert costed.plan.model("scorer").rps_per_instance == 0.0
     scorer = costed.cost.model("scorer")
-    assert scorer.monthly_usd.desired == pytest.approx(144 * 0.8048 * H)  # 144 g6.xlarge: 84,600.58
+    assert scorer.monthly_usd.desired == pytest.approx(144 * (0.8048 * H + 16))  # 144 g6.xlarge: 86,904.58
     unit = scorer.unit_cost
     assert unit.value is None and unit.basis == "0 inferences/s"
     assert unit.shortfall == ("under-provisioned: 144 replica(s) serve no measurable part of the 1000 inferences/s "

@@ -59,20 +59,29 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     repo = pull_request(tmp_path)
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
-    # prod: 16 sequences / 8 per replica = 2 replicas of tp=4 on g6e.12xlarge: 2 x 10.49264 x 730 = 15,319.25
-    # dev: 1 replica on spot at 50%: 1 x 5.24632 x 730 = 3,829.81; staging as prod: 15,319.25
-    assert "| prod (on-demand) | 196,899.66 | 212,218.91 | **+15,319.25 (+7.8%)** |" in comment
-    assert "| dev (spot, assumed 50% of on-demand) | 5,188.34 | 9,018.16 | **+3,829.81 (+73.8%)** |" in comment
-    assert "| staging (on-demand) | 116,541.26 | 131,860.51 | **+15,319.25 (+13.1%)** |" in comment
-    assert "### modelfleet cost: +34,468.32 USD/month across 3 environment(s)\n" in comment
+    # The new 70B is a Hugging Face checkpoint each node downloads (131 GiB), so its node group's volumes are
+    # provisioned for it: 220 GiB x 0.08 + (4,000 - 3,000) IOPS x 0.005 + (1,000 - 125) MiB/s x 0.04 = 57.60 USD
+    # a month per node, where the group had 200 GiB at the included IOPS and throughput (16.00).
+    # prod: 16 sequences / 8 per replica = 2 replicas of tp=4 on g6e.12xlarge: 2 x (10.49264 x 730 + 57.60)
+    # = 15,434.45, plus the existing 70B's 4 nodes' volumes, 4 x (57.60 - 16.00) = 166.40: +15,600.85.
+    # dev: 1 replica on spot at 50%: 1 x (5.24632 x 730 + 57.60) = 3,887.41, plus 1 x 41.60: +3,929.01.
+    # staging as prod: +15,600.85. In all: 2 x 15,600.8544 + 3,929.0136 = 35,130.72.
+    assert "| prod (on-demand) | 197,491.66 | 213,092.51 | **+15,600.85 (+7.9%)** |" in comment
+    assert "| dev (spot, assumed 50% of on-demand) | 5,236.34 | 9,165.36 | **+3,929.01 (+75.0%)** |" in comment
+    assert "| staging (on-demand) | 116,909.26 | 132,510.11 | **+15,600.85 (+13.3%)** |" in comment
+    assert "### modelfleet cost: +35,130.72 USD/month across 3 environment(s)\n" in comment
     assert "dev at assumed spot prices (see the row)" in comment
-    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 USD/h): nodes 2-4-6 -> 4-6-9 (min-desired-max) "
-            "= +15,319.25 at desired") in comment
-    # 16 sequences x 30 tokens/s (the spec's default rate) = 480 tokens/s on 2 x 10.49264 USD/h
-    assert f"USD {2 * 10.49264 / (480 * 3600) * 1e6:.3g} per million tokens at 16 seq x 30 tok/s (default) |" \
-        in comment  # 12.1
+    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 USD/h + EBS 16.00 -> 57.60 USD/month per node; each node's "
+            "volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s -> 220 GiB gp3 at 4000 IOPS, 1000 MiB/s): nodes 2-4-6 -> 4-6-9 "
+            "(min-desired-max) = +15,600.85 at desired; `pulumi up` replaces the group's running nodes") in comment
+    assert ("| `llama-3-3-70b-instruct` | +166.40 | 30,868.91 |") in comment  # 4 x (7,659.63 + 57.60)
+    assert ("each node's volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s (16.00 USD/month) -> 220 GiB gp3 at 4000 IOPS, "
+            "1000 MiB/s (57.60 USD/month)") in comment
+    # 16 sequences x 30 tokens/s (the spec's default rate) = 480 tokens/s on 15,434.45 / 730 USD/h
+    assert f"USD {15_434.4544 / 730 / (480 * 3600) * 1e6:.3g} per million tokens at 16 seq x 30 tok/s (default) |" \
+        in comment  # 12.2
     # dev runs one replica of max_num_seqs 8: priced at the 8 sequences it serves, and flagged
-    assert (f"USD {5.24632 / (240 * 3600) * 1e6:.3g} per million tokens at 8 seq x 30 tok/s (default) ⚠️ "
+    assert (f"USD {3_887.4136 / 730 / (240 * 3600) * 1e6:.3g} per million tokens at 8 seq x 30 tok/s (default) ⚠️ "
             "under-provisioned: 1 replica(s) x max_num_seqs 8 serve 8 of the 16 sequences at peak |") in comment
     lines = comment.splitlines()
     assert lines[0] == "<!-- modelfleet-cost -->" and lines[5].startswith("| environment | before | after |")
@@ -91,7 +100,7 @@ def test_a_base_file_works_like_a_ref(tmp_path, capsys):
     base.write_text(git(repo, "show", "main:models.yaml"))
     assert main(["--project", str(repo), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 196,899.66 -> 212,218.91 (+15,319.25); min/max change +15,319.25 / +22,978.88" in out
+    assert "prod (on-demand): 197,491.66 -> 213,092.51 (+15,600.85); min/max change +15,517.65 / +23,401.28" in out
     assert "base stacks: the working tree's (a base file is only models.yaml)" in out
 
 
@@ -107,8 +116,9 @@ def test_a_base_directory_brings_its_own_stacks(tmp_path, capsys):
     dev.write_text(dev.read_text().replace("spotPriceRatio: 0.5", "spotPriceRatio: 0.6"))
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    # 5,188.34 at 50% of on-demand -> x 0.6 / 0.5 = 6,226.01
-    assert "dev (spot, assumed 60% of on-demand): 5,188.34 -> 6,226.01 (+1,037.67)" in out
+    # instance-hours 5,188.3436 at 50% of on-demand -> x 0.6 / 0.5 = 6,226.0123; the 3 nodes' volumes, 3 x 16.00,
+    # are not spot-priced: 5,236.34 -> 6,274.01
+    assert "dev (spot, assumed 60% of on-demand): 5,236.34 -> 6,274.01 (+1,037.67)" in out
     assert "cause stack settings: +1,037.67 at desired (modelfleet:cost.spotPriceRatio: 0.5 -> 0.6)" in out
     assert f"base stacks: {base}/stacks" in out
 
@@ -121,14 +131,17 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     prod.write_text(prod.read_text().replace("modelfleet:capacityType: on-demand", "modelfleet:capacityType: spot"))
     assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
-    # 212,218.91 on-demand with the 70B -> half of it on spot at the assumed 50%: 106,109.46
-    assert "| prod (spot, assumed 50% of on-demand) | 196,899.66 | 106,109.46 | **-90,790.20 (-46.1%)** |" in comment
-    # the switch alone: -196,899.66 / 2; then the 70B at spot prices: 2 x 5.24632 x 730 = 7,659.63
+    # with the 70B: instance-hours 212,218.9132 on-demand -> half of it on spot at the assumed 50%, 106,109.4566,
+    # and the volumes, not discounted: 2 + 3 nodes x 16.00, 6 x 57.60 (see the 70B test), 4 x 112.00 = 873.60
+    assert "| prod (spot, assumed 50% of on-demand) | 197,491.66 | 106,983.06 | **-90,508.60 (-45.8%)** |" in comment
+    # the switch alone: -196,899.6588 / 2; then the 70B at spot prices: 2 x (5.24632 x 730 + 57.60) = 7,774.83
+    # and the existing 70B's 4 nodes' bigger volumes, 4 x 41.60 = 166.40
     assert "- stack settings: -98,449.83 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
-    assert "- models.yaml: +7,659.63 at desired" in comment
-    assert ("`llama-3-3-70b-instruct` | -15,319.25 | 15,319.25 | USD 6.07 per million tokens at 32 seq x 30 tok/s "
+    assert "- models.yaml: +7,941.23 at desired" in comment
+    # 4 x (5.24632 x 730 + 57.60) = 15,549.65, from 30,702.51
+    assert ("`llama-3-3-70b-instruct` | -15,152.85 | 15,549.65 | USD 6.16 per million tokens at 32 seq x 30 tok/s "
             "(default) | USD per node-hour 10.49264 (on-demand) -> 5.24632 (spot assumed at 50% of on-demand "
-            "10.49264)") in comment
+            "10.49264); each node's volume") in comment
 
 
 def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
@@ -144,21 +157,34 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     (repo / "prices.yaml").write_text(table.replace("{us-east-1: 10.49264}", "{us-east-1: 10.6}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 196,899.6588 + 313.4912 = 197,213.15
-    assert "prod (on-demand): 196,899.66 -> 197,213.15 (+313.49)" in out
+    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 197,491.6588 + 313.4912 = 197,805.15
+    assert "prod (on-demand): 197,491.66 -> 197,805.15 (+313.49)" in out
     assert "  cause price table: +313.49 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 10.6 USD/h)" in out
     assert "base price table: main:prices.yaml" in out
     assert "- USD per node-hour 10.49264 (on-demand) -> 10.6 (on-demand)" in out
-    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 -> 10.6 USD/h): nodes 2-4-6 -> 2-4-6 (min-desired-max) "
-            "= +313.49 at desired") in out
+    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 -> 10.6 USD/h + EBS 16.00 USD/month per node): nodes 2-4-6 "
+            "-> 2-4-6 (min-desired-max) = +313.49 at desired") in out
 
     # dearer still, and the compiler moves the 70B to p4d.24xlarge: 2 x 21.957642 x 730 = 32,058.16 a month
-    # against 4 x 11.0 x 730 = 32,120.00 on g6e.12xlarge; the move is the price table's doing
+    # against 4 x 11.0 x 730 = 32,120.00 on g6e.12xlarge; the move is the price table's doing. With the nodes'
+    # volumes (16.00 each): 32,090.16 - 30,702.51 = +1,387.65
     (repo / "prices.yaml").write_text(table.replace("{us-east-1: 10.49264}", "{us-east-1: 11.0}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "  cause price table: +1,419.65 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 11.0 USD/h)" in out
+    assert "  cause price table: +1,387.65 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 11.0 USD/h)" in out
     assert "- instance type g6e.12xlarge -> p4d.24xlarge" in out
+
+    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 9 nodes at 200 GiB and 4 at 900 GiB at desired:
+    # (9 x 200 + 4 x 900) x 0.02 = +108.00
+    old = "usd_per_gib_month: {us-east-1: 0.08}"
+    assert old in table
+    (repo / "prices.yaml").write_text(table.replace(old, "usd_per_gib_month: {us-east-1: 0.1}"))
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "prod (on-demand): 197,491.66 -> 197,599.66 (+108.00)" in out
+    assert "  cause price table: +108.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
+    assert ("- each node's volume 900 GiB gp3 at 4000 IOPS, 1000 MiB/s (112.00 USD/month) -> 900 GiB gp3 at 4000 "
+            "IOPS, 1000 MiB/s (130.00 USD/month)") in out
 
 
 def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
@@ -171,13 +197,13 @@ def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # staging's settings under new names; models.yaml's `staging:` patches do not apply to them, so they
-    # cost what prod does at prod's sizes: 196,899.66 (a budget of 150,000 in warn mode)
-    assert "| perf (new stack; on-demand) | — | 196,899.66 | **+196,899.66** | ⚠️ 131% of 150,000.00" in comment
-    assert "| qa (stack removed; on-demand) | 196,899.66 | — | **-196,899.66 (-100.0%)** | - |" in comment
-    assert "| prod (on-demand) | 196,899.66 | 196,899.66 | no change |" in comment
+    # cost what prod does at prod's sizes: 197,491.66 (a budget of 150,000 in warn mode)
+    assert "| perf (new stack; on-demand) | — | 197,491.66 | **+197,491.66** | ⚠️ 132% of 150,000.00" in comment
+    assert "| qa (stack removed; on-demand) | 197,491.66 | — | **-197,491.66 (-100.0%)** | - |" in comment
+    assert "| prod (on-demand) | 197,491.66 | 197,491.66 | no change |" in comment
     assert comment.splitlines()[1] == ("### modelfleet cost: 0.00 USD/month across 5 environment(s) — ⚠️ over budget "
                                        "(warn only): perf")  # perf and qa cancel out
-    assert ("| `llama-3-1-405b-instruct` (added) | +160,716.80 | 160,716.80 | USD 127 per million tokens at 16 seq x "
+    assert ("| `llama-3-1-405b-instruct` (added) | +161,164.80 | 161,164.80 | USD 128 per million tokens at 16 seq x "
             "30 tok/s (default) | new stack — ") in comment
 
 
@@ -199,12 +225,12 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 2
     captured = capsys.readouterr()
     comment = captured.out
-    assert "| dev (spot, assumed 50% of on-demand) | 5,188.34 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, assumed 50% of on-demand) | 5,236.34 | ❌ does not compile | unknown | - |" in comment
     assert "— ❌ does not compile: dev" in comment.splitlines()[1]
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)
     assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[7]: big-405b-copy: " in comment
-    assert "| prod (on-demand) | 196,899.66 | 357,616.46 | **+160,716.80 (+81.6%)** |" in comment
+    assert "| prod (on-demand) | 197,491.66 | 358,656.46 | **+161,164.80 (+81.6%)** |" in comment  # 4 x 40,291.20
     assert f"dev: {repo}/models.yaml:{line}:5: models[7]: big-405b-copy: " in captured.err
     assert "cost: 1 stack(s) do not compile: dev; the report above shows them" in captured.err
     assert "nothing was written" not in captured.err
@@ -239,7 +265,7 @@ def test_replicas_change_is_explained_by_the_spec_field(tmp_path):
     assert change.name == "llama-3-1-8b-instruct" and change.status == "changed" and change.edited
     assert change.reasons == ("sla.peak_concurrent_sequences 48 -> 72",  # what the PR edited
                               "replicas 2-3-5 -> 2-4-6 (min-desired-max)")  # what the compiler made of it: ceil(72/23)
-    assert change.delta_usd == pytest.approx(1 * 1.861 * 730)  # one more g6e.xlarge: 1,358.53
+    assert change.delta_usd == pytest.approx(1 * 1.861 * 730 + 16)  # one more g6e.xlarge and its volume: 1,374.53
 
 
 def test_instance_type_and_sharding_changes_are_explained(tmp_path):
@@ -252,7 +278,8 @@ def test_instance_type_and_sharding_changes_are_explained(tmp_path):
     assert "instance type g6e.xlarge -> g6e.12xlarge" in change.reasons
     assert "tensor parallel 1 -> 2" in change.reasons
     assert any(r.startswith("replicas ") for r in change.reasons)
-    assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h): nodes 2-3-5 -> 0-0-0" in n for n in diff.node_groups)
+    assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h + EBS 16.00 USD/month per node): nodes 2-3-5 -> 0-0-0" in n
+               for n in diff.node_groups)
 
 
 def test_removed_model_gives_back_its_cost(tmp_path):
@@ -260,8 +287,9 @@ def test_removed_model_gives_back_its_cost(tmp_path):
     start = text.index("  - name: llama-3-1-405b-instruct")
     diff = _changed(tmp_path, text[start:], "")
     (change,) = diff.changes
-    assert change.status == "removed" and change.delta_usd == pytest.approx(-4 * 55.04 * 730)  # -160,716.80
-    assert diff.delta.desired == pytest.approx(-160_716.80)
+    # 4 p5.48xlarge nodes, each with its 900 GiB volume provisioned for the 405B's cold start (112.00)
+    assert change.status == "removed" and change.delta_usd == pytest.approx(-4 * (55.04 * 730 + 112))  # -161,164.80
+    assert diff.delta.desired == pytest.approx(-161_164.80)
 
 
 def test_triton_neighbours_are_named_when_a_server_changes(tmp_path):
@@ -292,11 +320,12 @@ def test_creating_the_cluster_shows_its_system_nodes_and_control_plane(tmp_path,
     _creating_prod(head)
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    # 0.10 x 730 = 73.00 for the control plane; 2 x 0.1008 x 730 = 147.168 for the system nodes (4 at max)
-    assert "prod (on-demand): 196,899.66 -> 197,119.83 (+220.17); min/max change +220.17 / +367.34" in out
-    assert "cause stack settings: +220.17 at desired (modelfleet:cluster.create: unset -> true; " in out
-    assert ("  cluster: system nodes, on-demand (m7i.large, 0.1008 USD/h): nodes 0-0-0 -> 2-2-4 (min-desired-max) "
-            "= +147.17 at desired\n") in out
+    # 0.10 x 730 = 73.00 for the control plane; 2 x (0.1008 x 730 + 50 GiB x 0.08) = 155.168 for the system
+    # nodes (4 at max: 310.336)
+    assert "prod (on-demand): 197,491.66 -> 197,719.83 (+228.17); min/max change +228.17 / +383.34" in out
+    assert "cause stack settings: +228.17 at desired (modelfleet:cluster.create: unset -> true; " in out
+    assert ("  cluster: system nodes, on-demand (m7i.large, 0.1008 USD/h + EBS 4.00 USD/month per node): nodes 0-0-0 "
+            "-> 2-2-4 (min-desired-max) = +155.17 at desired\n") in out
     assert "  cluster: EKS control plane: not created -> 73.00 a month (+73.00)\n" in out
     _creating_prod(base)  # both sides create it; the head moves the system nodes to m7i.xlarge
     prod = head / "stacks" / "Pulumi.prod.yaml"
@@ -304,8 +333,8 @@ def test_creating_the_cluster_shows_its_system_nodes_and_control_plane(tmp_path,
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # 2 x (0.2016 - 0.1008) x 730 = +147.17
-    assert ("- cluster: system nodes, on-demand (m7i.large -> m7i.xlarge, 0.1008 -> 0.2016 USD/h): nodes 2-2-4 -> "
-            "2-2-4 (min-desired-max) = +147.17 at desired") in comment
+    assert ("- cluster: system nodes, on-demand (m7i.large -> m7i.xlarge, 0.1008 -> 0.2016 USD/h + EBS 4.00 USD/month "
+            "per node): nodes 2-2-4 -> 2-2-4 (min-desired-max) = +147.17 at desired") in comment
     assert "EKS control plane" not in comment.split("#### prod")[1]  # it did not change
 
 

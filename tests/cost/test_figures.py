@@ -3,6 +3,11 @@
 Prices: on-demand us-east-1 USD per node-hour, from ../shared/REFERENCE.md (AWS Pricing API, 2026-07-20),
 as shipped in modelfleet/data/instances.yaml. A month is 730 hours. Spot (dev) is assumed at 50% of
 on-demand (stacks/Pulumi.dev.yaml modelfleet:cost.spotPriceRatio).
+
+Each node also pays for its EBS gp3 volume a month (us-east-1: 0.08 USD per GiB, 0.005 per IOPS above 3,000,
+0.04 per MiB/s above 125; the same on spot): the example's nodes have 200 GiB at the included 3,000 IOPS and
+125 MiB/s = 16.00 USD, except the 405B's p5 nodes, provisioned for its cold start: 900 GiB x 0.08 = 72.00
++ 1,000 IOPS x 0.005 = 5.00 + 875 MiB/s x 0.04 = 35.00 -> 112.00 USD.
 """
 
 from __future__ import annotations
@@ -20,6 +25,12 @@ from tests.conftest import ROOT
 PRICE = {"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6e.xlarge": 1.861, "g6e.12xlarge": 10.49264,
          "p5.48xlarge": 55.04}
 H = 730
+EBS = {"g4dn.xlarge": 16.0, "g5.xlarge": 16.0, "g6e.xlarge": 16.0, "g6e.12xlarge": 16.0, "p5.48xlarge": 112.0}
+
+
+def per_node(instance_type: str, ratio: float = 1.0) -> float:
+    """One node for a month: instance-hours (x the spot ratio) and its volume."""
+    return PRICE[instance_type] * ratio * H + EBS[instance_type]
 
 
 def test_the_price_table_is_the_one_the_arithmetic_uses(catalogue):
@@ -27,6 +38,8 @@ def test_the_price_table_is_the_one_the_arithmetic_uses(catalogue):
         assert catalogue.instances[name].price("us-east-1") == usd_per_hour
     assert catalogue.eks_usd_per_cluster_hour == 0.10
     assert catalogue.price_sources["us-east-1"]["on-demand"].as_of == "2026-07-20"
+    gp3 = catalogue.ebs_gp3["us-east-1"]
+    assert (gp3.usd_per_gib_month, gp3.usd_per_iops_month, gp3.usd_per_mibps_month) == (0.08, 0.005, 0.04)
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +60,24 @@ def test_prod_node_groups(costed):
         group = _group(cost, instance_type)
         assert group.nodes == nodes
         assert group.usd_per_node_hour == PRICE[instance_type]
+        assert group.volume_usd_per_node_month == pytest.approx(EBS[instance_type])
         for level, count in zip(("min", "desired", "max"), nodes):
-            assert group.monthly_usd.at(level) == pytest.approx(count * PRICE[instance_type] * H)
-    # g5.xlarge 2 x 1.006 x 730 = 1,468.76; g6e.12xlarge 4 x 10.49264 x 730 = 30,638.5088;
-    # g6e.xlarge 3 x 1.861 x 730 = 4,075.59; p5.48xlarge 4 x 55.04 x 730 = 160,716.80
-    assert _group(cost, "g6e.12xlarge").monthly_usd.desired == pytest.approx(30_638.5088)
-    assert _group(cost, "p5.48xlarge").monthly_usd.max == pytest.approx(241_075.20)
+            assert group.monthly_usd.at(level) == pytest.approx(count * per_node(instance_type))
+    # g5.xlarge 2 x (1.006 x 730 + 16) = 1,500.76; g6e.12xlarge 4 x (10.49264 x 730 + 16) = 30,702.5088;
+    # g6e.xlarge 3 x (1.861 x 730 + 16) = 4,123.59; p5.48xlarge 4 x (55.04 x 730 + 112) = 161,164.80
+    assert _group(cost, "g6e.12xlarge").monthly_usd.desired == pytest.approx(30_702.5088)
+    assert _group(cost, "p5.48xlarge").monthly_usd.max == pytest.approx(6 * 40_291.20)  # 241,747.20
+    assert _group(cost, "p5.48xlarge").volume == "900 GiB gp3 at 4000 IOPS, 1000 MiB/s"
+    assert _group(cost, "g5.xlarge").volume == "200 GiB gp3 at 3000 IOPS, 125 MiB/s"
 
 
 def test_prod_total_at_min_desired_max(costed):
     total = costed["prod"].cost.monthly_usd
-    assert total.desired == pytest.approx(1_468.76 + 30_638.5088 + 4_075.59 + 160_716.80)  # 196,899.6588
-    assert total.min == pytest.approx(1_468.76 + 15_319.2544 + 2_717.06 + 160_716.80)  # 180,221.8744
-    assert total.max == pytest.approx(2_203.14 + 45_957.7632 + 6_792.65 + 241_075.20)  # 296,028.7532
+    assert total.desired == pytest.approx(1_500.76 + 30_702.5088 + 4_123.59 + 161_164.80)  # 197,491.6588
+    assert total.min == pytest.approx(1_500.76 + 15_351.2544 + 2_749.06 + 161_164.80)  # 180,765.8744
+    assert total.max == pytest.approx(2_251.14 + 46_053.7632 + 6_872.65 + 241_747.20)  # 296,924.7532
+    # of which EBS at desired: 9 nodes x 16.00 + 4 x 112.00 = 592.00 (0.3%)
+    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 592.0
     assert costed["prod"].cost.control_plane_monthly_usd is None  # the stack joins an existing cluster
 
 
@@ -67,15 +85,15 @@ def test_llms_own_their_node_groups_and_cost_per_million_tokens(costed):
     cost = costed["prod"].cost
     llama70 = cost.model("llama-3-3-70b-instruct")
     assert llama70.gpus == (8, 16, 24)  # 2 / 4 / 6 replicas x tp=4
-    assert llama70.monthly_usd.desired == pytest.approx(4 * 10.49264 * 730)  # 30,638.5088
-    # 32 sequences x 30 tokens/s = 960 tokens/s; 4 nodes x 10.49264 = 41.97056 USD/h
+    assert llama70.monthly_usd.desired == pytest.approx(4 * per_node("g6e.12xlarge"))  # 30,702.5088
+    # 32 sequences x 30 tokens/s = 960 tokens/s; 30,702.5088 / 730 = 42.05823 USD/h
     assert llama70.unit_cost.metric == "usd_per_million_tokens"
-    assert llama70.unit_cost.value == pytest.approx(41.97056 / (960 * 3600) * 1e6)  # 12.144
+    assert llama70.unit_cost.value == pytest.approx(30_702.5088 / 730 / (960 * 3600) * 1e6)  # 12.17
     assert "960 tokens/s" in llama70.unit_cost.assumption
     assert llama70.unit_cost.basis == "32 seq x 30 tok/s (default)" and llama70.unit_cost.shortfall is None
     llama405 = cost.model("llama-3-1-405b-instruct")  # 2 replicas x 2 nodes of 8 H100
-    assert llama405.monthly_usd.desired == pytest.approx(4 * 55.04 * 730)  # 160,716.80
-    assert llama405.unit_cost.value == pytest.approx(4 * 55.04 / (16 * 30 * 3600) * 1e6)  # 127.41
+    assert llama405.monthly_usd.desired == pytest.approx(4 * per_node("p5.48xlarge"))  # 161,164.80
+    assert llama405.unit_cost.value == pytest.approx(161_164.80 / 730 / (16 * 30 * 3600) * 1e6)  # 127.76
 
 
 def test_a_profiled_decode_rate_replaces_the_default(tmp_path):
@@ -86,9 +104,9 @@ def test_a_profiled_decode_rate_replaces_the_default(tmp_path):
     (tmp_path / "models.yaml").write_text(text.replace(old, old + "    profile: {output_tokens_per_s_per_sequence: 45}\n"))
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
     unit = Project(root=str(tmp_path)).costed("prod").cost.model("llama-3-3-70b-instruct").unit_cost
-    # same layout (the rate converts only peak_output_tokens_per_s); 32 x 45 = 1,440 tokens/s on 41.97056 USD/h
+    # same layout (the rate converts only peak_output_tokens_per_s); 32 x 45 = 1,440 tokens/s on 42.05823 USD/h
     assert unit.basis == "32 seq x 45 tok/s" and "(default)" not in unit.assumption
-    assert unit.value == pytest.approx(41.97056 / (1440 * 3600) * 1e6)  # 8.10
+    assert unit.value == pytest.approx(30_702.5088 / 730 / (1440 * 3600) * 1e6)  # 8.11
 
 
 def test_shared_triton_gpus_are_split_by_gpu_share(costed):
@@ -98,12 +116,12 @@ def test_shared_triton_gpus_are_split_by_gpu_share(costed):
     shares = {"fraud-scorer": 0.0714, "image-preprocessor": 0.3061, "resnet50-classifier": 0.2381,
               "text-embedder": 0.2286}  # sum 0.8442
     assert {name: plan.model(name).gpu_share for name in shares} == shares
-    server_usd = 2 * 1.006 * 730  # 1,468.76
+    server_usd = 2 * per_node("g5.xlarge")  # 1,500.76
     fraud = cost.model("fraud-scorer")
-    assert fraud.monthly_usd.desired == pytest.approx(server_usd * 0.0714 / 0.8442)  # 124.22
+    assert fraud.monthly_usd.desired == pytest.approx(server_usd * 0.0714 / 0.8442)  # 126.93
     assert cost.model("image-preprocessor").monthly_usd.desired == pytest.approx(server_usd * 0.3061 / 0.8442)
     assert "gpu_share 0.0714 of 0.8442" in fraud.attribution
-    # 2,000 inferences/s = 7,200,000 per hour; 124.22 / 730 USD per hour
+    # 2,000 inferences/s = 7,200,000 per hour; 126.93 / 730 USD per hour
     assert fraud.unit_cost.value == pytest.approx(server_usd * 0.0714 / 0.8442 / 730 / 7_200_000 * 1000)
 
 
@@ -117,13 +135,14 @@ def test_dev_is_spot_at_the_stated_assumption(costed):
     cost = costed["dev"].cost
     assert _group(cost, "g6e.xlarge").usd_per_node_hour == pytest.approx(1.861 * 0.5)  # 0.9305
     assert "spot assumed at 50% of on-demand 1.861" == _group(cost, "g6e.xlarge").price_basis
-    # g6e.xlarge: the 8B and the one Triton server, 2 x 0.9305 x 730 = 1,358.53; g6e.12xlarge: the 70B,
-    # 1 x 5.24632 x 730 = 3,829.8136
-    assert cost.monthly_usd.desired == pytest.approx(2 * 679.265 + 3_829.8136)  # 5,188.3436
+    # g6e.xlarge: the 8B and the one Triton server, 2 x (0.9305 x 730 + 16) = 1,390.53; g6e.12xlarge: the
+    # 70B, 1 x (5.24632 x 730 + 16) = 3,845.8136 (EBS is not discounted on spot)
+    assert cost.monthly_usd.desired == pytest.approx(2 * per_node("g6e.xlarge", 0.5) + per_node("g6e.12xlarge", 0.5))
+    assert cost.monthly_usd.desired == pytest.approx(5_236.3436)
     assert any("ASSUMED at 50% of on-demand" in line for line in cost.price_basis)
     # one replica serves 23 of the 48 peak sequences: 23 x 30 = 690 tokens/s on 0.9305 USD/h
     llama8 = cost.model("llama-3-1-8b-instruct")
-    assert llama8.unit_cost.value == pytest.approx(0.9305 / (690 * 3600) * 1e6)  # 0.3746
+    assert llama8.unit_cost.value == pytest.approx((0.9305 + 16 / 730) / (690 * 3600) * 1e6)  # 0.3834
     assert llama8.unit_cost.basis == "23 seq x 30 tok/s (default)"
     assert llama8.unit_cost.shortfall == ("under-provisioned: 1 replica(s) x max_num_seqs 23 serve 23 of the 48 "
                                           "sequences at peak")
@@ -139,7 +158,7 @@ def test_measured_spot_prices_replace_the_assumption(project, catalogue):
             **catalogue.price_sources["us-east-1"], "spot": PriceSource("2026-08-01", "EC2 spot history")})}))
     env = project.environment("dev")
     cost = compute_fleet_cost(project.plan("dev"), table, env, estimate_llm_loads(project.fleet(), "dev"))
-    assert _group(cost, "g6e.xlarge").monthly_usd.desired == pytest.approx(2 * 0.7443 * 730)  # 1,086.678
+    assert _group(cost, "g6e.xlarge").monthly_usd.desired == pytest.approx(2 * (0.7443 * 730 + 16))  # 1,118.678
     assert _group(cost, "g6e.xlarge").price_basis == "spot (measured)"
     assert _group(cost, "g6e.12xlarge").usd_per_node_hour == pytest.approx(10.49264 * 0.5)  # still assumed
     assert cost.pricing == "spot, assumed 50% of on-demand for 1 of 2 node groups"
@@ -162,16 +181,17 @@ def test_a_created_cluster_adds_its_control_plane_and_system_nodes(project, cata
     assert (system.name, system.instance_type, system.capacity_type, system.nodes) == (
         "system", "m7i.large", "on-demand", (2, 2, 4))
     assert system.usd_per_node_hour == 0.1008
-    # 2 x 0.1008 x 730 = 147.168 at min and desired, 4 x 0.1008 x 730 = 294.336 at max
+    assert system.volume == "50 GiB gp3 at 3000 IOPS, 125 MiB/s" and system.volume_usd_per_node_month == 4.0
+    # 2 x (0.1008 x 730 + 50 x 0.08) = 155.168 at min and desired, 4 x 77.584 = 310.336 at max
     assert (system.monthly_usd.min, system.monthly_usd.desired, system.monthly_usd.max) == (
-        pytest.approx(147.168), pytest.approx(147.168), pytest.approx(294.336))
-    assert cost.monthly_usd.desired == pytest.approx(196_899.6588 + 73.0 + 147.168)  # 197,119.8268
-    assert cost.monthly_usd.min == pytest.approx(180_221.8744 + 73.0 + 147.168)  # 180,442.0424
-    assert cost.monthly_usd.max == pytest.approx(296_028.7532 + 73.0 + 294.336)  # 296,396.0892
+        pytest.approx(155.168), pytest.approx(155.168), pytest.approx(310.336))
+    assert cost.monthly_usd.desired == pytest.approx(197_491.6588 + 73.0 + 155.168)  # 197,719.8268
+    assert cost.monthly_usd.min == pytest.approx(180_765.8744 + 73.0 + 155.168)  # 180,994.0424
+    assert cost.monthly_usd.max == pytest.approx(296_924.7532 + 73.0 + 310.336)  # 297,308.0892
     assert "system nodes us-east-1 (on-demand): AWS Pricing API (AmazonEC2, Linux, Shared, On-Demand), via " \
            "Karpenter's generated price table, as of 2026-01-19" in cost.price_basis
     # models pay for their GPUs only: the cluster's own costs are the environment's
-    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(196_899.6588)
+    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(197_491.6588)
 
 
 def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
@@ -181,15 +201,17 @@ def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
     created, priced = system_node_group(env, ()), estimate_system_nodes(project.catalogue(), env)
     assert (created.instance_type, created.capacity_type) == (priced.instance_type, "ON_DEMAND")
     assert (created.scaling.min_size, created.scaling.desired_size, created.scaling.max_size) == priced.nodes
-    assert priced.monthly_usd.desired == pytest.approx(2 * 0.192 * 730)  # m6i.xlarge: 280.32
+    assert priced.monthly_usd.desired == pytest.approx(2 * (0.192 * 730 + 4))  # m6i.xlarge: 288.32
+    volume = created.launch_template
+    assert priced.volume == f"{volume.volume_gib} GiB gp3 at {volume.iops} IOPS, {volume.throughput_mibps} MiB/s"
 
 
 def test_system_nodes_are_on_demand_on_a_spot_stack(project, catalogue):
     env = _creating(project, "dev", systemInstanceType="m7i.xlarge")
     cost = compute_fleet_cost(project.plan("dev"), catalogue, env, estimate_llm_loads(project.fleet(), "dev"))
     assert cost.system_nodes.usd_per_node_hour == 0.2016  # not x 0.5: deploy creates them ON_DEMAND
-    assert cost.system_nodes.monthly_usd.desired == pytest.approx(2 * 0.2016 * 730)  # 294.336
-    assert cost.monthly_usd.desired == pytest.approx(5_188.3436 + 73.0 + 294.336)
+    assert cost.system_nodes.monthly_usd.desired == pytest.approx(2 * (0.2016 * 730 + 4))  # 302.336
+    assert cost.monthly_usd.desired == pytest.approx(5_236.3436 + 73.0 + 302.336)
 
 
 @pytest.mark.parametrize(("system_type", "region", "why"), [
@@ -199,9 +221,7 @@ def test_an_unpriced_system_type_is_unknown_never_guessed(project, catalogue, sy
     from modelfleet.compiler import compile_fleet
     env = type(_creating(project, "prod")).model_validate({
         **_creating(project, "prod", systemInstanceType=system_type).model_dump(), "region": region})
-    table = catalogue if region == "us-east-1" else dataclasses.replace(catalogue, instances=MappingProxyType({
-        n: dataclasses.replace(i, usd_per_hour=MappingProxyType({region: i.price("us-east-1")}))
-        for n, i in catalogue.instances.items()}))  # GPU types priced there, the system type not
+    table = catalogue if region == "us-east-1" else _priced_in(catalogue, region)  # the system type not
     cost = compute_fleet_cost(compile_fleet(project.fleet(), env, table), table, env,
                               estimate_llm_loads(project.fleet(), "prod"))
     assert cost.unknown == (why,)
@@ -239,4 +259,29 @@ def test_a_region_without_prices_is_unknown_never_guessed(project, catalogue):
     assert all(g.monthly_usd is None and g.usd_per_node_hour is None for g in cost.node_groups)
     assert all(m.monthly_usd is None and m.unit_cost is None for m in cost.models)
     assert "p5.48xlarge: no on-demand price for eu-west-1" in cost.unknown
-    assert cost.price_basis == ("on-demand eu-west-1: no dated prices in the table",)
+    assert cost.price_basis == ("on-demand eu-west-1: no dated prices in the table",
+                                "EBS gp3 eu-west-1: no dated prices in the table")
+
+
+def _priced_in(catalogue, region: str, ebs: bool = True):
+    """The table with every GPU type (and, with ``ebs``, gp3) priced in ``region`` as in us-east-1."""
+    return dataclasses.replace(catalogue, instances=MappingProxyType({
+        n: dataclasses.replace(i, usd_per_hour=MappingProxyType({region: i.price("us-east-1")}))
+        for n, i in catalogue.instances.items()}),
+        ebs_gp3=MappingProxyType({region: catalogue.ebs_gp3["us-east-1"]} if ebs else {}))
+
+
+def test_a_region_without_ebs_prices_is_unknown_never_guessed(project, catalogue):
+    """Node-hours priced, volumes not: the groups say their hourly price, but no group, model or total has a
+    monthly figure (it would leave the volumes out without saying so)."""
+    from modelfleet.compiler import compile_fleet
+    env = type(project.environment("prod")).model_validate(
+        {**project.environment("prod").model_dump(), "region": "eu-west-1"})
+    table = _priced_in(catalogue, "eu-west-1", ebs=False)
+    cost = compute_fleet_cost(compile_fleet(project.fleet(), env, table), table, env,
+                              estimate_llm_loads(project.fleet(), "prod"))
+    assert cost.unknown == ("EBS gp3 volumes: the price table's ebs_gp3 has no prices for eu-west-1",)
+    assert cost.monthly_usd is None
+    assert all(g.usd_per_node_hour is not None and g.volume_usd_per_node_month is None and g.monthly_usd is None
+               for g in cost.node_groups)
+    assert all(m.monthly_usd is None for m in cost.models)

@@ -156,11 +156,11 @@ def test_an_addition_that_lowers_min_is_said_in_the_diff(catalogue):
     groups = lambda costed: [(g.instance_type, g.nodes) for g in costed.cost.node_groups]  # noqa: E731
     assert groups(before) == [("g6e.xlarge", (3, 6, 10))] and groups(after) == [("g6.xlarge", (4, 15, 24))]
     added = diff(before, after, PROD)
-    # min 3 x 1.861 x 730 = 4,075.59 -> 4 x 0.8048 x 730 = 2,350.02; desired 6 x 1.861 x 730 = 8,151.18 ->
-    # 15 x 0.8048 x 730 = 8,812.56
-    assert added.delta.min == pytest.approx(2_350.016 - 4_075.59)
-    assert added.delta.desired == pytest.approx(8_812.56 - 8_151.18)
-    assert added.notes == ("cheaper at min replicas (-1,725.57) although models were only added: the compiler "
+    # every node with its 16.00 USD volume: min 3 x (1.861 x 730 + 16) = 4,123.59 -> 4 x (0.8048 x 730 + 16)
+    # = 2,414.02; desired 6 x 1,374.53 = 8,247.18 -> 15 x 603.504 = 9,052.56
+    assert added.delta.min == pytest.approx(2_414.016 - 4_123.59)
+    assert added.delta.desired == pytest.approx(9_052.56 - 8_247.18)
+    assert added.notes == ("cheaper at min replicas (-1,709.57) although models were only added: the compiler "
                            "re-packed the others (see the node groups); only the cost at desired replicas never "
                            "drops when a model is added",)
 

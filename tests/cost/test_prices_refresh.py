@@ -15,7 +15,7 @@ from botocore.stub import Stubber
 from modelfleet.cli import main
 from modelfleet.commands import prices as prices_command
 from modelfleet.instances import load_instance_catalogue
-from modelfleet.prices import ON_DEMAND_SOURCE, PriceRefreshError, parse_on_demand_prices, refresh_prices
+from modelfleet.prices import EBS_SOURCE, ON_DEMAND_SOURCE, PriceRefreshError, parse_on_demand_prices, refresh_prices
 from tests.conftest import ROOT
 
 NOW = datetime(2026, 8, 1, 9, 30, tzinfo=timezone.utc)
@@ -107,10 +107,42 @@ def stub_pricing(stub: Stubber) -> None:
     stub_system(stub)
 
 
-def stub_system(stub: Stubber, hardware: tuple[str, str, str, str] | None = None) -> None:
-    """The system type, asked after the GPU types."""
+def stub_system(stub: Stubber, hardware: tuple[str, str, str, str] | None = None,
+                gp3: list[str] | None = None) -> None:
+    """The system type, asked after the GPU types, then the EBS gp3 prices (``gp3``: that PriceList)."""
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [
         product(SYSTEM_TYPE, "0.1128000000", "M7ILEU", hardware=hardware)]}, params(SYSTEM_TYPE))
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": GP3 if gp3 is None else gp3},
+                      GP3_PARAMS)
+
+
+def volume_product(family: str, usagetype: str, sku: str, dimensions: list[tuple[str, str, str]]) -> str:
+    """A gp3 PriceList entry: ``dimensions`` are (unit, USD, beginRange) of its OnDemand term."""
+    return json.dumps({
+        "product": {"productFamily": family, "sku": sku, "attributes": {
+            "servicecode": "AmazonEC2", "location": "EU (Ireland)", "locationType": "AWS Region",
+            "regionCode": REGION, "volumeApiName": "gp3", "volumeType": "General Purpose", "storageMedia": "SSD-backed",
+            "usagetype": f"EU-{usagetype}", "operation": ""}},
+        "serviceCode": "AmazonEC2",
+        "terms": {"OnDemand": {f"{sku}.JRTCKXETXF": {
+            "offerTermCode": "JRTCKXETXF", "sku": sku, "effectiveDate": "2026-07-01T00:00:00Z", "termAttributes": {},
+            "priceDimensions": {f"{sku}.JRTCKXETXF.{i}": {
+                "rateCode": f"{sku}.JRTCKXETXF.{i}", "unit": unit, "beginRange": begin, "endRange": "Inf",
+                "appliesTo": [], "pricePerUnit": {"USD": usd}, "description": f"${usd} per {unit} of gp3"}
+                for i, (unit, usd, begin) in enumerate(dimensions)}}}},
+        "version": "20260715123456", "publicationDate": "2026-07-15T12:34:56Z"})
+
+
+# eu-west-1's gp3 prices as the Pricing API lists them: storage per GB-month, IOPS above the included 3,000
+# (the included tier at 0), throughput per GiB/s-month (0.044 USD per MiB/s x 1,024).
+GP3 = [volume_product("Storage", "EBS:VolumeUsage.gp3", "GP3EU", [("GB-Mo", "0.0880000000", "0")]),
+       volume_product("System Operation", "EBS:VolumeP-IOPS.gp3", "GP3IOPSEU",
+                      [("IOPS-Mo", "0.0000000000", "0"), ("IOPS-Mo", "0.0055000000", "3000")]),
+       volume_product("Provisioned Throughput", "EBS:VolumeP-Throughput.gp3", "GP3TPEU",
+                      [("GiBps-mo", "45.0560000000", "0")])]
+GP3_PARAMS = {"ServiceCode": "AmazonEC2", "FormatVersion": "aws_v1", "MaxResults": 100, "Filters": [
+    {"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
+        ("volumeApiName", "gp3"), ("regionCode", REGION), ("locationType", "AWS Region"))]}
 
 
 def spot_params(token: str | None = None) -> dict:
@@ -155,6 +187,47 @@ def test_refresh_rebuilds_one_regions_prices():
     assert "spot_usd_per_hour" not in system["types"][SYSTEM_TYPE]  # system nodes are never spot
     assert system["prices"][REGION] == {"as_of": "2026-08-01", "source": ON_DEMAND_SOURCE}
     assert system["prices"]["us-east-1"]["as_of"] == "2026-01-19"  # the other region keeps its own date
+    ebs = result.data["ebs_gp3"]
+    assert ebs["usd_per_gib_month"] == {REGION: 0.088, "us-east-1": 0.08}
+    assert ebs["usd_per_iops_month"] == {REGION: 0.0055, "us-east-1": 0.005}  # the free included tier skipped
+    assert ebs["usd_per_mibps_month"] == {REGION: 0.044, "us-east-1": 0.04}  # 45.056 per GiB/s / 1,024
+    assert ebs["prices"][REGION] == {"as_of": "2026-08-01", "source": EBS_SOURCE}
+    assert ebs["prices"]["us-east-1"]["as_of"] == "2020-12-01"
+
+
+@pytest.mark.parametrize("gp3, why", [
+    ([], "no usd_per_gib_month; no usd_per_iops_month; no usd_per_mibps_month"),
+    (GP3[:2], "no usd_per_mibps_month"),
+    (GP3 + [volume_product("Storage", "EBS:VolumeUsage.gp3", "GP3EU2", [("GB-Mo", "0.0960000000", "0")])],
+     "several usd_per_gib_month (0.088, 0.096)"),
+])
+def test_gp3_prices_missing_or_ambiguous_are_left_unknown(gp3, why):
+    """The region's shipped gp3 prices are removed, not kept stale, and the preview then says unknown."""
+    pricing, stub, _, _ = clients()
+    for name in ("g6.xlarge", "g6e.12xlarge", "p5.48xlarge"):
+        stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params(name))
+    stub_system(stub, gp3=gp3)
+    data = shipped_subset()
+    data["ebs_gp3"]["usd_per_gib_month"][REGION] = 0.5  # an old price for the region: not to be kept
+    with stub:
+        result = refresh_prices(data, REGION, pricing, None, NOW)
+    assert f"EBS gp3 in {REGION}: {why} from the Pricing API; left unknown (node volumes, and so the totals, " \
+           "are unpriced there)" in result.report
+    assert all(REGION not in result.data["ebs_gp3"].get(key, {}) for key in (
+        "usd_per_gib_month", "usd_per_iops_month", "usd_per_mibps_month", "prices"))
+    assert result.data["ebs_gp3"]["usd_per_gib_month"]["us-east-1"] == 0.08
+
+
+def test_gp3_price_in_an_unknown_unit_is_reported_not_converted():
+    pricing, stub, _, _ = clients()
+    for name in ("g6.xlarge", "g6e.12xlarge", "p5.48xlarge"):
+        stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params(name))
+    odd = volume_product("Provisioned Throughput", "EBS:VolumeP-Throughput.gp3", "X", [("TBps-yr", "9.0", "0")])
+    stub_system(stub, gp3=GP3[:2] + [odd])
+    with stub:
+        result = refresh_prices(shipped_subset(), REGION, pricing, None, NOW)
+    assert f"EBS gp3 in {REGION}: a price in an unknown unit 'TBps-yr' was ignored" in result.report
+    assert REGION not in result.data["ebs_gp3"]["usd_per_mibps_month"]
 
 
 def test_several_on_demand_prices_are_not_guessed_between():
@@ -261,7 +334,9 @@ def test_refresh_command_writes_a_table_the_cost_preview_uses(tmp_path, capsys):
     dev = json.loads(capsys.readouterr().out)["environments"]["dev"]
     group = dev["node_groups"][0]
     assert group["instance_type"] == "g6.xlarge" and group["price_basis"] == "spot (measured)"
-    assert group["monthly_usd"]["desired"] == round(group["nodes"][1] * 0.3112 * 730, 2)
+    volume = 17.6  # 200 GiB x 0.088 at eu-west-1's refreshed gp3 price, nothing provisioned above the included
+    assert group["volume"] == "200 GiB gp3 at 3000 IOPS, 125 MiB/s" and group["volume_usd_per_node_month"] == volume  # cents
+    assert group["monthly_usd"]["desired"] == round(group["nodes"][1] * (0.3112 * 730 + volume), 2)
     assert table.system_instances[SYSTEM_TYPE].price(REGION) == 0.1128
     assert table.system_price_sources[REGION].as_of == "2026-08-01"
     assert "spot eu-west-1: EC2 describe_spot_price_history" in dev["price_basis"][1]
