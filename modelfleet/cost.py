@@ -37,10 +37,10 @@ from .system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, 
 HOURS_PER_MONTH = 730.0
 LEVELS = ("min", "desired", "max")
 ATTRIBUTION_RULE = (
-    "a node group costs nodes x (USD/h x 730 h + the node's EBS volume per month); each workload (a Triton server or a vLLM model) pays for the "
-    "GPUs it holds, idle GPUs of the group shared pro rata; models on a shared Triton server split its cost "
-    "by gpu_share (the larger of their GPU-memory and compute fractions), or, when every gpu_share on a server "
-    "rounds to 0, by GPU memory (equally if that is 0 too)"
+    "a node group costs nodes x (USD/h x 730 h + the node's EBS volume per month); each workload (a Triton "
+    "server or a vLLM model) pays for the GPUs it holds, idle GPUs of the group shared pro rata; models on a "
+    "shared Triton server split its cost by gpu_share (the larger of their GPU-memory and compute fractions), "
+    "or, when every gpu_share on a server rounds to 0, by GPU memory (equally if that is 0 too)"
 )
 
 

@@ -46,7 +46,8 @@ def test_plan_json_gains_monthly_cost_usd(capsys):
 def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
     _run(capsys, "render", "--stack", "dev", "--out", str(tmp_path / "dev"))
     doc = json.loads((tmp_path / "dev" / "plan.json").read_text())
-    assert doc["monthly_cost_usd"]["desired"] == 5236.34  # 3,845.81 + 2 x 695.27 (g6e.12xlarge, g6e.xlarge; spot at 50%, 16.00 EBS each)
+    # 3,845.81 + 2 x 695.27 (g6e.12xlarge, g6e.xlarge; spot at 50%, and each node's 16.00 of EBS)
+    assert doc["monthly_cost_usd"]["desired"] == 5236.34
 
 
 def test_markdown_preview_is_a_pr_comment(capsys):
