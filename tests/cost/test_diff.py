@@ -105,13 +105,19 @@ def test_a_base_file_works_like_a_ref(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------------------------- stacks and prices
-def test_a_base_directory_brings_its_own_stacks(tmp_path, capsys):
+def _base_and_head(tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of the example project (models.yaml and stacks/) for `cost --base DIR`: base, then head."""
     base = tmp_path / "base"
     base.mkdir()
     shutil.copy(ROOT / "models.yaml", base / "models.yaml")
     shutil.copytree(ROOT / "stacks", base / "stacks")
     head = tmp_path / "head"
     shutil.copytree(base, head)
+    return base, head
+
+
+def test_a_base_directory_brings_its_own_stacks(tmp_path, capsys):
+    base, head = _base_and_head(tmp_path)
     dev = head / "stacks" / "Pulumi.dev.yaml"
     dev.write_text(dev.read_text().replace("spotPriceRatio: 0.5", "spotPriceRatio: 0.6"))
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "dev"]) == 0
@@ -311,12 +317,7 @@ def _creating_prod(root: Path, system_type: str | None = None) -> None:
 
 
 def test_creating_the_cluster_shows_its_system_nodes_and_control_plane(tmp_path, capsys):
-    base = tmp_path / "base"
-    base.mkdir()
-    shutil.copy(ROOT / "models.yaml", base / "models.yaml")
-    shutil.copytree(ROOT / "stacks", base / "stacks")
-    head = tmp_path / "head"
-    shutil.copytree(base, head)
+    base, head = _base_and_head(tmp_path)
     _creating_prod(head)
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out

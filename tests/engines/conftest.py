@@ -60,6 +60,17 @@ def engine_unavailable(engine: str, reason: str) -> NoReturn:
     pytest.skip(reason, allow_module_level=True)
 
 
+@pytest.fixture(scope="module")
+def vllm_parser() -> None:
+    """Skip (with vLLM's own reason) where vLLM is missing or broken, failing instead when
+    MODELFLEET_REQUIRE_ENGINES names vllm; imports it once per module (about 5 s)."""
+    from modelfleet.engines.vllm_args import VllmUnavailable, parse_vllm_serve_args
+    try:
+        parse_vllm_serve_args(["serve", "m"])
+    except VllmUnavailable as exc:
+        engine_unavailable("vllm", str(exc))
+
+
 def require_tritonserver() -> None:
     """The nvidia-pytriton wheel (tritonserver) must be importable, or the module is skipped (or fails)."""
     if importlib.util.find_spec("pytriton") is None:

@@ -5,19 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from modelfleet.engines.vllm_args import VllmUnavailable, parse_vllm_serve_args
-from tests.engines.conftest import engine_unavailable
+from modelfleet.engines.vllm_args import parse_vllm_serve_args
 
-pytestmark = pytest.mark.engine("vllm")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _vllm_importable() -> None:
-    """Skip (with vLLM's own reason) where vLLM is missing or broken; imports it once (about 5 s)."""
-    try:
-        parse_vllm_serve_args(["serve", "m"])
-    except VllmUnavailable as exc:
-        engine_unavailable("vllm", str(exc))
+pytestmark = [pytest.mark.engine("vllm"), pytest.mark.usefixtures("vllm_parser")]
 
 
 COMPILED = [

@@ -13,25 +13,16 @@ import pytest
 
 from modelfleet.catalogue import parse_fleet_text
 from modelfleet.compiler import compile_fleet
-from modelfleet.engines.vllm_args import VllmUnavailable, parse_vllm_serve_args
+from modelfleet.engines.vllm_args import parse_vllm_serve_args
 from modelfleet.environment import EnvironmentSpec
 from modelfleet.instances import load_instance_catalogue
 from modelfleet.precision import vllm_version
-from tests.engines.conftest import engine_unavailable
 
-pytestmark = pytest.mark.engine("vllm")
+pytestmark = [pytest.mark.engine("vllm"), pytest.mark.usefixtures("vllm_parser")]
 
 VARIANTS = [("bf16", None), ("fp16", None), ("fp8", None), ("fp8", "fp8"), ("fp8", "compressed-tensors"),
             ("int8", "gptq_marlin"), ("int4", "awq"), ("int4", "awq_marlin"), ("int4", "gptq"),
             ("int4", "gptq_marlin"), ("int4", "compressed-tensors")]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _vllm_importable() -> None:
-    try:
-        parse_vllm_serve_args(["serve", "m"])
-    except VllmUnavailable as exc:
-        engine_unavailable("vllm", str(exc))
 
 
 def _installed() -> tuple[int, int]:
