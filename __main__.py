@@ -13,7 +13,7 @@ import pulumi
 from components import build_fleet, read_live_node_groups, read_stack_config
 from modelfleet.deploy import cluster_deploy, compile_deploy_plan
 from modelfleet.deploy.checks import cluster_issues, credential_issues
-from modelfleet.environment import deployment_issues
+from modelfleet.spec.environment import deployment_issues
 from modelfleet.errors import ModelfleetError, SpecError
 from modelfleet.project import Project
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .environment import EnvironmentSpec
+from .spec.environment import EnvironmentSpec
 from .errors import Issue
 from .instances import InstanceCatalogue, InstanceType
 from .llm_infeasible import explain_infeasible
@@ -30,8 +30,8 @@ from .sizing import (
     prefill_ms,
     tensor_parallel_ok,
 )
-from .spec import LlmModelSpec
-from .units import DTYPE_BYTES, GIB, format_param_count
+from .spec.models import LlmModelSpec
+from .spec.units import DTYPE_BYTES, GIB, format_param_count
 
 PRICE_REFERENCE_REGION = "us-east-1"  # ranks instance types when the stack's region has no price data
 TP_SIZES = (1, 2, 4, 8)

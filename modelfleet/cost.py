@@ -27,11 +27,11 @@ from collections.abc import Mapping
 
 from .compile_llm import load_sequences
 from .compiler import models_in
-from .environment import EnvironmentSpec
+from .spec.environment import EnvironmentSpec
 from .instances import InstanceCatalogue, InstanceType
 from .k8s.storage import NodeDisk, node_disk
 from .plan import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan
-from .spec import FleetSpec, LlmModelSpec
+from .spec.models import FleetSpec, LlmModelSpec
 from .system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 
 HOURS_PER_MONTH = 730.0

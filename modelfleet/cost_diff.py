@@ -27,7 +27,7 @@ from .policy import BudgetStatus
 
 if TYPE_CHECKING:
     from .project import CostedPlan
-    from .spec import FleetSpec
+    from .spec.models import FleetSpec
 
 CENT = 0.005  # deltas smaller than half a cent are rounding, not change
 CAUSES = ("price table", "stack settings", "models.yaml")  # the attribution order (module docstring)

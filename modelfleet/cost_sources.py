@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .catalogue import parse_fleet
+from .spec.load import parse_fleet
 from .cost_diff import CAUSES, StackCost, StackFailure, StackSides, Step, describe_config_changes
-from .environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
+from .spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
 from .errors import Issue, ModelfleetError, SpecError
 from .instances import InstanceCatalogue, catalogue_from_data
 from .project import FleetSource, Project, cost_environment
-from .yamlsource import Document, load_yaml, parse_yaml
+from .spec.yaml_source import Document, load_yaml, parse_yaml
 
 PRICE_TABLE = "modelfleet/data/instances.yaml"  # the shipped table, for labels
 # ``git(root, *args)``: the output of ``git -C root args...``, or None when git fails (no repository, no such

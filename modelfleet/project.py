@@ -6,18 +6,18 @@ import os
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .catalogue import load_fleet_document, locate_issues, parse_fleet
+from .spec.load import load_fleet_document, locate_issues, parse_fleet
 from .compiler import compile_fleet
 from .cost import FleetCost, compute_fleet_cost, estimate_llm_loads
-from .environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
+from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
 from .errors import CompileError, Issue, ModelfleetError
 from .instances import InstanceCatalogue, load_instance_catalogue
 from .k8s import render_fleet_manifests, render_kubernetes
 from .plan import FleetPlan
 from .policy import BudgetStatus, check_budget, check_policies, compile_with_guardrails
 from .render import render_fleet
-from .spec import FleetSpec
-from .yamlsource import Document, load_yaml, parse_path, parse_yaml
+from .spec.models import FleetSpec
+from .spec.yaml_source import Document, load_yaml, parse_path, parse_yaml
 
 FleetSource = tuple[FleetSpec, Document]
 

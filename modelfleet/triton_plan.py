@@ -5,7 +5,7 @@ from __future__ import annotations
 from .errors import Issue
 from .packing import ClassicPlacement, PackedServer
 from .plan import TensorPlan, TritonModelPlan, Warning_
-from .spec import ClassicModelSpec, TensorSpec
+from .spec.models import ClassicModelSpec, TensorSpec
 from .triton_policy import BACKENDS, check_budget, triton_decision
 
 TRITON_DTYPES = {

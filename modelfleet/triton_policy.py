@@ -44,7 +44,7 @@ from .errors import Issue
 from .instances import GpuType, InstanceCatalogue
 from .plan import Decision
 from .sizing import CLASSIC_ACTIVATION_FACTOR, CLASSIC_WORKSPACE_GIB, weights_gib
-from .spec import ClassicModelSpec
+from .spec.models import ClassicModelSpec
 
 # Max batch size when the catalogue does not say: large for cheap per-item models (tabular, embeddings),
 # small for heavy inputs (audio, detection), following Triton model_analyzer's usual search results.

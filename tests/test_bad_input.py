@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from modelfleet.catalogue import parse_fleet_text
+from modelfleet.spec.load import parse_fleet_text
 from modelfleet.errors import SpecError
-from modelfleet.environment import parse_environment
-from modelfleet.yamlsource import parse_yaml
+from modelfleet.spec.environment import parse_environment
+from modelfleet.spec.yaml_source import parse_yaml
 
 BASE = textwrap.dedent("""\
     models:

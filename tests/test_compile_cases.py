@@ -7,13 +7,13 @@ import textwrap
 
 import pytest
 
-from modelfleet.catalogue import parse_fleet_text
+from modelfleet.spec.load import parse_fleet_text
 from modelfleet.compiler import compile_fleet
-from modelfleet.environment import EnvironmentSpec
+from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.errors import CompileError
 from modelfleet.render import render_fleet
 from modelfleet.render_triton import parse_config
-from modelfleet.units import GIB
+from modelfleet.spec.units import GIB
 
 LLM = textwrap.dedent("""\
     models:
@@ -322,8 +322,8 @@ OVERRIDDEN = textwrap.dedent("""\
 
 
 def test_queue_overrides_that_break_the_sla_are_a_located_error():
-    from modelfleet.catalogue import locate_issues
-    from modelfleet.yamlsource import parse_yaml
+    from modelfleet.spec.load import locate_issues
+    from modelfleet.spec.yaml_source import parse_yaml
 
     text = OVERRIDDEN.format(overrides="queue_timeout_us: 5000000, max_queue_delay_us: 900000")
     with pytest.raises(CompileError) as caught:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from modelfleet.catalogue import parse_fleet_text
+from modelfleet.spec.load import parse_fleet_text
 from modelfleet.compiler import compile_fleet
 from modelfleet.render import render_fleet, write_tree
 from tests.conftest import ROOT, STACKS

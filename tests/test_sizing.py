@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from modelfleet.environment import EnvironmentSpec
-from modelfleet.presets import LLM_PRESETS
+from modelfleet.spec.environment import EnvironmentSpec
+from modelfleet.spec.presets import LLM_PRESETS
 from modelfleet.sizing import (
     availability_floor,
     kv_bytes_per_token,
@@ -17,8 +17,8 @@ from modelfleet.sizing import (
     tensor_parallel_ok,
     weights_gib,
 )
-from modelfleet.spec import ArchitectureSpec
-from modelfleet.units import GIB, parse_param_count
+from modelfleet.spec.models import ArchitectureSpec
+from modelfleet.spec.units import GIB, parse_param_count
 
 
 def arch(name: str) -> ArchitectureSpec:

@@ -9,10 +9,10 @@ import tracemalloc
 
 import pytest
 
-from modelfleet import yamlsource
-from modelfleet.catalogue import parse_fleet_text
+from modelfleet.spec import yaml_source as yamlsource
+from modelfleet.spec.load import parse_fleet_text
 from modelfleet.errors import SpecError
-from modelfleet.yamlsource import parse_yaml
+from modelfleet.spec.yaml_source import parse_yaml
 from tests.conftest import ROOT
 
 

@@ -8,8 +8,8 @@ import sys
 import time
 
 from ..cli import EXIT_USER_ERROR
-from ..environment import stack_path
-from ..yamlsource import load_yaml
+from ..spec.environment import stack_path
+from ..spec.yaml_source import load_yaml
 from . import add_project_arguments, project_from
 
 NAME = "preview"

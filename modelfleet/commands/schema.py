@@ -3,7 +3,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..catalogue import model_schema
+from ..spec.load import model_schema
 
 NAME = "schema"
 HELP = "print the JSON Schema of models.yaml (for editors: models.schema.json)"

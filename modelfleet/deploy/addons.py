@@ -7,7 +7,7 @@ CRD), LeaderWorkerSets for the LWS controller, HPAs for the adapter (workloads.p
 
 from __future__ import annotations
 
-from ..environment import EnvironmentSpec
+from ..spec.environment import EnvironmentSpec
 from ..iam import cluster_autoscaler_policy, pod_identity_trust_policy
 from ..k8s import prerequisites as p
 from ..plan import FleetPlan

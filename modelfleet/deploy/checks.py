@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from ..environment import CONFIG_NAMESPACE, EnvironmentSpec
+from ..spec.environment import CONFIG_NAMESPACE, EnvironmentSpec
 from ..errors import Issue
 from .types import DeployPlan
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..environment import EnvironmentSpec
+from ..spec.environment import EnvironmentSpec
 from ..iam import CLUSTER_POLICY_ARN, NODE_POLICY_ARNS, cluster_trust_policy, node_trust_policy
 from .types import ClusterDeploy, EksAddonDeploy, RoleDeploy
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..environment import EnvironmentSpec
+from ..spec.environment import EnvironmentSpec
 from ..k8s import node_disk
 from ..plan import FleetPlan, NodeGroupPlan
 from ..system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..environment import EnvironmentSpec
+from ..spec.environment import EnvironmentSpec
 from ..iam import pod_identity_trust_policy, triton_read_policy, vllm_read_policy
 from ..k8s import (CLUSTER, hf_secret_metadata, model_repository_bucket, model_repository_prefix, repository_objects,
                    vllm_models)

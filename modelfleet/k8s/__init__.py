@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
-from ..environment import DeploySettings
+from ..spec.environment import DeploySettings
 from ..plan import FleetPlan, VllmModelPlan
 from ..render import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests

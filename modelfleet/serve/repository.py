@@ -32,7 +32,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from ..errors import CompileError, Issue
 from ..plan import FleetPlan, TritonModelPlan, TritonServerPlan
 from ..render_triton import model_config, render_config
-from ..units import GIB
+from ..spec.units import GIB
 from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
 
 # One response cache in this machine's RAM: enough for thousands of small answers, never the plan's GiBs.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from modelfleet.environment import EnvironmentSpec
-from modelfleet.spec import ClassicModelSpec, LlmModelSpec
+from modelfleet.spec.environment import EnvironmentSpec
+from modelfleet.spec.models import ClassicModelSpec, LlmModelSpec
 
 AVAILABILITY = (99.0, 99.5, 99.9, 99.95, 99.99)
 LLM_PRESETS = ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "mistral-7b", "qwen2.5-7b", "llama-3.3-70b")

@@ -11,10 +11,10 @@ import textwrap
 
 import pytest
 
-from modelfleet.catalogue import parse_fleet_text
+from modelfleet.spec.load import parse_fleet_text
 from modelfleet.compiler import compile_fleet
 from modelfleet.engines.vllm_args import parse_vllm_serve_args
-from modelfleet.environment import EnvironmentSpec
+from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.instances import load_instance_catalogue
 from modelfleet.precision import vllm_version
 

@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 from modelfleet.errors import CompileError, SpecError
 from modelfleet.project import Project
-from modelfleet import spec_values as B
-from modelfleet.spec import CLASSIC_TYPES
-from modelfleet.presets import LLM_PRESETS
+from modelfleet.spec import values as B
+from modelfleet.spec.models import CLASSIC_TYPES
+from modelfleet.spec.presets import LLM_PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = yaml.safe_load((ROOT / "models.yaml").read_text())

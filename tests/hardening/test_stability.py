@@ -10,9 +10,9 @@ import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from modelfleet.catalogue import parse_fleet_text
+from modelfleet.spec.load import parse_fleet_text
 from modelfleet.compiler import compile_fleet
-from modelfleet.environment import EnvironmentSpec
+from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.render import render_fleet
 from tests.hardening.fuzz_inputs import EXAMPLE
 

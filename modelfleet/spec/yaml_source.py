@@ -23,7 +23,7 @@ import re
 
 import yaml
 
-from .errors import Issue, SpecError
+from ..errors import Issue, SpecError
 
 Path = tuple[str | int, ...]
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import spec as S
-from .errors import Issue
-from .yamlsource import Document, Path
+from . import models as S
+from ..errors import Issue
+from .yaml_source import Document, Path
 
 Remap = Callable[[Path], Path]
 

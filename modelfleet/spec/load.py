@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import spec as S
-from .errors import Issue, ModelfleetError, SpecError
-from .spec_issues import issues_from_validation
-from .yamlsource import Document, Path, load_yaml, parse_path, parse_yaml
+from . import models as S
+from ..errors import Issue, ModelfleetError, SpecError
+from .issues import issues_from_validation
+from .yaml_source import Document, Path, load_yaml, parse_path, parse_yaml
 
 ModelSpec = S.ClassicModelSpec | S.LlmModelSpec
 

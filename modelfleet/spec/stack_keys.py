@@ -16,8 +16,8 @@ import typing
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import Issue
-from .yamlsource import Document, Path
+from ..errors import Issue
+from .yaml_source import Document, Path
 
 CONFIG_NAMESPACE = "modelfleet"
 REGION_KEY = "aws:region"

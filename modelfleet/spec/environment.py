@@ -19,11 +19,11 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from .errors import Issue, SpecError
-from .spec_values import FieldProblem, lists_as_tuples, quantity
-from .spec_issues import issues_from_validation
-from .stack_config import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
-from .yamlsource import Document, load_yaml
+from ..errors import Issue, SpecError
+from .values import FieldProblem, lists_as_tuples, quantity
+from .issues import issues_from_validation
+from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
+from .yaml_source import Document, load_yaml
 
 
 class EnvFrozen(BaseModel):
@@ -232,7 +232,7 @@ def parse_environment(stack: str, config: dict[str, Any], doc: Document | None =
 
 @functools.lru_cache(maxsize=1)
 def shipped_families() -> tuple[str, ...]:
-    from .instances import load_instance_catalogue  # the shipped data file, read once
+    from ..instances import load_instance_catalogue  # the shipped data file, read once
 
     return load_instance_catalogue().families()
 

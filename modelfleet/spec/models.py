@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from .presets import LLM_PRESETS, ArchitecturePreset
-from .spec_values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
+from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
     MAX_DIM,
     MAX_LATENCY_MS,
