@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from .compiler import models_in
+from .plan.compiler import models_in
 from .cost import LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .errors import Issue
-from .plan import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
+from .plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .policy import BudgetStatus
 
 if TYPE_CHECKING:

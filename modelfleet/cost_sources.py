@@ -29,7 +29,7 @@ from .spec.load import parse_fleet
 from .cost_diff import CAUSES, StackCost, StackFailure, StackSides, Step, describe_config_changes
 from .spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
 from .errors import Issue, ModelfleetError, SpecError
-from .instances import InstanceCatalogue, catalogue_from_data
+from .plan.instances import InstanceCatalogue, catalogue_from_data
 from .project import FleetSource, Project, cost_environment
 from .spec.yaml_source import Document, load_yaml, parse_yaml
 

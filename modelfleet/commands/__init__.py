@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..plan import FleetPlan
+from ..plan.types import FleetPlan
 from ..project import Project
 
 

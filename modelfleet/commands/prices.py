@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from ..errors import Issue
-from ..instances import catalogue_from_data
+from ..plan.instances import catalogue_from_data
 from ..outputs import write_file
 from ..prices import PRICING_REGION, PriceRefreshError, missing_credentials_error, refresh_prices, render_catalogue_yaml
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..spec.environment import EnvironmentSpec
 from ..iam import cluster_autoscaler_policy, pod_identity_trust_policy
 from ..k8s import prerequisites as p
-from ..plan import FleetPlan
+from ..plan.types import FleetPlan
 from .cluster import cluster_name
 from .types import CLUSTER_READY, SYSTEM_NODES, HelmReleaseDeploy, PodIdentityDeploy, release_key
 

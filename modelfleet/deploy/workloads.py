@@ -23,7 +23,7 @@ from ..iam import pod_identity_trust_policy, triton_read_policy, vllm_read_polic
 from ..k8s import (CLUSTER, hf_secret_metadata, model_repository_bucket, model_repository_prefix, repository_objects,
                    vllm_models)
 from ..k8s import prerequisites as p
-from ..plan import FleetPlan, TritonServerPlan, VllmModelPlan
+from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from .types import (CLUSTER_READY, AppliedObject, PodIdentityDeploy, S3ObjectDeploy, SecretDeploy, TritonDeploy,
                     VllmDeploy, credentials_key, node_group_key, object_key, release_key)
 

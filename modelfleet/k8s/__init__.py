@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
+from ..plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
 from ..spec.environment import DeploySettings
-from ..plan import FleetPlan, VllmModelPlan
+from ..plan.types import FleetPlan, VllmModelPlan
 from ..render import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
 from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values

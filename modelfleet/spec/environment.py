@@ -232,7 +232,7 @@ def parse_environment(stack: str, config: dict[str, Any], doc: Document | None =
 
 @functools.lru_cache(maxsize=1)
 def shipped_families() -> tuple[str, ...]:
-    from ..instances import load_instance_catalogue  # the shipped data file, read once
+    from ..plan.instances import load_instance_catalogue  # the shipped data file, read once
 
     return load_instance_catalogue().families()
 

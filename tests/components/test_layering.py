@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 COMPONENTS = ROOT / "components"
-ALLOWED_MODELFLEET = {"modelfleet.plan", "modelfleet.deploy.types"}
+ALLOWED_MODELFLEET = {"modelfleet.plan.types", "modelfleet.deploy.types"}
 
 
 def imported(path: Path) -> set[str]:

@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from modelfleet.engine_args import MODEL_REPOSITORY_DIR, startup_budget_s
+from modelfleet.plan.engine_args import MODEL_REPOSITORY_DIR, startup_budget_s
 from modelfleet.k8s.disk import pod_download_gib_s
 from modelfleet.k8s import CLUSTER, render_fleet_manifests, render_triton_manifests, repository_objects, vllm_models
 from modelfleet.k8s.triton import REPOSITORY_DIGEST, shm_bytes

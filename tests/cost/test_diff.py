@@ -374,16 +374,16 @@ def test_a_diff_says_when_the_compiler_itself_changed_since_the_base(tmp_path):
         if args[:2] == ("rev-parse", "--show-toplevel"):
             return os.path.dirname(package) + "\n"
         if args[:2] == ("diff", "--name-only"):
-            return "modelfleet/triton_policy.py\nmodelfleet/data/instances.yaml\nmodelfleet/packing.py\n"
+            return "modelfleet/plan/triton_policy.py\nmodelfleet/data/instances.yaml\nmodelfleet/plan/packing.py\n"
         return run_git(str(repo), *args)
 
     project = Project(root=str(repo))
     base = read_base(project, "main", read_head(project), fake_git)
     assert ("diff", "--name-only", "main", "--", "modelfleet") in calls
-    assert base.compiler_changes == ("modelfleet/packing.py", "modelfleet/triton_policy.py")
+    assert base.compiler_changes == ("modelfleet/plan/packing.py", "modelfleet/plan/triton_policy.py")
     (caveat,) = compiler_caveats(base)
-    assert caveat.startswith("the compiler itself differs from main (2 file(s): modelfleet/packing.py, "
-                             "modelfleet/triton_policy.py); both sides are compiled by this branch's code")
+    assert caveat.startswith("the compiler itself differs from main (2 file(s): modelfleet/plan/packing.py, "
+                             "modelfleet/plan/triton_policy.py); both sides are compiled by this branch's code")
     diff = compute_fleet_diff({}, base_label="main", head_label="models.yaml", caveats=(caveat,))
     assert f"> ⚠️ {caveat}" in render_diff_markdown(diff)
     assert f"  WARNING: {caveat}" in render_diff_text(diff)

@@ -134,7 +134,7 @@ def test_a_warn_budget_is_a_warning_in_the_comment(tmp_path, capsys):
 
 
 def test_a_budget_cannot_pass_on_unknown_prices(project, catalogue):
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     from modelfleet.cost import compute_fleet_cost, estimate_llm_loads
     env = _env_with(project, "prod", region="eu-west-1")
     plan = compile_fleet(project.fleet(), env, catalogue)
@@ -170,7 +170,7 @@ def test_max_gpus_per_model(project):
 
 def _405b_as(project, env, catalogue, **changes):
     """The 405B recompiled with ``changes`` to its spec: what the policy's advice would give."""
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     fleet = project.fleet()
     models = tuple(m.model_copy(update={k: (m.size.model_copy(update=v) if k == "size" else v)
                                         for k, v in changes.items()})

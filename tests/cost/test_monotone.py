@@ -166,7 +166,7 @@ def test_an_addition_that_lowers_min_is_said_in_the_diff(catalogue):
 
 
 def test_a_pinned_neighbour_keeps_the_availability_replicas(catalogue):
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     from modelfleet.spec.models import FleetSpec
     fleet = FleetSpec(models=(classic("m0", 1.0, availability=99.9), classic("added", 1.0, replicas=1)))
     plan = compile_fleet(fleet, PROD, catalogue)

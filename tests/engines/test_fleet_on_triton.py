@@ -28,7 +28,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from modelfleet.clientgen import render_client  # noqa: E402
 from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
-from modelfleet.plan import TritonModelPlan  # noqa: E402
+from modelfleet.plan.types import TritonModelPlan  # noqa: E402
 from modelfleet.render import render_fleet  # noqa: E402
 from modelfleet.render_triton import parse_config  # noqa: E402
 from tests.engines.conftest import load_module, make_artifact_root, served  # noqa: E402

@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass
 
 from .instances import GpuType
-from .spec.models import LlmModelSpec
-from .spec.units import DTYPE_BYTES, GIB
+from ..spec.models import LlmModelSpec
+from ..spec.units import DTYPE_BYTES, GIB
 
 FP8_TENSOR_CORES = 8.9  # Ada Lovelace and Hopper
 BF16_CAPABILITY = 8.0  # Ampere

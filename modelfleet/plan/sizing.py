@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from .spec.models import ArchitectureSpec
-from .spec.units import DTYPE_BYTES, GIB
+from ..spec.models import ArchitectureSpec
+from ..spec.units import DTYPE_BYTES, GIB
 
 # CUDA context, NCCL buffers, activations of one chunked-prefill step and CUDA graphs: vLLM needs a few GiB
 # per GPU beyond weights and KV cache. 1.5 GiB per GPU is what vLLM's profiler reports for 8B-70B models

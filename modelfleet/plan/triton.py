@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .errors import Issue
+from ..errors import Issue
 from .packing import ClassicPlacement, PackedServer
-from .plan import TensorPlan, TritonModelPlan, Warning_
-from .spec.models import ClassicModelSpec, TensorSpec
+from .types import TensorPlan, TritonModelPlan, Warning_
+from ..spec.models import ClassicModelSpec, TensorSpec
 from .triton_policy import BACKENDS, check_budget, triton_decision
 
 TRITON_DTYPES = {

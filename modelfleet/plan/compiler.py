@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from .spec.load import apply_environment
-from .compile_llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
+from ..spec.load import apply_environment
+from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
 from .engine_args import triton_server_args, vllm_serve_args, vllm_shm_gib
-from .spec.environment import EnvironmentSpec
-from .errors import CompileError, Issue
+from ..spec.environment import EnvironmentSpec
+from ..errors import CompileError, Issue
 from .instances import InstanceCatalogue
 from .names import node_group_name, stable_name
 from .packing import ClassicPlacement, pack_on
-from .plan import Alternative, Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
+from .types import Alternative, Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 from .precision import llm_weights_gib
 from .sizing import nodes_for_pods
-from .spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
-from .triton_plan import triton_model_plan
+from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
+from .triton import triton_model_plan
 from .triton_policy import check_budget, size_classic
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]

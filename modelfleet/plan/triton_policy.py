@@ -40,11 +40,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import Issue
+from ..errors import Issue
 from .instances import GpuType, InstanceCatalogue
-from .plan import Decision
+from .types import Decision
 from .sizing import CLASSIC_ACTIVATION_FACTOR, CLASSIC_WORKSPACE_GIB, weights_gib
-from .spec.models import ClassicModelSpec
+from ..spec.models import ClassicModelSpec
 
 # Max batch size when the catalogue does not say: large for cheap per-item models (tabular, embeddings),
 # small for heavy inputs (audio, detection), following Triton model_analyzer's usual search results.
