@@ -21,7 +21,7 @@ from .plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
 from .render_triton import model_config, render_config, vllm_backend_config, vllm_backend_model_json
 
 if TYPE_CHECKING:  # annotations only: cost prices node volumes with k8s.storage, and k8s renders through here
-    from .cost import FleetCost, MonthlyUsd
+    from .cost.fleet import FleetCost, MonthlyUsd
 
 Renderer = Callable[[FleetPlan], dict[str, bytes]]
 

@@ -18,10 +18,10 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from ..cost_diff import StackCost, StackFailure, compute_fleet_diff
-from ..cost_report import (CostView, render_cost_json, render_cost_markdown, render_cost_text, render_diff_json,
+from ..cost.diff import StackCost, StackFailure, compute_fleet_diff
+from ..cost.report import (CostView, render_cost_json, render_cost_markdown, render_cost_text, render_diff_json,
                            render_diff_markdown, render_diff_text)
-from ..cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head
+from .cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head
 from ..errors import Issue, SpecError
 from . import project_from
 

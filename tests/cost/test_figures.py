@@ -17,7 +17,7 @@ from types import MappingProxyType
 
 import pytest
 
-from modelfleet.cost import compute_fleet_cost, estimate_llm_loads
+from modelfleet.cost.fleet import compute_fleet_cost, estimate_llm_loads
 from modelfleet.plan.instances import PriceSource
 from modelfleet.project import Project
 from tests.conftest import ROOT
@@ -195,7 +195,7 @@ def test_a_created_cluster_adds_its_control_plane_and_system_nodes(project, cata
 
 
 def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
-    from modelfleet.cost import estimate_system_nodes
+    from modelfleet.cost.fleet import estimate_system_nodes
     from modelfleet.deploy.node_groups import system_node_group
     env = _creating(project, "prod", systemInstanceType="m6i.xlarge")
     created, priced = system_node_group(env, ()), estimate_system_nodes(project.catalogue(), env)

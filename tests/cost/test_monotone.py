@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from modelfleet.spec.load import parse_fleet
-from modelfleet.cost import LEVELS
-from modelfleet.cost_diff import StackSides, Step, compute_environment_diff
-from modelfleet.cost_report import CostView, render_cost_json
+from modelfleet.cost.fleet import LEVELS
+from modelfleet.cost.diff import StackSides, Step, compute_environment_diff
+from modelfleet.cost.report import CostView, render_cost_json
 from modelfleet.errors import CompileError
 from modelfleet.project import CostedPlan, cost_environment
 from modelfleet.spec.models import ClassicModelSpec

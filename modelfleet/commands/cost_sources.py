@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .spec.load import parse_fleet
-from .cost_diff import CAUSES, StackCost, StackFailure, StackSides, Step, describe_config_changes
-from .spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
-from .errors import Issue, ModelfleetError, SpecError
-from .plan.instances import InstanceCatalogue, catalogue_from_data
-from .project import FleetSource, Project, cost_environment
-from .spec.yaml_source import Document, load_yaml, parse_yaml
+from ..spec.load import parse_fleet
+from ..cost.diff import CAUSES, StackCost, StackFailure, StackSides, Step, describe_config_changes
+from ..spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
+from ..errors import Issue, ModelfleetError, SpecError
+from ..plan.instances import InstanceCatalogue, catalogue_from_data
+from ..project import FleetSource, Project, cost_environment
+from ..spec.yaml_source import Document, load_yaml, parse_yaml
 
 PRICE_TABLE = "modelfleet/data/instances.yaml"  # the shipped table, for labels
 # ``git(root, *args)``: the output of ``git -C root args...``, or None when git fails (no repository, no such
@@ -251,7 +251,7 @@ def _compiler_changes(project: Project, ref: str, git: Git) -> tuple[str, ...]:
     """The compiler's source files that differ from ``ref``, when the running package lives in the project's
     own repository (an installed release, or another checkout, has no base there to differ from); its price
     data is a side of its own."""
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # modelfleet/, this module is in commands/
     top, project_top = git(package, "rev-parse", "--show-toplevel"), git(project.root, "rev-parse", "--show-toplevel")
     if top is None or project_top is None or os.path.realpath(top.strip()) != os.path.realpath(project_top.strip()):
         return ()

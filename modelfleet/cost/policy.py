@@ -8,14 +8,14 @@ issue naming the model, the rule and the fix; ``warn`` mode adds a plan warning.
 
 from __future__ import annotations
 
-from .plan.compiler import compile_fleet, models_in
-from .cost import FleetCost, compute_fleet_cost, estimate_llm_loads
-from .spec.environment import EnvironmentSpec, ForbidRule
-from .errors import CompileError, Issue
-from .plan.instances import InstanceCatalogue
-from .plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
-from .plan.precision import LAYERWISE_ONLINE_QUANTIZATION_SINCE, vllm_version, weight_dtype
-from .spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
+from ..plan.compiler import compile_fleet, models_in
+from .fleet import FleetCost, compute_fleet_cost, estimate_llm_loads
+from ..spec.environment import EnvironmentSpec, ForbidRule
+from ..errors import CompileError, Issue
+from ..plan.instances import InstanceCatalogue
+from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
+from ..plan.precision import LAYERWISE_ONLINE_QUANTIZATION_SINCE, vllm_version, weight_dtype
+from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 
 BUDGET_WARNING = "budget"  # the Warning_.model of a budget warning: it concerns the environment, not a model
 

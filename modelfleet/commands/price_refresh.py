@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from .errors import Issue, ModelfleetError
+from ..errors import Issue, ModelfleetError
 
 PRICING_REGION = "us-east-1"  # the Pricing API's own endpoint; it serves every region's prices
 ON_DEMAND_SOURCE = "AWS Pricing API get_products (AmazonEC2, Linux, Shared tenancy, On-Demand)"

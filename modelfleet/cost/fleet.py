@@ -25,14 +25,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from .plan.llm import load_sequences
-from .plan.compiler import models_in
-from .spec.environment import EnvironmentSpec
-from .plan.instances import InstanceCatalogue, InstanceType
-from .k8s.storage import NodeDisk, node_disk
-from .plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan
-from .spec.models import FleetSpec, LlmModelSpec
-from .plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
+from ..plan.llm import load_sequences
+from ..plan.compiler import models_in
+from ..spec.environment import EnvironmentSpec
+from ..plan.instances import InstanceCatalogue, InstanceType
+from ..k8s.storage import NodeDisk, node_disk
+from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan
+from ..spec.models import FleetSpec, LlmModelSpec
+from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 
 HOURS_PER_MONTH = 730.0
 LEVELS = ("min", "desired", "max")
