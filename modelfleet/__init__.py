@@ -9,7 +9,7 @@ from .spec.environment import EnvironmentSpec, load_environment, parse_environme
 from .errors import CompileError, Issue, ModelfleetError, SpecError
 from .plan.instances import InstanceCatalogue, load_instance_catalogue
 from .plan.types import FleetPlan, NodeGroupPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
-from .render import render_fleet, write_tree
+from .render.fleet import render_fleet, write_tree
 from .spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 
 __all__ = [

@@ -12,10 +12,10 @@ from .cost.fleet import FleetCost, compute_fleet_cost, estimate_llm_loads
 from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
 from .errors import CompileError, Issue, ModelfleetError
 from .plan.instances import InstanceCatalogue, load_instance_catalogue
-from .k8s import render_fleet_manifests, render_kubernetes
+from .render.k8s import render_fleet_manifests, render_kubernetes
 from .plan.types import FleetPlan
 from .cost.policy import BudgetStatus, check_budget, check_policies, compile_with_guardrails
-from .render import render_fleet
+from .render.fleet import render_fleet
 from .spec.models import FleetSpec
 from .spec.yaml_source import Document, load_yaml, parse_path, parse_yaml
 

@@ -10,7 +10,7 @@ import yaml
 
 from modelfleet.spec.load import parse_fleet_text
 from modelfleet.plan.compiler import compile_fleet
-from modelfleet.render import render_fleet, write_tree
+from modelfleet.render.fleet import render_fleet, write_tree
 from tests.conftest import ROOT, STACKS
 
 

@@ -54,7 +54,7 @@ def no_network(*args, **kwargs):
 socket.socket.connect = no_network
 socket.create_connection = no_network
 from modelfleet.project import Project
-from modelfleet.render import render_fleet
+from modelfleet.render.fleet import render_fleet
 project = Project(root=sys.argv[1])
 for stack in project.stacks():
     files = render_fleet(project.plan(stack))

@@ -4,7 +4,7 @@ import argparse
 import sys
 
 from ..plan.types import Decision, FleetPlan, TritonModelPlan, VllmModelPlan
-from ..render import plan_document, to_json
+from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "plan"

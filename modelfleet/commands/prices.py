@@ -9,7 +9,7 @@ import yaml
 
 from ..errors import Issue
 from ..plan.instances import catalogue_from_data
-from ..outputs import write_file
+from ..render.outputs import write_file
 from .price_refresh import PRICING_REGION, PriceRefreshError, missing_credentials_error, refresh_prices, render_catalogue_yaml
 
 NAME = "prices"

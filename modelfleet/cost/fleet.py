@@ -29,7 +29,7 @@ from ..plan.llm import load_sequences
 from ..plan.compiler import models_in
 from ..spec.environment import EnvironmentSpec
 from ..plan.instances import InstanceCatalogue, InstanceType
-from ..k8s.storage import NodeDisk, node_disk
+from ..render.k8s.storage import NodeDisk, node_disk
 from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from ..spec.models import FleetSpec, LlmModelSpec
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES

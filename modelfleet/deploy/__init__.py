@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..k8s import model_repository_bucket, workload_endpoints
+from ..render.k8s import model_repository_bucket, workload_endpoints
 from ..project import Deployment
 from .addons import releases
 from .cluster import cluster_deploy, cluster_name, node_role

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..spec.environment import EnvironmentSpec
-from ..k8s import node_disk
+from ..render.k8s import node_disk
 from ..plan.types import FleetPlan, NodeGroupPlan
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from .types import (GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE, LaunchTemplateDeploy, LiveNodeGroup, NodeGroupDeploy,

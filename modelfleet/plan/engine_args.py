@@ -68,5 +68,5 @@ DOWNLOAD_GIB_PER_S = 0.5  # what one pod reads from S3 or the Hugging Face hub
 
 def startup_budget_s(weights_gib_per_pod: float, load_gib_per_s: float = DOWNLOAD_GIB_PER_S) -> int:
     """Seconds a probe waits for a cold start: 5 min plus loading at ``load_gib_per_s`` (~0.5 GiB/s from S3
-    or the hub; less where the pod's share of its node's disk is slower: modelfleet.k8s.disk)."""
+    or the hub; less where the pod's share of its node's disk is slower: modelfleet.render.k8s.disk)."""
     return 300 + math.ceil(weights_gib_per_pod / load_gib_per_s)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from modelfleet.k8s import node_disk, node_disk_gib
-from modelfleet.k8s.disk import GP3_MAX_MIBPS, pod_disk_gib_s
-from modelfleet.k8s.vllm import startup_s
+from modelfleet.render.k8s import node_disk, node_disk_gib
+from modelfleet.render.k8s.disk import GP3_MAX_MIBPS, pod_disk_gib_s
+from modelfleet.render.k8s.vllm import startup_s
 from tests.components.mocked import (copy_project, example_models, k8s_objects, live_group, of_type, run,
                                      stack_config)
 from tests.conftest import STACKS

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from modelfleet.k8s import vllm_models
+from modelfleet.render.k8s import vllm_models
 from modelfleet.plan.types import TritonModelPlan
 from tests.components.mocked import k8s_objects, of_type
 from tests.conftest import STACKS

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ..plan.types import FleetPlan, VllmModelPlan
+from ...plan.types import FleetPlan, VllmModelPlan
 from .triton import PENDING_METRIC
 from .vllm import WAITING_METRIC
 

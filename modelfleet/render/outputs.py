@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from .errors import Issue, OutputError
+from ..errors import Issue, OutputError
 
 MARKER = ".modelfleet-render"
 MARKER_TEXT = (b"This directory was written by `modelfleet render`. The next render replaces all of it:\n"

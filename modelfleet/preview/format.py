@@ -1,5 +1,5 @@
 """What ``modelfleet preview`` prints: the resources as a tree of components, each with its key inputs,
-then the stack outputs. Formatting only (the runner is preview_runner)."""
+then the stack outputs. Formatting only (the runner is runner.py)."""
 
 from __future__ import annotations
 

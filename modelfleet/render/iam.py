@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
+from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 
 # Exactly the three managed policies an EKS worker node needs, and nothing more.
 NODE_POLICY_ARNS = (

@@ -13,8 +13,8 @@ import math
 import shlex
 from typing import Any
 
-from ..plan.engine_args import VLLM_PORT, startup_budget_s
-from ..plan.types import FleetPlan, VllmModelPlan
+from ...plan.engine_args import VLLM_PORT, startup_budget_s
+from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
 from . import disk
 from .disk import from_hub

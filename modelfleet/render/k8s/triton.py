@@ -13,8 +13,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ..plan.engine_args import MODEL_REPOSITORY_DIR, TRITON_GRPC_PORT, TRITON_HTTP_PORT, TRITON_METRICS_PORT, startup_budget_s
-from ..plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
+from ...plan.engine_args import MODEL_REPOSITORY_DIR, TRITON_GRPC_PORT, TRITON_HTTP_PORT, TRITON_METRICS_PORT, startup_budget_s
+from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
 from . import common as c
 from . import disk
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import keyword
 import re
 
-from .plan.types import FleetPlan, TensorPlan, TritonModelPlan
+from ..plan.types import FleetPlan, TensorPlan, TritonModelPlan
 
 WIRE_TYPES = {"TYPE_BOOL": "BOOL", "TYPE_UINT8": "UINT8", "TYPE_UINT16": "UINT16", "TYPE_UINT32": "UINT32",
               "TYPE_UINT64": "UINT64", "TYPE_INT8": "INT8", "TYPE_INT16": "INT16", "TYPE_INT32": "INT32",

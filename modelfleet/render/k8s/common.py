@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..plan.types import FleetPlan
+from ...plan.types import FleetPlan
 
 GPU_RESOURCE = "nvidia.com/gpu"
 ZONE_KEY = "topology.kubernetes.io/zone"

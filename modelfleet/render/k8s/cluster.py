@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan.types import FleetPlan
+from ...plan.types import FleetPlan
 from . import common as c
 
 DEVICE_PLUGIN = "nvidia-device-plugin"

@@ -7,7 +7,7 @@ import json
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from .plan.types import TensorPlan, TritonModelPlan, VllmModelPlan
+from ..plan.types import TensorPlan, TritonModelPlan, VllmModelPlan
 
 
 def _tensor(message: mc.ModelInput | mc.ModelOutput, tensor: TensorPlan) -> None:

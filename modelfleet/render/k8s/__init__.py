@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
-from ..spec.environment import DeploySettings
-from ..plan.types import FleetPlan, VllmModelPlan
-from ..render import render_triton_repositories
+from ...plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
+from ...spec.environment import DeploySettings
+from ...plan.types import FleetPlan, VllmModelPlan
+from ..fleet import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
 from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
 from .storage import NodeDisk, node_disk, node_disk_gib

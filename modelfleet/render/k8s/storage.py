@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..plan.types import FleetPlan, VllmModelPlan
+from ...plan.types import FleetPlan, VllmModelPlan
 from . import disk, triton, vllm
 
 IMAGE_GIB = 40  # one serving image unpacked (Triton and vLLM are each about 20 GB) and its layers during the pull
