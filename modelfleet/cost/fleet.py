@@ -29,8 +29,7 @@ from ..plan.llm import load_sequences
 from ..plan.compiler import models_in
 from ..spec.environment import EnvironmentSpec
 from ..plan.instances import InstanceCatalogue, InstanceType
-from ..render.k8s.storage import NodeDisk, node_disk
-from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan
+from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
 from ..spec.models import FleetSpec, LlmModelSpec
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 
@@ -174,7 +173,7 @@ def estimate_node_price(instance: InstanceType | None, region: str, capacity_typ
 def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,
                        loads: Mapping[str, LlmLoad]) -> FleetCost:
     """Monthly cost of one environment's plan; see the module docstring for every rule."""
-    groups = tuple(_node_group_cost(g, node_disk(plan, g.name, env.deploy.node_disk_gib), catalogue, env)
+    groups = tuple(_node_group_cost(g, g.root_volume, catalogue, env)
                    for g in plan.node_groups)
     workloads = _workload_costs(plan, {g.name: g for g in groups})
     models = tuple(_model_cost(m, plan, workloads, loads) for m in plan.models)
@@ -198,7 +197,7 @@ def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: Envir
         monthly_usd=total, unknown=unknown)
 
 
-def _node_group_cost(group: NodeGroupPlan, disk: NodeDisk, catalogue: InstanceCatalogue,
+def _node_group_cost(group: NodeGroupPlan, disk: VolumePlan, catalogue: InstanceCatalogue,
                      env: EnvironmentSpec) -> NodeGroupCost:
     price, basis = estimate_node_price(catalogue.instances.get(group.instance_type), env.region,
                                        group.capacity_type, env)
@@ -207,7 +206,7 @@ def _node_group_cost(group: NodeGroupPlan, disk: NodeDisk, catalogue: InstanceCa
 
 
 def _priced_group(name: str, instance_type: str, capacity_type: str, price: float | None, basis: str,
-                  nodes: tuple[int, int, int], disk: NodeDisk, catalogue: InstanceCatalogue,
+                  nodes: tuple[int, int, int], disk: VolumePlan, catalogue: InstanceCatalogue,
                   region: str) -> NodeGroupCost:
     gp3 = catalogue.ebs_gp3.get(region)
     volume = None if gp3 is None else gp3.monthly(disk.size_gib, disk.iops, disk.throughput_mibps)
@@ -232,7 +231,7 @@ def estimate_system_nodes(catalogue: InstanceCatalogue, env: EnvironmentSpec) ->
     basis = ("on-demand" if price is not None else "not in the price table's system_instances" if instance is None
              else f"no on-demand price for {env.region}")
     return _priced_group(SYSTEM_GROUP, name, "on-demand", price, basis, SYSTEM_SIZES,
-                         NodeDisk(SYSTEM_DISK_GIB, SYSTEM_DISK_MIBPS, SYSTEM_DISK_IOPS), catalogue,
+                         VolumePlan(size_gib=SYSTEM_DISK_GIB, iops=SYSTEM_DISK_IOPS, throughput_mibps=SYSTEM_DISK_MIBPS), catalogue,
                          env.region)
 
 

@@ -10,6 +10,7 @@ from .engine_args import triton_server_args, vllm_serve_args, vllm_shm_gib
 from ..spec.environment import EnvironmentSpec
 from ..errors import CompileError, Issue
 from .instances import InstanceCatalogue
+from .node_volume import size_root_volume
 from .names import node_group_name, stable_name
 from .packing import ClassicPlacement, pack_on
 from .types import Alternative, Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
@@ -55,7 +56,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     servers += llm_servers
     if issues:
         raise CompileError(issues)
-    return FleetPlan(
+    plan = FleetPlan(
         environment=env.name, region=env.region, capacity_type=env.capacity_type,
         kubernetes_version=env.kubernetes_version, namespace=env.namespace, catalogue_as_of=catalogue.as_of,
         node_groups=_node_groups(env, catalogue, servers, vllm_plans),
@@ -63,6 +64,15 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         models=tuple(sorted([*triton_models, *vllm_plans], key=lambda m: m.name)),
         warnings=tuple(sorted(warnings, key=lambda w: (w.model, w.message))),
     )
+    return _with_root_volumes(plan, env.deploy.node_disk_gib)
+
+
+def _with_root_volumes(plan: FleetPlan, floor_gib: int) -> FleetPlan:
+    """Each node group's root volume, sized once the plan holds every workload placed on it (what they write
+    and how fast: node_volume.py); until then the groups are built without one (``_node_groups``)."""
+    groups = tuple(g.model_copy(update={"root_volume": size_root_volume(plan, g.name, floor_gib)})
+                   for g in plan.node_groups)
+    return plan.model_copy(update={"node_groups": groups})
 
 
 def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
@@ -234,7 +244,7 @@ def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: li
         inst = catalogue.instances[instance_type]
         sizes = {k: max(nodes_for_pods(v, inst.gpus), spread[instance_type] if k != "min" or v.total() else 0)
                  for k, v in pods[instance_type].items()}
-        groups.append(NodeGroupPlan(
+        groups.append(NodeGroupPlan.model_construct(  # root_volume comes once the plan exists
             name=node_group_name(instance_type, env.capacity_type), instance_type=instance_type,
             capacity_type=env.capacity_type, min_size=sizes["min"], desired_size=sizes["desired"],
             max_size=sizes["max"], gpus_per_node=inst.gpus, gpu_memory_gib=inst.gpu_memory_gib,

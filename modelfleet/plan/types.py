@@ -56,6 +56,15 @@ class TensorPlan(PlanModel):
     dims: tuple[int, ...]
 
 
+class VolumePlan(PlanModel):
+    """A node's root volume (EBS gp3): sized for what its pods write, provisioned for how fast they write it
+    (node_volume.py); the launch template creates it and the cost prices it."""
+
+    size_gib: int
+    iops: int
+    throughput_mibps: int
+
+
 class NodeGroupPlan(PlanModel):
     name: str
     instance_type: str
@@ -68,6 +77,7 @@ class NodeGroupPlan(PlanModel):
     gpu_model: str
     vcpu: int
     ram_gib: float
+    root_volume: VolumePlan
     workloads: tuple[str, ...]  # Triton servers and vLLM models placed here
 
 

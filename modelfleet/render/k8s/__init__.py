@@ -21,13 +21,12 @@ from ...plan.types import FleetPlan, VllmModelPlan
 from ..fleet import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
 from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
-from .storage import NodeDisk, node_disk, node_disk_gib
 from .triton import model_repository_prefix, render_triton_manifests, repository_objects
 from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
 from .yaml_dump import dump_yaml
 
-__all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "NodeDisk", "dump_yaml", "from_hub", "hf_secret_metadata",
-           "hf_secret_name", "model_repository_bucket", "model_repository_prefix", "node_disk", "node_disk_gib",
+__all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "dump_yaml", "from_hub", "hf_secret_metadata",
+           "hf_secret_name", "model_repository_bucket", "model_repository_prefix",
            "render_cluster_manifests", "render_fleet_manifests", "render_kubernetes", "render_triton_manifests",
            "render_vllm_manifests", "repository_objects", "vllm_models", "workload_endpoints"]
 

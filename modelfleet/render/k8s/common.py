@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...plan.node_volume import disk_gib
 from ...plan.types import FleetPlan
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -115,10 +116,6 @@ def http_probes(port: str, live: str, ready: str, startup_budget_s: int) -> dict
 
 def memory_volume(name: str, size_bytes: int) -> dict[str, Any]:
     return {"name": name, "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, math.ceil(size_bytes / 1024**2))}Mi"}}
-
-
-def disk_gib(size_gib: float) -> int:
-    return max(1, math.ceil(size_gib))
 
 
 def disk_volume(name: str, size_gib: float) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from typing import Any
 
 from ...plan.engine_args import MODEL_REPOSITORY_DIR, TRITON_GRPC_PORT, TRITON_HTTP_PORT, TRITON_METRICS_PORT, startup_budget_s
 from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
+from ...plan import disk
+from ...plan.node_volume import repository_gib, triton_scratch_gib
 from . import common as c
-from . import disk
 
 TRITON_UID = 1000  # the image's triton-server user (the image has no USER line, so the pod says it)
 REPOSITORY_DIGEST = "modelfleet.io/repository-sha256"
@@ -59,11 +60,6 @@ def sync_script(bucket: str, server: TritonServerPlan, plan: FleetPlan) -> str:
     return "set -eu\n" + "\n".join(steps) + "\n"
 
 
-def repository_gib(server: TritonServerPlan, plan: FleetPlan) -> int:
-    """The /models emptyDir: twice the weights (an artifact may keep more than one version) and 2 GiB."""
-    return c.disk_gib(2 + 2 * disk.triton_download_gib(server, plan))
-
-
 def startup_s(server: TritonServerPlan, plan: FleetPlan) -> int:
     """Loading the models from /models, at the pod's share of its node's disk (or the network rate)."""
     return startup_budget_s(disk.triton_download_gib(server, plan), disk.pod_download_gib_s(plan, server.node_group))
@@ -72,11 +68,6 @@ def startup_s(server: TritonServerPlan, plan: FleetPlan) -> int:
 def copy_s(server: TritonServerPlan, plan: FleetPlan) -> int:
     """The init container's copy of the artifacts (before the startup probe's clock starts)."""
     return math.ceil(disk.triton_download_gib(server, plan) / disk.pod_download_gib_s(plan, server.node_group))
-
-
-def scratch_gib(server: TritonServerPlan, plan: FleetPlan) -> int:
-    """Everything a pod writes to its node's disk: the repository and /tmp."""
-    return repository_gib(server, plan) + 1
 
 
 def shm_bytes(server: TritonServerPlan, plan: FleetPlan) -> int:
@@ -121,7 +112,7 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
         "serviceAccountName": server.name, "automountServiceAccountToken": False,
         "securityContext": c.pod_security(TRITON_UID), **c.gpu_placement(group.instance_type, group.capacity_type),
         "initContainers": [_init_container(sync_script(bucket, server, plan), aws_cli_image, plan.region)],
-        "containers": [_container(server, plan, cpu, scratch_gib(server, plan))],
+        "containers": [_container(server, plan, cpu, triton_scratch_gib(server, plan))],
         "volumes": [c.disk_volume("models", repository_gib(server, plan)), c.memory_volume("dshm", shm_bytes(server, plan)),
                     c.disk_volume("tmp", 1)],
         "terminationGracePeriodSeconds": _exit_timeout_s(server) + 10,  # Triton drains, then the kubelet kills

@@ -15,9 +15,10 @@ from typing import Any
 
 from ...plan.engine_args import VLLM_PORT, startup_budget_s
 from ...plan.types import FleetPlan, VllmModelPlan
+from ...plan import disk
+from ...plan.node_volume import hf_cache_gib
 from . import common as c
-from . import disk
-from .disk import from_hub
+from ...plan.disk import from_hub
 
 HF_CACHE = "/root/.cache/huggingface"
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
@@ -39,11 +40,6 @@ def hf_secret_name(model: VllmModelPlan) -> str:
 def hf_secret_metadata(plan: FleetPlan, model: VllmModelPlan) -> dict[str, Any]:
     """The token Secret's metadata; its data is a Pulumi secret, so only the component writes it."""
     return c.metadata(hf_secret_name(model), plan, "credentials")
-
-
-def cache_gib(model: VllmModelPlan) -> int:
-    """The Hugging Face cache emptyDir: the checkpoint plus 10% and 5 GiB (tokenizer, compile caches)."""
-    return c.disk_gib(5 + 1.1 * disk.vllm_download_gib(model))
 
 
 def startup_s(model: VllmModelPlan, plan: FleetPlan) -> int:
@@ -77,7 +73,7 @@ def _container(model: VllmModelPlan, plan: FleetPlan, command: list[str], leader
     container: dict[str, Any] = {
         "name": "vllm", "image": model.image, "imagePullPolicy": "IfNotPresent", "command": command,
         "env": _env(model, plan),
-        "resources": {"requests": {"cpu": cpu, "memory": memory, "ephemeral-storage": f"{cache_gib(model) + 1}Gi",
+        "resources": {"requests": {"cpu": cpu, "memory": memory, "ephemeral-storage": f"{hf_cache_gib(model) + 1}Gi",
                                    c.GPU_RESOURCE: model.gpus_per_pod},
                       "limits": {"cpu": cpu, "memory": memory, c.GPU_RESOURCE: model.gpus_per_pod}},
         "securityContext": c.container_security(read_only_root=False, non_root=False),
@@ -103,7 +99,7 @@ def _ray_worker_probes(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
 
 def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role: str | None) -> dict[str, Any]:
     group = plan.node_group(model.node_group)
-    volumes = [c.memory_volume("dshm", int(model.shm_size_gib * 1024**3)), c.disk_volume("hf-cache", cache_gib(model))]
+    volumes = [c.memory_volume("dshm", int(model.shm_size_gib * 1024**3)), c.disk_volume("hf-cache", hf_cache_gib(model))]
     if from_hub(model):
         volumes.append({"name": "hf-token", "secret": {"secretName": hf_secret_name(model), "defaultMode": 0o400}})
     pod: dict[str, Any] = {

@@ -9,21 +9,33 @@ never scheduled) long after ``pulumi up`` succeeded, and a disk too slow for the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from ...plan.types import FleetPlan, VllmModelPlan
-from . import disk, triton, vllm
+from . import disk
+from .types import FleetPlan, TritonServerPlan, VllmModelPlan, VolumePlan
 
 IMAGE_GIB = 40  # one serving image unpacked (Triton and vLLM are each about 20 GB) and its layers during the pull
 SYSTEM_GIB = 20  # the OS, kubelet and container logs, the daemonsets' images
 ROUND_GIB = 10
 
 
-@dataclass(frozen=True)
-class NodeDisk:
-    size_gib: int
-    throughput_mibps: int
-    iops: int
+def disk_gib(size_gib: float) -> int:
+    """An emptyDir's size limit in whole GiB, at least 1."""
+    return max(1, math.ceil(size_gib))
+
+
+def repository_gib(server: TritonServerPlan, plan: FleetPlan) -> int:
+    """A Triton pod's /models emptyDir: twice the weights (an artifact may keep more than one version) and 2 GiB."""
+    return disk_gib(2 + 2 * disk.triton_download_gib(server, plan))
+
+
+def triton_scratch_gib(server: TritonServerPlan, plan: FleetPlan) -> int:
+    """Everything a Triton pod writes to its node's disk: the repository and /tmp."""
+    return repository_gib(server, plan) + 1
+
+
+def hf_cache_gib(model: VllmModelPlan) -> int:
+    """A vLLM pod's Hugging Face cache emptyDir: the checkpoint plus 10% and 5 GiB (tokenizer, compile caches)."""
+    return disk_gib(5 + 1.1 * disk.vllm_download_gib(model))
 
 
 def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:
@@ -31,11 +43,11 @@ def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:
     per_gpu, images = 0.0, set()
     for server in plan.triton_servers:
         if server.node_group == group:
-            per_gpu = max(per_gpu, triton.scratch_gib(server, plan) / server.gpus_per_replica)
+            per_gpu = max(per_gpu, triton_scratch_gib(server, plan) / server.gpus_per_replica)
             images.add(server.image)
     for model in plan.models:
         if isinstance(model, VllmModelPlan) and model.serving == "vllm" and model.node_group == group:
-            per_gpu = max(per_gpu, (vllm.cache_gib(model) + 1) / model.gpus_per_pod)
+            per_gpu = max(per_gpu, (hf_cache_gib(model) + 1) / model.gpus_per_pod)
             images.add(model.image)
     return per_gpu, images
 
@@ -48,7 +60,8 @@ def node_disk_gib(plan: FleetPlan, group: str, floor_gib: int) -> int:
     return max(floor_gib, ROUND_GIB * math.ceil(need / ROUND_GIB))
 
 
-def node_disk(plan: FleetPlan, group: str, floor_gib: int) -> NodeDisk:
+def size_root_volume(plan: FleetPlan, group: str, floor_gib: int) -> VolumePlan:
     """The gp3 volume of the group's nodes: its size, and the throughput and IOPS its cold starts need."""
     throughput = disk.throughput_mibps(plan, group)
-    return NodeDisk(node_disk_gib(plan, group, floor_gib), throughput, disk.iops(throughput))
+    return VolumePlan(size_gib=node_disk_gib(plan, group, floor_gib), iops=disk.iops(throughput),
+                      throughput_mibps=throughput)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...plan.engine_args import DOWNLOAD_GIB_PER_S
-from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
+from .engine_args import DOWNLOAD_GIB_PER_S
+from .types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 
 GP3_BASELINE_MIBPS, GP3_MAX_MIBPS = 125, 1000
 GP3_BASELINE_IOPS = 3000
