@@ -30,7 +30,8 @@ from ..cost.diff import CAUSES, StackCost, StackFailure, StackSides, Step, descr
 from ..spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
 from ..errors import Issue, ModelfleetError, SpecError
 from ..plan.instances import InstanceCatalogue, catalogue_from_data
-from ..project import FleetSource, Project, cost_environment
+from ..cost.policy import cost_environment
+from ..project import FleetSource, Project
 from ..spec.yaml_source import Document, load_yaml, parse_yaml
 
 PRICE_TABLE = "modelfleet/data/instances.yaml"  # the shipped table, for labels

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from ..cli import EXIT_USER_ERROR
+from ..errors import EXIT_USER_ERROR
 from ..spec.environment import stack_path
 from ..spec.yaml_source import load_yaml
 from . import add_project_arguments, project_from

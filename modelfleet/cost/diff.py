@@ -26,7 +26,7 @@ from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .policy import BudgetStatus
 
 if TYPE_CHECKING:
-    from ..project import CostedPlan
+    from .policy import CostedPlan
     from ..spec.models import FleetSpec
 
 CENT = 0.005  # deltas smaller than half a cent are rounding, not change

@@ -8,6 +8,8 @@ issue naming the model, the rule and the fix; ``warn`` mode adds a plan warning.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..plan.compiler import compile_fleet, models_in
 from .fleet import FleetCost, compute_fleet_cost, estimate_llm_loads
 from ..spec.environment import EnvironmentSpec, ForbidRule
@@ -15,7 +17,9 @@ from ..errors import CompileError, Issue
 from ..plan.instances import InstanceCatalogue
 from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
 from ..plan.precision import LAYERWISE_ONLINE_QUANTIZATION_SINCE, vllm_version, weight_dtype
+from ..spec.load import locate_issues
 from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
+from ..spec.yaml_source import Document
 
 BUDGET_WARNING = "budget"  # the Warning_.model of a budget warning: it concerns the environment, not a model
 
@@ -213,3 +217,26 @@ def compile_with_guardrails(fleet: FleetSpec, env: EnvironmentSpec,
     plan = compile_fleet(fleet, env, catalogue)
     cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
     return enforce_guardrails(plan, cost, fleet, env), cost
+
+
+@dataclass(frozen=True)
+class CostedPlan:
+    """One environment compiled and priced, with its guardrails evaluated but not enforced (for previews)."""
+
+    plan: FleetPlan
+    cost: FleetCost
+    budget: BudgetStatus | None  # None: the stack sets no budget
+    violations: tuple[Issue, ...]  # policy violations, located at their models.yaml lines
+    fleet: FleetSpec  # what was compiled (a diff names the spec fields that changed)
+
+
+def cost_environment(fleet: FleetSpec, doc: Document, env: EnvironmentSpec,
+                     catalogue: InstanceCatalogue) -> CostedPlan:
+    """Compile and price one environment without enforcing guardrails; compile errors located in ``doc``."""
+    try:
+        plan = compile_fleet(fleet, env, catalogue)
+    except CompileError as exc:
+        raise locate_issues(exc, doc) from None
+    cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
+    violations = locate_issues(CompileError(check_policies(plan, cost, fleet, env)), doc).issues
+    return CostedPlan(plan, cost, check_budget(cost, env), violations, fleet)
