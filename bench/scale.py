@@ -45,9 +45,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from synthetic import catalogue_text  # noqa: E402
 
 from modelfleet.commands.plan import format_plan  # noqa: E402
-from modelfleet.render.k8s import render_kubernetes  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
 from modelfleet.render.fleet import write_tree  # noqa: E402
+from modelfleet.render.k8s import render_kubernetes  # noqa: E402
 
 STACK = "bench"
 MODELFLEET = str(Path(sys.executable).parent / "modelfleet")

@@ -6,16 +6,16 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .spec.load import load_fleet_document, locate_issues, parse_fleet
 from .cost.fleet import FleetCost
-from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
-from .errors import CompileError, ModelfleetError
-from .plan.instances import InstanceCatalogue, load_instance_catalogue
-from .render.k8s import render_fleet_manifests, render_kubernetes
-from .plan.types import FleetPlan
 from .cost.policy import CostedPlan, compile_with_guardrails, cost_environment
 from .deploy import Deployment
+from .errors import CompileError, ModelfleetError
+from .plan.instances import InstanceCatalogue, load_instance_catalogue
+from .plan.types import FleetPlan
 from .render.fleet import render_fleet
+from .render.k8s import render_fleet_manifests, render_kubernetes
+from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
+from .spec.load import load_fleet_document, locate_issues, parse_fleet
 from .spec.models import FleetSpec
 from .spec.yaml_source import Document, load_yaml, parse_path, parse_yaml
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from modelfleet.spec.load import parse_fleet_text
 from modelfleet.errors import SpecError
-from modelfleet.spec.environment import parse_environment
-from modelfleet.spec.yaml_source import parse_yaml
 from modelfleet.plan.instances import load_instance_catalogue
+from modelfleet.spec.environment import parse_environment
+from modelfleet.spec.load import parse_fleet_text
+from modelfleet.spec.yaml_source import parse_yaml
 
 FAMILIES = load_instance_catalogue().families()  # a stack may name only families the price table prices
 

@@ -7,12 +7,12 @@ import textwrap
 
 import pytest
 
-from modelfleet.spec.load import parse_fleet_text
-from modelfleet.plan.compiler import compile_fleet
-from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.errors import CompileError
+from modelfleet.plan.compiler import compile_fleet
 from modelfleet.render.fleet import render_fleet
 from modelfleet.render.triton import parse_config
+from modelfleet.spec.environment import EnvironmentSpec
+from modelfleet.spec.load import parse_fleet_text
 from modelfleet.spec.units import GIB
 
 LLM = textwrap.dedent("""\

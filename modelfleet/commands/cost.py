@@ -19,11 +19,18 @@ import sys
 from collections.abc import Mapping
 
 from ..cost.diff import StackCost, StackFailure, compute_fleet_diff
-from ..cost.report import (CostView, render_cost_json, render_cost_markdown, render_cost_text, render_diff_json,
-                           render_diff_markdown, render_diff_text)
-from .cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head
+from ..cost.report import (
+    CostView,
+    render_cost_json,
+    render_cost_markdown,
+    render_cost_text,
+    render_diff_json,
+    render_diff_markdown,
+    render_diff_text,
+)
 from ..errors import EXIT_USER_ERROR, Issue, SpecError
 from . import project_from
+from .cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head
 
 NAME = "cost"
 HELP = ("monthly cost per node group, model and environment (min/desired/max), unit costs at peak, budget and "

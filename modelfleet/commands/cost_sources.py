@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 
 import yaml
 
-from ..spec.load import parse_fleet
 from ..cost.diff import CAUSES, StackCost, StackFailure, StackSides, Step, describe_config_changes
-from ..spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
+from ..cost.policy import cost_environment
 from ..errors import Issue, ModelfleetError, SpecError
 from ..plan.instances import InstanceCatalogue, catalogue_from_data
-from ..cost.policy import cost_environment
 from ..project import FleetSource, Project
+from ..spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
+from ..spec.load import parse_fleet
 from ..spec.yaml_source import Document, load_yaml, parse_yaml
 
 PRICE_TABLE = "modelfleet/data/instances.yaml"  # the shipped table, for labels

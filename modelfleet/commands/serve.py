@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from ..errors import EXIT_USER_ERROR
 from ..engines.probes import http_ok
 from ..engines.tritonserver import (
     EngineStartError,
@@ -28,6 +27,7 @@ from ..engines.tritonserver import (
     find_tritonserver,
     prepare_backends,
 )
+from ..errors import EXIT_USER_ERROR
 from ..serve import LocalRepository, plan_local_repository, write_local_repository
 from . import print_warnings, project_from
 

@@ -19,15 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from ..plan.compiler import models_in
-from .fleet import LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
 from ..errors import Issue
+from ..plan.compiler import models_in
 from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
+from .fleet import LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .policy import BudgetStatus
 
 if TYPE_CHECKING:
-    from .policy import CostedPlan
     from ..spec.models import FleetSpec
+    from .policy import CostedPlan
 
 CENT = 0.005  # deltas smaller than half a cent are rounding, not change
 CAUSES = ("price table", "stack settings", "models.yaml")  # the attribution order (module docstring)

@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from ..plan.llm import load_sequences
 from ..plan.compiler import models_in
-from ..spec.environment import EnvironmentSpec
 from ..plan.instances import InstanceCatalogue, InstanceType
-from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
-from ..spec.models import FleetSpec, LlmModelSpec
+from ..plan.llm import load_sequences
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
+from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
+from ..spec.environment import EnvironmentSpec
+from ..spec.models import FleetSpec, LlmModelSpec
 
 HOURS_PER_MONTH = 730.0
 LEVELS = ("min", "desired", "max")

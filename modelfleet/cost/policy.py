@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..plan.compiler import compile_fleet, models_in
-from .fleet import FleetCost, compute_fleet_cost, estimate_llm_loads
-from ..spec.environment import EnvironmentSpec, ForbidRule
 from ..errors import CompileError, Issue
+from ..plan.compiler import compile_fleet, models_in
 from ..plan.instances import InstanceCatalogue
-from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
 from ..plan.precision import LAYERWISE_ONLINE_QUANTIZATION_SINCE, vllm_version, weight_dtype
+from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
+from ..spec.environment import EnvironmentSpec, ForbidRule
 from ..spec.load import locate_issues
 from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 from ..spec.yaml_source import Document
+from .fleet import FleetCost, compute_fleet_cost, estimate_llm_loads
 
 BUDGET_WARNING = "budget"  # the Warning_.model of a budget warning: it concerns the environment, not a model
 

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .fleet import FleetCost, ModelCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .diff import CENT, CostCause, EnvironmentDiff, FleetDiff, ModelChange
 from .diff import usd as format_usd
+from .fleet import FleetCost, ModelCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .policy import BudgetStatus
 
 COMMENT_MARKER = "<!-- modelfleet-cost -->"  # the PR workflow updates the one comment carrying it

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from ..render.k8s import model_repository_bucket, workload_endpoints
 from ..cost.fleet import FleetCost
 from ..plan.types import FleetPlan
+from ..render.k8s import model_repository_bucket, workload_endpoints
 from ..spec.environment import EnvironmentSpec
 from .addons import releases
 from .cluster import cluster_deploy, cluster_name, node_role

@@ -7,10 +7,10 @@ CRD), LeaderWorkerSets for the LWS controller, HPAs for the adapter (workloads.p
 
 from __future__ import annotations
 
-from ..spec.environment import EnvironmentSpec
+from ..plan.types import FleetPlan
 from ..render.iam import cluster_autoscaler_policy, pod_identity_trust_policy
 from ..render.k8s import prerequisites as p
-from ..plan.types import FleetPlan
+from ..spec.environment import EnvironmentSpec
 from .cluster import cluster_name
 from .types import CLUSTER_READY, SYSTEM_NODES, HelmReleaseDeploy, PodIdentityDeploy, release_key
 

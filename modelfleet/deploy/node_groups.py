@@ -13,11 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..spec.environment import EnvironmentSpec
-from ..plan.types import FleetPlan, NodeGroupPlan
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
-from .types import (GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE, LaunchTemplateDeploy, LiveNodeGroup, NodeGroupDeploy,
-                    ScalingDeploy, Taint)
+from ..plan.types import FleetPlan, NodeGroupPlan
+from ..spec.environment import EnvironmentSpec
+from .types import (
+    GPU_NODE_GROUP_TYPE,
+    SYSTEM_NODE_GROUP_TYPE,
+    LaunchTemplateDeploy,
+    LiveNodeGroup,
+    NodeGroupDeploy,
+    ScalingDeploy,
+    Taint,
+)
 
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="true", effect="NO_SCHEDULE")
 GROUP_LABEL, GPU_LABEL, STACK_TAG = "modelfleet.io/node-group", "modelfleet.io/gpu", "modelfleet.io/stack"

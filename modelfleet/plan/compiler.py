@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from ..spec.load import apply_environment
-from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
-from .engine_args import triton_server_args, vllm_serve_args, vllm_shm_gib
-from ..spec.environment import EnvironmentSpec
 from ..errors import CompileError, Issue
+from ..spec.environment import EnvironmentSpec
+from ..spec.load import apply_environment
+from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
+from .engine_args import triton_server_args, vllm_serve_args, vllm_shm_gib
 from .instances import InstanceCatalogue
-from .node_volume import size_root_volume
+from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
 from .names import node_group_name, stable_name
+from .node_volume import size_root_volume
 from .packing import ClassicPlacement, pack_on
-from .types import Alternative, Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 from .precision import llm_weights_gib
 from .sizing import nodes_for_pods
-from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 from .triton import triton_model_plan
 from .triton_policy import check_budget, size_classic
+from .types import Alternative, Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..spec.environment import EnvironmentSpec
 from ..errors import Issue
+from ..spec.environment import EnvironmentSpec
+from ..spec.models import LlmModelSpec
+from ..spec.units import DTYPE_BYTES, GIB, format_param_count
 from .instances import InstanceCatalogue, InstanceType
 from .llm_infeasible import explain_infeasible
-from .types import Alternative, Decision
 from .precision import Precision, llm_weights_gib, precision_on, unsupported, weight_dtype
 from .rejection import CONTEXT, MEMORY, PRECISION, TTFT, Rejection, closeness
 from .sizing import (
@@ -30,8 +31,7 @@ from .sizing import (
     prefill_ms,
     tensor_parallel_ok,
 )
-from ..spec.models import LlmModelSpec
-from ..spec.units import DTYPE_BYTES, GIB, format_param_count
+from .types import Alternative, Decision
 
 PRICE_REFERENCE_REGION = "us-east-1"  # ranks instance types when the stack's region has no price data
 TP_SIZES = (1, 2, 4, 8)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..spec.environment import EnvironmentSpec
 from ..errors import Issue
+from ..spec.environment import EnvironmentSpec
+from ..spec.models import LlmModelSpec
 from .instances import InstanceCatalogue, InstanceType
 from .precision import llm_weights_gib, weight_dtype
 from .rejection import CONTEXT, MEMORY, PRECISION, TTFT, Rejection, closeness
 from .sizing import MAX_PIPELINE_STAGES
-from ..spec.models import LlmModelSpec
 
 SHOWN = 3  # closest candidates named in the message
 MIN_CONTEXT_TOKENS = 128  # the smallest sla.max_context_tokens the language accepts

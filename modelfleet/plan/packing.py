@@ -19,15 +19,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .binpacking import Item, Objective, pack_optimally
-from .llm import PRICE_REFERENCE_REGION, Rejection
 from ..spec.environment import EnvironmentSpec
+from ..spec.models import ClassicModelSpec
+from ..spec.units import GIB
+from .binpacking import Item, Objective, pack_optimally
 from .instances import InstanceCatalogue, InstanceType
+from .llm import PRICE_REFERENCE_REGION, Rejection
 from .names import stable_name
 from .sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor, nodes_for_pods
-from ..spec.models import ClassicModelSpec
 from .triton_policy import ClassicSizing, size_classic, within_budget
-from ..spec.units import GIB
 
 # Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
 SYSTEM_RESERVE_GIB = 1.5

@@ -27,9 +27,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .instances import GpuType
 from ..spec.models import LlmModelSpec
 from ..spec.units import DTYPE_BYTES, GIB
+from .instances import GpuType
 
 FP8_TENSOR_CORES = 8.9  # Ada Lovelace and Hopper
 BF16_CAPABILITY = 8.0  # Ampere

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..errors import Issue
-from .packing import ClassicPlacement, PackedServer
-from .types import TensorPlan, TritonModelPlan, Warning_
 from ..spec.models import ClassicModelSpec, TensorSpec
+from .packing import ClassicPlacement, PackedServer
 from .triton_policy import BACKENDS, check_budget, triton_decision
+from .types import TensorPlan, TritonModelPlan, Warning_
 
 TRITON_DTYPES = {
     "bool": "TYPE_BOOL", "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",

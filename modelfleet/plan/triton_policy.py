@@ -41,10 +41,10 @@ import math
 from dataclasses import dataclass
 
 from ..errors import Issue
-from .instances import GpuType, InstanceCatalogue
-from .types import Decision
-from .sizing import CLASSIC_ACTIVATION_FACTOR, CLASSIC_WORKSPACE_GIB, weights_gib
 from ..spec.models import ClassicModelSpec
+from .instances import GpuType, InstanceCatalogue
+from .sizing import CLASSIC_ACTIVATION_FACTOR, CLASSIC_WORKSPACE_GIB, weights_gib
+from .types import Decision
 
 # Max batch size when the catalogue does not say: large for cheap per-item models (tabular, embeddings),
 # small for heavy inputs (audio, detection), following Triton model_analyzer's usual search results.

@@ -16,8 +16,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
 from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
+from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
 from .triton import model_config, render_config, vllm_backend_config, vllm_backend_model_json
 
 if TYPE_CHECKING:  # annotations only: cost prices node volumes with k8s.storage, and k8s renders through here

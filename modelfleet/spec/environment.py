@@ -20,9 +20,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from ..errors import Issue, SpecError
-from .values import FieldProblem, lists_as_tuples, quantity
 from .issues import issues_from_validation
 from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
+from .values import FieldProblem, lists_as_tuples, quantity
 from .yaml_source import Document, load_yaml
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from modelfleet.plan.node_volume import node_disk_gib
 from modelfleet.plan.disk import GP3_MAX_MIBPS, pod_disk_gib_s
+from modelfleet.plan.node_volume import node_disk_gib
 from modelfleet.render.k8s.vllm import startup_s
-from tests.components.mocked import (copy_project, example_models, k8s_objects, live_group, of_type, run,
-                                     stack_config)
+from tests.components.mocked import copy_project, example_models, k8s_objects, live_group, of_type, run, stack_config
 from tests.conftest import STACKS
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

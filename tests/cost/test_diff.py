@@ -361,9 +361,9 @@ def test_a_diff_says_when_the_compiler_itself_changed_since_the_base(tmp_path):
 
     import modelfleet
     from modelfleet.commands.cost import run_git
+    from modelfleet.commands.cost_sources import compiler_caveats, read_base, read_head
     from modelfleet.cost.diff import compute_fleet_diff
     from modelfleet.cost.report import render_diff_markdown, render_diff_text
-    from modelfleet.commands.cost_sources import compiler_caveats, read_base, read_head
 
     repo = pull_request(tmp_path)
     package = os.path.dirname(os.path.abspath(modelfleet.__file__))

@@ -240,6 +240,7 @@ def test_system_types_are_never_a_models_instance(catalogue):
 
 def test_a_stack_cannot_name_a_system_family_for_models(tmp_path):
     import shutil
+
     from modelfleet.errors import SpecError
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")

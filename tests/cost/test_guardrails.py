@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from modelfleet.cli import main
-from modelfleet.errors import CompileError
 from modelfleet.cost.policy import BUDGET_WARNING, check_budget, check_policies
+from modelfleet.errors import CompileError
 from modelfleet.project import Project
 from tests.conftest import ROOT
 
@@ -134,8 +134,8 @@ def test_a_warn_budget_is_a_warning_in_the_comment(tmp_path, capsys):
 
 
 def test_a_budget_cannot_pass_on_unknown_prices(project, catalogue):
-    from modelfleet.plan.compiler import compile_fleet
     from modelfleet.cost.fleet import compute_fleet_cost, estimate_llm_loads
+    from modelfleet.plan.compiler import compile_fleet
     env = _env_with(project, "prod", region="eu-west-1")
     plan = compile_fleet(project.fleet(), env, catalogue)
     status = check_budget(compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(project.fleet(), "prod")), env)

@@ -19,12 +19,12 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from modelfleet.spec.load import parse_fleet
-from modelfleet.cost.fleet import LEVELS
 from modelfleet.cost.diff import StackSides, Step, compute_environment_diff
+from modelfleet.cost.fleet import LEVELS
+from modelfleet.cost.policy import CostedPlan, cost_environment
 from modelfleet.cost.report import CostView, render_cost_json
 from modelfleet.errors import CompileError
-from modelfleet.cost.policy import CostedPlan, cost_environment
+from modelfleet.spec.load import parse_fleet
 from modelfleet.spec.models import ClassicModelSpec
 from modelfleet.spec.yaml_source import parse_yaml
 from tests.cost.fleets import ENVIRONMENTS, fleets, models, summary

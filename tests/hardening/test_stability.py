@@ -10,10 +10,10 @@ import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from modelfleet.spec.load import parse_fleet_text
 from modelfleet.plan.compiler import compile_fleet
-from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.render.fleet import render_fleet
+from modelfleet.spec.environment import EnvironmentSpec
+from modelfleet.spec.load import parse_fleet_text
 from tests.hardening.fuzz_inputs import EXAMPLE
 
 PROD = EnvironmentSpec(name="prod", region="us-east-1")

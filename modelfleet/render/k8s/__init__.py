@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
-from ...spec.environment import DeploySettings
 from ...plan.types import FleetPlan, VllmModelPlan
+from ...spec.environment import DeploySettings
 from ..fleet import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
 from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values

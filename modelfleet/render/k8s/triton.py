@@ -13,10 +13,16 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ...plan.engine_args import MODEL_REPOSITORY_DIR, TRITON_GRPC_PORT, TRITON_HTTP_PORT, TRITON_METRICS_PORT, startup_budget_s
-from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
 from ...plan import disk
+from ...plan.engine_args import (
+    MODEL_REPOSITORY_DIR,
+    TRITON_GRPC_PORT,
+    TRITON_HTTP_PORT,
+    TRITON_METRICS_PORT,
+    startup_budget_s,
+)
 from ...plan.node_volume import repository_gib, triton_scratch_gib
+from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
 from . import common as c
 
 TRITON_UID = 1000  # the image's triton-server user (the image has no USER line, so the pod says it)

@@ -13,12 +13,12 @@ import math
 import shlex
 from typing import Any
 
-from ...plan.engine_args import VLLM_PORT, startup_budget_s
-from ...plan.types import FleetPlan, VllmModelPlan
 from ...plan import disk
-from ...plan.node_volume import hf_cache_gib
-from . import common as c
 from ...plan.disk import from_hub
+from ...plan.engine_args import VLLM_PORT, startup_budget_s
+from ...plan.node_volume import hf_cache_gib
+from ...plan.types import FleetPlan, VllmModelPlan
+from . import common as c
 
 HF_CACHE = "/root/.cache/huggingface"
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
