@@ -26,14 +26,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from ..plan.compiler import models_in
-from ..plan.instances import InstanceCatalogue, InstanceType
+from ..plan.instances import InstanceCatalogue
 from ..plan.llm import load_sequences
+from ..plan.node_price import HOURS_PER_MONTH, estimate_node_price
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
 
-HOURS_PER_MONTH = 730.0
 LEVELS = ("min", "desired", "max")
 ATTRIBUTION_RULE = (
     "a node group costs nodes x (USD/h x 730 h + the node's EBS volume per month); each workload (a Triton "
@@ -151,23 +151,6 @@ def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]
                 output_tokens_per_s_per_sequence=model.profile.output_tokens_per_s_per_sequence,
                 rate_is_default="output_tokens_per_s_per_sequence" not in model.profile.model_fields_set)
     return loads
-
-
-def estimate_node_price(instance: InstanceType | None, region: str, capacity_type: str,
-                        env: EnvironmentSpec) -> tuple[float | None, str]:
-    """USD per node-hour and where it came from; (None, why) when the table has no price for the region."""
-    if instance is None:
-        return None, "not in the price table"
-    on_demand = instance.price(region)
-    if capacity_type != "spot":
-        return (on_demand, "on-demand") if on_demand is not None else (None, f"no on-demand price for {region}")
-    spot = instance.spot_price(region)
-    if spot is not None:
-        return spot, "spot (measured)"
-    if on_demand is None:
-        return None, f"no spot or on-demand price for {region}"
-    ratio = env.cost.spot_price_ratio
-    return on_demand * ratio, f"spot assumed at {ratio:.0%} of on-demand {on_demand:.8g}"
 
 
 def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,

@@ -113,7 +113,8 @@ def _compile_classic(classic: list[Indexed], env: EnvironmentSpec, catalogue: In
     decision = Decision(
         choice=chosen.instance.name,
         reason=f"cheapest way to host every Triton model: {len(chosen.servers)} server(s) packed onto "
-               f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h" + _idle_room(chosen),
+               f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h (each node at its {env.capacity_type} price "
+               "with its root volume, as the cost preview prices it)" + _idle_room(chosen),
         rejected=tuple(Alternative(option=r.instance.name, reason=f"costs {r.usd_per_hour:.2f} USD/h on {r.nodes[1]} node(s)"
                                    + _idle_room(r), usd_per_hour=round(r.usd_per_hour, 4)) for r in fits[1:])
         + tuple(Alternative(option=r.option, reason=r.reason) for r in results if not isinstance(r, ClassicPlacement)))

@@ -19,6 +19,7 @@ from ..spec.models import LlmModelSpec
 from ..spec.units import DTYPE_BYTES, GIB, format_param_count
 from .instances import InstanceCatalogue, InstanceType
 from .llm_infeasible import explain_infeasible
+from .node_price import PRICE_REFERENCE_REGION
 from .precision import Precision, llm_weights_gib, precision_on, unsupported, weight_dtype
 from .rejection import CONTEXT, MEMORY, PRECISION, TTFT, Rejection, closeness
 from .sizing import (
@@ -33,7 +34,6 @@ from .sizing import (
 )
 from .types import Alternative, Decision
 
-PRICE_REFERENCE_REGION = "us-east-1"  # ranks instance types when the stack's region has no price data
 TP_SIZES = (1, 2, 4, 8)
 
 @dataclass(frozen=True)

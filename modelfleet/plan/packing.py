@@ -24,8 +24,9 @@ from ..spec.models import ClassicModelSpec
 from ..spec.units import GIB
 from .binpacking import Item, Objective, pack_optimally
 from .instances import InstanceCatalogue, InstanceType
-from .llm import PRICE_REFERENCE_REGION, Rejection
+from .llm import Rejection
 from .names import stable_name
+from .node_price import ranking_usd_per_node_hour
 from .sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor, nodes_for_pods
 from .triton_policy import ClassicSizing, size_classic, within_budget
 
@@ -223,7 +224,7 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
     servers.sort(key=lambda s: s.name)
     nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
                   for attr in ("min_replicas", "replicas", "max_replicas"))
-    price = instance.price(env.region) or instance.price(PRICE_REFERENCE_REGION) or math.inf
+    price = ranking_usd_per_node_hour(catalogue, instance, env)
     return ClassicPlacement(instance, tuple(servers), sizings, nodes,  # type: ignore[arg-type]
                             _nodes_added(servers, in_use, instance) * price, nodes[1] * price)
 
