@@ -17,7 +17,7 @@ class TritonServer(pulumi.ComponentResource):
                  provider: pulumi.ProviderResource, registry: Registry, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("modelfleet:index:TritonServer", spec.name, None, opts)
         objects = [aws.s3.BucketObjectv2(o.name, bucket=bucket.id, key=o.key, content=o.content, content_type="text/plain",
-                                         opts=pulumi.ResourceOptions(parent=self))
+                                         opts=pulumi.ResourceOptions(parent=self, retain_on_delete=o.retain_on_delete))
                    for o in spec.objects]
         registry.add(credentials_key(spec.name), pod_role(spec.identity, cluster_name, self), *objects)
         apply_objects(spec.manifests, self, provider, registry)
