@@ -299,6 +299,37 @@ def test_small_models_share_one_gpu():
     assert plan.triton_servers[0].cache_size_bytes > 0
 
 
+def _scorers(pools: list[str | None]) -> str:
+    block = CLASSIC.format(framework="onnx", p99=50, compute=5).split("models:\n", 1)[1]
+    return "models:\n" + "".join(block.replace("scorer", f"scorer-{i}") + (f"    pool: {pool}\n" if pool else "")
+                                 for i, pool in enumerate(pools))
+
+
+def test_servers_are_named_after_their_pool_and_pools_never_share_a_server():
+    plan = compile_text(_scorers(["fraud", "fraud", None, None, "search"]))
+    group = plan.triton_servers[0].instance_type.replace(".", "-")
+    servers = {s.name: s.models for s in plan.triton_servers}
+    assert servers == {"triton-fraud": ("scorer-0", "scorer-1"), f"triton-{group}": ("scorer-2", "scorer-3"),
+                       "triton-search": ("scorer-4",)}
+    # each server was named after its first member before: the former name keeps a deployed stack's resources
+    assert {s.name: s.former_names for s in plan.triton_servers} == {
+        "triton-fraud": ("triton-scorer-0",), f"triton-{group}": ("triton-scorer-2",),
+        "triton-search": ("triton-scorer-4",)}
+
+
+def test_a_pool_named_like_the_default_one_is_the_default_pool():
+    plan = compile_text(_scorers([None, None]))
+    group = plan.triton_servers[0].instance_type.replace(".", "-")
+    again = compile_text(_scorers([group, None]))
+    assert [(s.name, s.models) for s in again.triton_servers] == [(f"triton-{group}", ("scorer-0", "scorer-1"))]
+    assert [(s.name, s.models) for s in plan.triton_servers] == [(f"triton-{group}", ("scorer-0", "scorer-1"))]
+
+
+def test_a_model_with_a_gpu_of_its_own_names_its_server_after_the_pool_and_itself():
+    text = _scorers(["fraud", "fraud"]).replace("size: {memory_gib: 0.2}", "size: {memory_gib: 0.2}\n    overrides: {dedicated_gpu: true}", 1)
+    assert sorted(s.name for s in compile_text(text).triton_servers) == ["triton-fraud", "triton-fraud-scorer-0"]
+
+
 def test_llm_on_triton_carries_the_quantization_into_model_json():
     plan = compile_text(LLM.format(serving="triton", dtype="fp8", arch="llama-3.1-8b", ttft=2000))
     server = plan.triton_servers[0]
@@ -381,7 +412,7 @@ def test_a_single_replica_environment_says_how_much_of_a_classic_peak_it_serves(
     plan = compile_text(text, dev)
     assert plan.model("scorer").instance_type == "g6.xlarge" and plan.model("scorer").gpu_share == 7.1429
     (warning,) = [w for w in plan.warnings if "single-replica" in w.message]
-    assert "1 replica(s) of triton-scorer serve about 700 of the 5000 peak req/s" in warning.message
+    assert "1 replica(s) of triton-g6-xlarge-scorer serve about 700 of the 5000 peak req/s" in warning.message
     assert "7.14 GPUs of compute" in warning.message
     # where replicas follow the load (prod, on an A10G: 5,000 / 1,400 = 3.57 -> 4), nothing to warn about
     prod = compile_text(text)

@@ -122,6 +122,7 @@ class PodIdentityDeploy(DeployModel):
     policy: str
     trust_policy: str
     policy_name: str = "read"  # what the inline policy allows (workloads only read)
+    aliases: tuple[str, ...] = ()  # earlier names (a renamed Triton server): its resources carry over
 
 
 class EksAddonDeploy(DeployModel):
@@ -162,6 +163,7 @@ class S3ObjectDeploy(DeployModel):
     name: str
     key: str
     content: str
+    aliases: tuple[str, ...] = ()  # earlier logical names (a renamed Triton server's)
 
 
 # --- Kubernetes ------------------------------------------------------------------------------------------------
@@ -174,6 +176,7 @@ class AppliedObject(DeployModel):
     manifest: dict[str, Any]
     waits_for: tuple[str, ...]
     ignore_changes: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # earlier logical names (a renamed Triton server's objects)
 
 
 class SecretDeploy(DeployModel):
@@ -202,6 +205,7 @@ class HelmReleaseDeploy(DeployModel):
 
 class TritonDeploy(DeployModel):
     name: str
+    aliases: tuple[str, ...] = ()  # the server's former names (TritonServerPlan.former_names)
     objects: tuple[S3ObjectDeploy, ...]
     identity: PodIdentityDeploy
     manifests: tuple[AppliedObject, ...]

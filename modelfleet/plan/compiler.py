@@ -131,7 +131,8 @@ def _compile_classic(classic: list[Indexed], env: EnvironmentSpec, catalogue: In
             gpu_compute_used=packed.gpu_compute_used, cache_size_bytes=packed.cache_size_bytes,
             memory_request_gib=packed.memory_request_gib,
             args=triton_server_args(env.triton.exit_timeout_secs, packed.cache_size_bytes, packed.python_shm_bytes),
-            image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision))
+            image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision,
+            former_names=() if packed.former_name == packed.name else (packed.former_name,)))
     return plans, servers
 
 

@@ -132,6 +132,9 @@ class TritonServerPlan(PlanModel):
     image: str
     python_shm_bytes: int
     decision: Decision  # why this instance type, and the alternatives
+    # Names it had under earlier naming schemes (triton-<anchor model>): the Pulumi program aliases them, so a
+    # deployed stack's resources carry over.
+    former_names: tuple[str, ...] = ()
 
 
 class VllmModelPlan(PlanModel):
