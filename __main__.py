@@ -13,9 +13,9 @@ import pulumi
 from components import build_fleet, read_live_node_groups, read_stack_config
 from modelfleet.deploy import cluster_deploy, compile_deploy_plan
 from modelfleet.deploy.checks import cluster_issues, credential_issues
-from modelfleet.spec.environment import deployment_issues
 from modelfleet.errors import ModelfleetError, SpecError
 from modelfleet.project import Project
+from modelfleet.spec.environment import deployment_issues
 
 stack = pulumi.get_stack()
 project = Project(root=".", models_file=os.environ.get("MODELFLEET_MODELS"), prices_file=os.environ.get("MODELFLEET_PRICES"))

@@ -58,12 +58,11 @@ from modelfleet.commands.serve import available_backends  # noqa: E402
 from modelfleet.engines.loadgen import closed_loop, infer_body, open_loop, percentile, summarise  # noqa: E402
 from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
 from modelfleet.engines.trace import read_trace, trace_args  # noqa: E402
-from modelfleet.engines.tritonserver import (  # noqa: E402
-    LocalTritonServer, TritonInstall, find_tritonserver, prepare_backends)
+from modelfleet.engines.tritonserver import LocalTritonServer, TritonInstall, find_tritonserver, prepare_backends  # noqa: E402
 from modelfleet.errors import ModelfleetError  # noqa: E402
-from modelfleet.plan import FleetPlan, TritonModelPlan  # noqa: E402
+from modelfleet.plan.types import FleetPlan, TritonModelPlan  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
-from modelfleet.render_triton import parse_config, render_config  # noqa: E402
+from modelfleet.render.triton import parse_config, render_config  # noqa: E402
 from modelfleet.serve import LocalModel, plan_local_repository, write_local_repository  # noqa: E402
 
 NAIVE = "-naive"

@@ -6,9 +6,7 @@ import math
 
 import pytest
 
-from modelfleet.spec.environment import EnvironmentSpec
-from modelfleet.spec.presets import LLM_PRESETS
-from modelfleet.sizing import (
+from modelfleet.plan.sizing import (
     availability_floor,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
@@ -17,7 +15,9 @@ from modelfleet.sizing import (
     tensor_parallel_ok,
     weights_gib,
 )
+from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.spec.models import ArchitectureSpec
+from modelfleet.spec.presets import LLM_PRESETS
 from modelfleet.spec.units import GIB, parse_param_count
 
 

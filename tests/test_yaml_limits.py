@@ -9,9 +9,9 @@ import tracemalloc
 
 import pytest
 
+from modelfleet.errors import SpecError
 from modelfleet.spec import yaml_source as yamlsource
 from modelfleet.spec.load import parse_fleet_text
-from modelfleet.errors import SpecError
 from modelfleet.spec.yaml_source import parse_yaml
 from tests.conftest import ROOT
 

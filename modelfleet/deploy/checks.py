@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from ..spec.environment import CONFIG_NAMESPACE, EnvironmentSpec
 from ..errors import Issue
+from ..spec.environment import CONFIG_NAMESPACE, EnvironmentSpec
 from .types import DeployPlan
 
 CIDRS_PATH = f"config.{CONFIG_NAMESPACE}:cluster.publicAccessCidrs"

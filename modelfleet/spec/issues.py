@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import models as S
 from ..errors import Issue
+from . import models as S
 from .yaml_source import Document, Path
 
 Remap = Callable[[Path], Path]

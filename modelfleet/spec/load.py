@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import models as S
 from ..errors import Issue, ModelfleetError, SpecError
+from . import models as S
 from .issues import issues_from_validation
 from .yaml_source import Document, Path, load_yaml, parse_path, parse_yaml
 

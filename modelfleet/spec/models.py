@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from .presets import LLM_PRESETS, ArchitecturePreset
+from .units import WeightDtype
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
     MAX_DIM,
@@ -45,7 +46,6 @@ from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem:
     quantity,
     s3_problem,
 )
-from .units import WeightDtype
 
 
 class Frozen(BaseModel):

@@ -15,11 +15,10 @@ first oversized alias in milliseconds instead of eating memory; it is reported a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import math
 import re
+from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 

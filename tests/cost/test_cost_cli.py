@@ -62,6 +62,7 @@ def test_markdown_preview_is_a_pr_comment(capsys):
 
 def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
     import shutil
+
     from tests.cost.test_diff import _creating_prod
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")

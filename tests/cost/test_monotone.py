@@ -19,13 +19,13 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from modelfleet.spec.load import parse_fleet
-from modelfleet.cost import LEVELS
-from modelfleet.cost_diff import StackSides, Step, compute_environment_diff
-from modelfleet.cost_report import CostView, render_cost_json
+from modelfleet.cost.diff import StackSides, Step, compute_environment_diff
+from modelfleet.cost.fleet import LEVELS
+from modelfleet.cost.policy import CostedPlan, cost_environment
+from modelfleet.cost.report import CostView, render_cost_json
 from modelfleet.errors import CompileError
-from modelfleet.project import CostedPlan, cost_environment
-from modelfleet.spec.models import ClassicModelSpec
+from modelfleet.spec.load import parse_fleet
+from modelfleet.spec.models import ClassicModelSpec, LlmModelSpec
 from modelfleet.spec.yaml_source import parse_yaml
 from tests.cost.fleets import ENVIRONMENTS, fleets, models, summary
 
@@ -94,15 +94,23 @@ def test_adding_never_lowers_desired_and_removing_the_block_restores_every_figur
 
 
 def classic(name, memory_gib, rps=1.0, per_instance=100.0, availability=99.0, replicas=None, dedicated=None,
-            p99_ms=100, measured_on=None):
+            p99_ms=100, measured_on=None, compute_ms=5):
     overrides = {k: v for k, v in (("replicas", replicas), ("dedicated_gpu", dedicated)) if v}
-    profile = {"rps_per_instance": per_instance, "compute_ms": 5, **({"measured_on": measured_on} if measured_on else {})}
+    profile = {"rps_per_instance": per_instance, "compute_ms": compute_ms,
+               **({"measured_on": measured_on} if measured_on else {})}
     return ClassicModelSpec.model_validate({
         "name": name, "type": "vision", "framework": "onnx", "artifact": f"s3://bucket/triton/{name}",
         "size": {"memory_gib": memory_gib}, "inputs": [{"name": "x", "dtype": "fp32", "dims": [16]}],
         "outputs": [{"name": "y", "dtype": "fp32", "dims": [1]}],
         "sla": {"p99_latency_ms": p99_ms, "peak_rps": rps, "availability": availability},
         "profile": profile, "overrides": overrides})
+
+
+def small_llm(name, replicas=None):
+    return LlmModelSpec.model_validate({
+        "name": name, "type": "llm", "artifact": f"org/{name}", "size": {"dtype": "bf16"}, "architecture": "llama-3.2-1b",
+        "sla": {"max_context_tokens": 2048, "peak_concurrent_sequences": 1, "p99_ttft_ms": 20000, "availability": 99.0},
+        "overrides": {"replicas": replicas} if replicas else {}})
 
 
 DEDICATED = [classic(f"d{i}", 1.0, dedicated=True) for i in range(5)]
@@ -128,6 +136,16 @@ KNOWN_CASES = {
     # Relaxing two limits at once (each non-binding only given the other) let m1 + m2 share a T4.
     "limits-relaxed-together": (DEV, DEDICATED[:1] + [classic("m1", 5.0), classic("m2", 10.0)],
                                 classic("added", 1.0)),
+    # Placements were ranked by instance-hours alone: 11 g6.xlarge beat 4 g6e.2xlarge by 0.12 USD/h while
+    # their 7 extra root volumes (16 USD a month each) made them dearer a month, until one more model tipped
+    # the packing. Nodes are now ranked as the cost prices them (plan/node_price.py).
+    "volumes-were-left-out-of-the-ranking": (
+        PROD, [classic("m0", 11.5, p99_ms=20, per_instance=108, measured_on="t4", replicas=3), small_llm("m1", 1),
+               small_llm("m2"), classic("m3", 8.0, p99_ms=50, availability=99.9, measured_on="a10g", compute_ms=6.25),
+               classic("m4", 7.0, p99_ms=50, availability=99.9, measured_on="a10g", compute_ms=6.25),
+               classic("m5", 1.0, p99_ms=20, rps=78, per_instance=220, measured_on="a10g", replicas=4,
+                       compute_ms=2.5), small_llm("m6", 1)],
+        classic("added", 1.0, p99_ms=20, measured_on="a10g")),
 }
 
 
@@ -166,7 +184,7 @@ def test_an_addition_that_lowers_min_is_said_in_the_diff(catalogue):
 
 
 def test_a_pinned_neighbour_keeps_the_availability_replicas(catalogue):
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     from modelfleet.spec.models import FleetSpec
     fleet = FleetSpec(models=(classic("m0", 1.0, availability=99.9), classic("added", 1.0, replicas=1)))
     plan = compile_fleet(fleet, PROD, catalogue)

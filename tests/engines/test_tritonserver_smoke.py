@@ -23,8 +23,8 @@ require_tritonserver()
 np = engine_import("triton", "numpy")
 httpclient = engine_import("triton", "tritonclient.http")
 
-from modelfleet.engines.onnx_runner import write_python_runner  # noqa: E402
 from modelfleet.engines import tritonserver  # noqa: E402
+from modelfleet.engines.onnx_runner import write_python_runner  # noqa: E402
 from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
 from modelfleet.engines.process import listens_on  # noqa: E402
 from modelfleet.engines.tritonserver import (  # noqa: E402

@@ -6,13 +6,13 @@ failed (``known_defects.py``); each known defect's reproduction is a strict xfai
 from __future__ import annotations
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.hardening.fuzz_inputs import Outcomes, check_outcome, extreme_catalogues, mutated_catalogues, values
 from tests.hardening.known_defects import KNOWN_DEFECTS, known_defect
 
-import yaml
 
 def fuzz(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None,

@@ -14,8 +14,15 @@ import pytest
 import yaml
 
 from tests.conftest import STACKS
-from tests.hardening.judges import (crd_errors, is_crd, kubernetes_objects, lws_pod_templates, require_executable,
-                                    require_module, run_checkov)
+from tests.hardening.judges import (
+    crd_errors,
+    is_crd,
+    kubernetes_objects,
+    lws_pod_templates,
+    require_executable,
+    require_module,
+    run_checkov,
+)
 from tests.hardening.pod_security import check_restricted, pod_templates
 
 pytestmark = pytest.mark.judge
