@@ -58,7 +58,7 @@ from overload import standin_server  # noqa: E402
 from modelfleet.engines.loadgen import OK, closed_loop, infer_body  # noqa: E402
 from modelfleet.engines.trace import trace_args  # noqa: E402
 from modelfleet.engines.tritonserver import TritonInstall, find_tritonserver  # noqa: E402
-from modelfleet.plan import FleetPlan  # noqa: E402
+from modelfleet.plan.types import FleetPlan  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
 
 GLIBC_DEFAULT_TCACHE = "glibc.malloc.tcache_count=7"  # stated explicitly, LocalTritonServer keeps it
