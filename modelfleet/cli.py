@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .errors import ModelfleetError
 
-COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview")
+COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate")
 EXIT_USER_ERROR = 2
 
 
