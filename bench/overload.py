@@ -59,9 +59,9 @@ from modelfleet.engines.trace import read_trace, trace_args  # noqa: E402
 from modelfleet.engines.tritonserver import (  # noqa: E402
     LocalTritonServer, TritonInstall, find_tritonserver, prepare_backends)
 from modelfleet.errors import ModelfleetError  # noqa: E402
-from modelfleet.plan import FleetPlan, TritonModelPlan  # noqa: E402
+from modelfleet.plan.types import FleetPlan, TritonModelPlan  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
-from modelfleet.render_triton import parse_config, render_config  # noqa: E402
+from modelfleet.render.triton import parse_config, render_config  # noqa: E402
 from modelfleet.serve import LocalModel, plan_local_repository, write_local_repository  # noqa: E402
 
 NAIVE = "-naive"

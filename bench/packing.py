@@ -26,11 +26,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from synthetic import catalogue_text  # noqa: E402
 
 from modelfleet.spec.load import parse_fleet_text  # noqa: E402
-from modelfleet.compiler import compile_fleet  # noqa: E402
+from modelfleet.plan.compiler import compile_fleet  # noqa: E402
 from modelfleet.spec.environment import EnvironmentSpec  # noqa: E402
-from modelfleet.instances import load_instance_catalogue  # noqa: E402
-from modelfleet.sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor  # noqa: E402
-from modelfleet.triton_policy import size_classic  # noqa: E402
+from modelfleet.plan.instances import load_instance_catalogue  # noqa: E402
+from modelfleet.plan.sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor  # noqa: E402
+from modelfleet.plan.triton_policy import size_classic  # noqa: E402
 
 HOURS = 730
 ENV = EnvironmentSpec(name="prod", region="us-east-1")

@@ -45,9 +45,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from synthetic import catalogue_text  # noqa: E402
 
 from modelfleet.commands.plan import format_plan  # noqa: E402
-from modelfleet.k8s import render_kubernetes  # noqa: E402
+from modelfleet.render.k8s import render_kubernetes  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
-from modelfleet.render import write_tree  # noqa: E402
+from modelfleet.render.fleet import write_tree  # noqa: E402
 
 STACK = "bench"
 MODELFLEET = str(Path(sys.executable).parent / "modelfleet")
@@ -167,7 +167,7 @@ def print_tables(rows: dict[int, dict[str, float]]) -> None:
 def profile(n: int, work: Path, top: int = 25) -> None:
     """cProfile of render_kubernetes, of the whole render command and of the preview (run_program) at ``n``
     models: the functions with the most own time, and with the most time under them."""
-    from modelfleet.preview_runner import run_program
+    from modelfleet.preview.runner import run_program
 
     project = bench_project(n, work / "profile")
     planned, deploy = project.plan(STACK), project.environment(STACK).deploy

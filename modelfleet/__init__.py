@@ -4,12 +4,12 @@ The public surface: load, compile, render. The core never imports pulumi or boto
 """
 
 from .spec.load import apply_environment, load_fleet, model_schema, parse_fleet_text
-from .compiler import compile_fleet
+from .plan.compiler import compile_fleet
 from .spec.environment import EnvironmentSpec, load_environment, parse_environment
 from .errors import CompileError, Issue, ModelfleetError, SpecError
-from .instances import InstanceCatalogue, load_instance_catalogue
-from .plan import FleetPlan, NodeGroupPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
-from .render import render_fleet, write_tree
+from .plan.instances import InstanceCatalogue, load_instance_catalogue
+from .plan.types import FleetPlan, NodeGroupPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
+from .render.fleet import render_fleet, write_tree
 from .spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 
 __all__ = [

@@ -12,10 +12,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .errors import ModelfleetError
+from .errors import EXIT_USER_ERROR, ModelfleetError
 
 COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate")
-EXIT_USER_ERROR = 2
 
 
 def build_parser() -> argparse.ArgumentParser:

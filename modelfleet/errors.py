@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+EXIT_USER_ERROR = 2  # the exit code of every ModelfleetError (cli.py), and of commands that fail the same way
+
 
 @dataclass(frozen=True, order=True)
 class Issue:

@@ -4,53 +4,22 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from .spec.load import load_fleet_document, locate_issues, parse_fleet
-from .compiler import compile_fleet
-from .cost import FleetCost, compute_fleet_cost, estimate_llm_loads
+from .cost.fleet import FleetCost
 from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
-from .errors import CompileError, Issue, ModelfleetError
-from .instances import InstanceCatalogue, load_instance_catalogue
-from .k8s import render_fleet_manifests, render_kubernetes
-from .plan import FleetPlan
-from .policy import BudgetStatus, check_budget, check_policies, compile_with_guardrails
-from .render import render_fleet
+from .errors import CompileError, ModelfleetError
+from .plan.instances import InstanceCatalogue, load_instance_catalogue
+from .render.k8s import render_fleet_manifests, render_kubernetes
+from .plan.types import FleetPlan
+from .cost.policy import CostedPlan, compile_with_guardrails, cost_environment
+from .deploy import Deployment
+from .render.fleet import render_fleet
 from .spec.models import FleetSpec
 from .spec.yaml_source import Document, load_yaml, parse_path, parse_yaml
 
 FleetSource = tuple[FleetSpec, Document]
-
-
-class Deployment(NamedTuple):
-    env: EnvironmentSpec
-    plan: FleetPlan
-    cost: FleetCost
-    files: dict[str, bytes]
-    manifests: dict[str, list[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class CostedPlan:
-    """One environment compiled and priced, with its guardrails evaluated but not enforced (for previews)."""
-
-    plan: FleetPlan
-    cost: FleetCost
-    budget: BudgetStatus | None  # None: the stack sets no budget
-    violations: tuple[Issue, ...]  # policy violations, located at their models.yaml lines
-    fleet: FleetSpec  # what was compiled (a diff names the spec fields that changed)
-
-
-def cost_environment(fleet: FleetSpec, doc: Document, env: EnvironmentSpec,
-                     catalogue: InstanceCatalogue) -> CostedPlan:
-    """Compile and price one environment without enforcing guardrails; compile errors located in ``doc``."""
-    try:
-        plan = compile_fleet(fleet, env, catalogue)
-    except CompileError as exc:
-        raise locate_issues(exc, doc) from None
-    cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
-    violations = locate_issues(CompileError(check_policies(plan, cost, fleet, env)), doc).issues
-    return CostedPlan(plan, cost, check_budget(cost, env), violations, fleet)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ from modelfleet.spec.load import parse_fleet_text
 from modelfleet.errors import SpecError
 from modelfleet.spec.environment import parse_environment
 from modelfleet.spec.yaml_source import parse_yaml
+from modelfleet.plan.instances import load_instance_catalogue
+
+FAMILIES = load_instance_catalogue().families()  # a stack may name only families the price table prices
 
 BASE = textwrap.dedent("""\
     models:
@@ -231,7 +234,7 @@ def test_every_problem_is_reported_at_once():
 def test_stack_file_errors_name_the_config_key():
     with pytest.raises(SpecError) as caught:
         parse_environment("dev", {"aws:region": "mars-1", "modelfleet:capacityType": "cheap",
-                                  "modelfleet:replica": {}})
+                                  "modelfleet:replica": {}}, families=FAMILIES)
     paths = {i.path for i in caught.value.issues}
     assert {"config.aws:region", "config.modelfleet:capacityType", "config.modelfleet:replica"} <= paths
 
@@ -308,7 +311,7 @@ STACK_CASES = [
 def test_bad_stack_file_is_located(case_id, text, line, path, word):
     doc = parse_yaml(text, "stacks/Pulumi.dev.yaml")
     with pytest.raises(SpecError) as caught:
-        parse_environment("dev", doc.data["config"], doc)
+        parse_environment("dev", doc.data["config"], doc, families=FAMILIES)
     matching = [i for i in caught.value.issues if i.path == path]
     assert len(matching) == 1, f"no single issue at {path!r}: {caught.value}"
     assert str(matching[0]).startswith(f"stacks/Pulumi.dev.yaml:{line}:"), str(matching[0])
@@ -319,7 +322,7 @@ def test_bad_stack_file_is_located(case_id, text, line, path, word):
 def test_a_real_region_without_prices_is_accepted():
     """Costs then say "unknown" (cost.py); a region must not be rejected just because prices are missing."""
     doc = parse_yaml(stack_edit("us-east-1", "ap-southeast-7"), "stacks/Pulumi.dev.yaml")
-    assert parse_environment("dev", doc.data["config"], doc).region == "ap-southeast-7"
+    assert parse_environment("dev", doc.data["config"], doc, families=FAMILIES).region == "ap-southeast-7"
 
 
 def test_the_program_reads_pulumis_strings_back_as_their_types():
@@ -327,10 +330,10 @@ def test_the_program_reads_pulumis_strings_back_as_their_types():
     config = {"aws:region": "us-east-1", "modelfleet:availabilityZones": "2", "modelfleet:protect": "true",
               "modelfleet:kubernetesVersion": "1.33", "modelfleet:replicas": {"singleReplica": True},
               "modelfleet:hfToken": "hf_secret", "kubernetes:context": "ignored"}
-    env = parse_environment("dev", config)
+    env = parse_environment("dev", config, families=FAMILIES)
     assert (env.availability_zones, env.protect, env.kubernetes_version) == (2, True, "1.33")
     with pytest.raises(SpecError, match="expected true or false"):
-        parse_environment("dev", {**config, "modelfleet:protect": "yes"})
+        parse_environment("dev", {**config, "modelfleet:protect": "yes"}, families=FAMILIES)
 
 
 def test_families_are_checked_against_the_price_table_in_use(tmp_path: Path):

@@ -8,11 +8,11 @@ import textwrap
 import pytest
 
 from modelfleet.spec.load import parse_fleet_text
-from modelfleet.compiler import compile_fleet
+from modelfleet.plan.compiler import compile_fleet
 from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.errors import CompileError
-from modelfleet.render import render_fleet
-from modelfleet.render_triton import parse_config
+from modelfleet.render.fleet import render_fleet
+from modelfleet.render.triton import parse_config
 from modelfleet.spec.units import GIB
 
 LLM = textwrap.dedent("""\
@@ -29,7 +29,7 @@ PROD = EnvironmentSpec(name="prod", region="us-east-1")
 
 
 def compile_text(text: str, env: EnvironmentSpec = PROD, catalogue=None):
-    from modelfleet.instances import load_instance_catalogue
+    from modelfleet.plan.instances import load_instance_catalogue
 
     return compile_fleet(parse_fleet_text(text), env, catalogue or load_instance_catalogue())
 
@@ -91,7 +91,7 @@ def _without(names: tuple[str, ...]):
     from dataclasses import replace
     from types import MappingProxyType
 
-    from modelfleet.instances import load_instance_catalogue
+    from modelfleet.plan.instances import load_instance_catalogue
 
     full = load_instance_catalogue()
     return replace(full, instances=MappingProxyType({k: v for k, v in full.instances.items() if k not in names}))
@@ -358,7 +358,7 @@ def test_a_window_override_alone_points_at_itself():
 
 
 def test_throughput_scales_by_the_slower_of_compute_and_memory_bandwidth(catalogue):
-    from modelfleet.triton_policy import size_classic, speed_ratio
+    from modelfleet.plan.triton_policy import size_classic, speed_ratio
 
     gpus = {i.gpu.key: i.gpu for i in catalogue.instances.values()}
     # L4 vs A10G: 121/125 TFLOPS but 300/600 GB/s -> half as fast; H100: min(989/125, 3350/600) = 5.58x

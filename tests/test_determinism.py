@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from modelfleet.spec.load import parse_fleet_text
-from modelfleet.compiler import compile_fleet
-from modelfleet.render import render_fleet, write_tree
+from modelfleet.plan.compiler import compile_fleet
+from modelfleet.render.fleet import render_fleet, write_tree
 from tests.conftest import ROOT, STACKS
 
 

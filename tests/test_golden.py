@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from modelfleet.render import render_fleet
-from modelfleet.render_triton import parse_config
+from modelfleet.render.fleet import render_fleet
+from modelfleet.render.triton import parse_config
 from tests.conftest import STACKS, update_golden
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from modelfleet.plan import FleetPlan
+from modelfleet.plan.types import FleetPlan
 from tests.conftest import STACKS
 
 

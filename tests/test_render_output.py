@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from modelfleet.errors import OutputError
-from modelfleet.outputs import MARKER, remove_stale, write_file, write_tree
+from modelfleet.render.outputs import MARKER, remove_stale, write_file, write_tree
 from tests.conftest import ROOT
 
 FILES = {"plan.json": b"{}\n", "triton/s/m/config.pbtxt": b'name: "m"\n'}

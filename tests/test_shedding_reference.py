@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelfleet import binpacking as bp
-from modelfleet.binpacking import COMPUTE, SWAP_CANDIDATES, Item, _fits, _swappable, first_fit
+from modelfleet.plan import binpacking as bp
+from modelfleet.plan.binpacking import COMPUTE, SWAP_CANDIDATES, Item, _fits, _swappable, first_fit
 
 
 class ReferenceServers(bp._Servers):

@@ -8,7 +8,7 @@ import pytest
 
 from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.spec.presets import LLM_PRESETS
-from modelfleet.sizing import (
+from modelfleet.plan.sizing import (
     availability_floor,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,

@@ -1,11 +1,13 @@
-"""One module per CLI subcommand (see modelfleet.cli)."""
+"""One module per CLI subcommand (see modelfleet.cli), and the edge adapters only they use: ``cost_sources.py``
+(models.yaml, stacks and prices read from files and git for ``cost --base``) and ``price_refresh.py`` (the AWS
+Pricing API for ``prices refresh``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..plan import FleetPlan
+from ..plan.types import FleetPlan
 from ..project import Project
 
 

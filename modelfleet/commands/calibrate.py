@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from ..errors import Issue, SpecError
-from ..outputs import write_file
+from ..render.outputs import write_file
 from ..plan.performance import GpuPerformance, Layout, LlmShape, Roofline, shape_from_fields
 from ..plan.performance_data import DATASHEET_DEFAULTS, performance_to_data
 from ..spec.hf_config import shape_fields

@@ -3,8 +3,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..clientgen import render_client
-from ..outputs import write_file
+from ..render.client import render_client
+from ..render.outputs import write_file
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "client"

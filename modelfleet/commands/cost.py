@@ -18,18 +18,18 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from ..cost_diff import StackCost, StackFailure, compute_fleet_diff
-from ..cost_report import (CostView, render_cost_json, render_cost_markdown, render_cost_text, render_diff_json,
+from ..cost.diff import StackCost, StackFailure, compute_fleet_diff
+from ..cost.report import (CostView, render_cost_json, render_cost_markdown, render_cost_text, render_diff_json,
                            render_diff_markdown, render_diff_text)
-from ..cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head
-from ..errors import Issue, SpecError
+from .cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head
+from ..errors import EXIT_USER_ERROR, Issue, SpecError
 from . import project_from
 
 NAME = "cost"
 HELP = ("monthly cost per node group, model and environment (min/desired/max), unit costs at peak, budget and "
         "policy checks; with --base, the change against another models.yaml, stacks/ and price table (a git ref, "
         "a directory or a models.yaml file)")
-EXIT_COMPILE_FAILED = 2  # the CLI's user-error code: a stack of the working tree does not compile
+EXIT_COMPILE_FAILED = EXIT_USER_ERROR  # a stack of the working tree does not compile
 EXIT_GUARDRAIL = 3  # only with --fail-on: distinct from 2 so CI can tell them apart
 GUARDRAILS = ("budget", "policy")
 RENDERERS = {"text": (render_cost_text, render_diff_text), "markdown": (render_cost_markdown, render_diff_markdown),

@@ -3,8 +3,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..plan import Decision, FleetPlan, TritonModelPlan, VllmModelPlan
-from ..render import plan_document, to_json
+from ..plan.types import Decision, FleetPlan, TritonModelPlan, VllmModelPlan
+from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "plan"

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from ..cli import EXIT_USER_ERROR
+from ..errors import EXIT_USER_ERROR
 from ..spec.environment import stack_path
 from ..spec.yaml_source import load_yaml
 from . import add_project_arguments, project_from
@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..preview_format import format_preview  # pulumi is imported only by this edge command
-    from ..preview_runner import run_program
+    from ..preview.format import format_preview  # pulumi is imported only by this edge command
+    from ..preview.runner import run_program
 
     project = project_from(args)
     project.environment(args.stack)  # a missing or invalid stack file is reported like every command's

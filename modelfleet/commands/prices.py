@@ -8,9 +8,9 @@ from typing import Any
 import yaml
 
 from ..errors import Issue
-from ..instances import catalogue_from_data
-from ..outputs import write_file
-from ..prices import PRICING_REGION, PriceRefreshError, missing_credentials_error, refresh_prices, render_catalogue_yaml
+from ..plan.instances import catalogue_from_data
+from ..render.outputs import write_file
+from .price_refresh import PRICING_REGION, PriceRefreshError, missing_credentials_error, refresh_prices, render_catalogue_yaml
 
 NAME = "prices"
 HELP = "the dated instance price table: `prices refresh --region R` rebuilds one region's prices from AWS"

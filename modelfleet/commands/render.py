@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..outputs import MARKER, write_tree
+from ..render.outputs import MARKER, write_tree
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "render"

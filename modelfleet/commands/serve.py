@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from ..errors import EXIT_USER_ERROR
 from ..engines.probes import http_ok
 from ..engines.tritonserver import (
     EngineStartError,
@@ -32,7 +33,7 @@ from . import print_warnings, project_from
 
 NAME = "serve"
 HELP = "start a real local tritonserver with a stack's compiled classic models (or, with --llm, a real vLLM)"
-EXIT_ENGINE = 2  # like a user error: the fix is to install or configure something, not a bug
+EXIT_ENGINE = EXIT_USER_ERROR  # the fix is to install or configure something, not a bug
 # The terminal closing (SIGHUP) stops the engine like Ctrl-C; without it the engine, in its own session,
 # would keep running with nobody to stop it.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..engines.probes import http_ok
 from ..engines.process import die_with_parent, listens_on, signal_group
 from ..engines.tritonserver import free_ports
-from ..plan import FleetPlan, VllmModelPlan
+from ..plan.types import FleetPlan, VllmModelPlan
 from ..serve import local_vllm_args
 from .serve import EXIT_ENGINE, StopRequested, ignore_stop_signals, run_directory, stop_signals
 

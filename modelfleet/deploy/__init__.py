@@ -1,6 +1,6 @@
 """What ``pulumi up`` creates, decided from the plan, the stack and what already runs (pure: no pulumi, no I/O).
 
-``compile_deploy_plan`` turns a compiled, rendered stack (``project.Deployment``) and the node groups EKS
+``compile_deploy_plan`` turns a compiled, rendered stack (:class:`Deployment`, built by ``project.py``) and the node groups EKS
 reports (read by the program: ``components/live.py``) into a ``DeployPlan``; the components in
 ``components/`` only create what it lists. Types: ``types.py``; checks before anything is created:
 ``checks.py``.
@@ -9,17 +9,29 @@ reports (read by the program: ``components/live.py``) into a ``DeployPlan``; the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..k8s import model_repository_bucket, workload_endpoints
-from ..project import Deployment
+from ..render.k8s import model_repository_bucket, workload_endpoints
+from ..cost.fleet import FleetCost
+from ..plan.types import FleetPlan
+from ..spec.environment import EnvironmentSpec
 from .addons import releases
 from .cluster import cluster_deploy, cluster_name, node_role
 from .node_groups import gpu_node_group, protected_changes, system_node_group
 from .types import BucketDeploy, DeployPlan, LiveNodeGroup, NodeGroupDeploy, object_key
 from .workloads import Context, cluster_objects, workloads
 
-__all__ = ["DeployPlan", "LiveNodeGroup", "cluster_deploy", "compile_deploy_plan"]
+__all__ = ["DeployPlan", "Deployment", "LiveNodeGroup", "cluster_deploy", "compile_deploy_plan"]
+
+
+class Deployment(NamedTuple):
+    """One stack compiled, priced and rendered: what the Pulumi program deploys (``Project.deployment``)."""
+
+    env: EnvironmentSpec
+    plan: FleetPlan
+    cost: FleetCost
+    files: dict[str, bytes]
+    manifests: dict[str, list[dict[str, Any]]]
 
 
 def _context(deployment: Deployment, release_names: frozenset[str]) -> Context:

@@ -1,4 +1,4 @@
-"""A created cluster's prerequisites (``modelfleet.k8s.prerequisites``) as Helm releases on its system nodes.
+"""A created cluster's prerequisites (``modelfleet.render.k8s.prerequisites``) as Helm releases on its system nodes.
 
 Each waits for the system node group (Helm waits for its pods, which need an untainted node); the adapter
 waits for Prometheus. What the workloads' objects wait for: ServiceMonitors for the Prometheus stack (its
@@ -8,9 +8,9 @@ CRD), LeaderWorkerSets for the LWS controller, HPAs for the adapter (workloads.p
 from __future__ import annotations
 
 from ..spec.environment import EnvironmentSpec
-from ..iam import cluster_autoscaler_policy, pod_identity_trust_policy
-from ..k8s import prerequisites as p
-from ..plan import FleetPlan
+from ..render.iam import cluster_autoscaler_policy, pod_identity_trust_policy
+from ..render.k8s import prerequisites as p
+from ..plan.types import FleetPlan
 from .cluster import cluster_name
 from .types import CLUSTER_READY, SYSTEM_NODES, HelmReleaseDeploy, PodIdentityDeploy, release_key
 

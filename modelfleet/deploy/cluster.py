@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ..spec.environment import EnvironmentSpec
-from ..iam import CLUSTER_POLICY_ARN, NODE_POLICY_ARNS, cluster_trust_policy, node_trust_policy
+from ..render.iam import CLUSTER_POLICY_ARN, NODE_POLICY_ARNS, cluster_trust_policy, node_trust_policy
 from .types import ClusterDeploy, EksAddonDeploy, RoleDeploy
 
 # The Pod Identity agent gives pods their roles' credentials; the VPC CNI enforces the NetworkPolicies

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..spec.environment import EnvironmentSpec
-from ..k8s import node_disk
-from ..plan import FleetPlan, NodeGroupPlan
-from ..system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
+from ..plan.types import FleetPlan, NodeGroupPlan
+from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from .types import (GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE, LaunchTemplateDeploy, LiveNodeGroup, NodeGroupDeploy,
                     ScalingDeploy, Taint)
 
@@ -63,7 +62,7 @@ def _labels(group: NodeGroupPlan) -> dict[str, str]:
 
 def gpu_node_group(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec,
                    live: Sequence[LiveNodeGroup]) -> NodeGroupDeploy:
-    labels, volume = _labels(group), node_disk(plan, group.name, env.deploy.node_disk_gib)
+    labels, volume = _labels(group), group.root_volume
     tags = labels | {STACK_TAG: env.name}
     template = LaunchTemplateDeploy(name=f"{group.name}-lt", device_name=DATA_DEVICE[env.deploy.ami_type],
                                     volume_gib=volume.size_gib, throughput_mibps=volume.throughput_mibps,

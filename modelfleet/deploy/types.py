@@ -1,6 +1,6 @@
 """What ``pulumi up`` creates, decided (``*Deploy``): frozen data the Pulumi components only turn into resources.
 
-The components (``components/``) import this module, ``modelfleet.plan`` and pulumi, nothing else: every
+The components (``components/``) import this module, ``modelfleet.plan.types`` and pulumi, nothing else: every
 choice (names, taints, labels, disks, scaling, IAM documents, what waits for what) is made by the pure
 ``modelfleet.deploy`` package and can be tested without mocks.
 

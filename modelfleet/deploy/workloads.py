@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..spec.environment import EnvironmentSpec
-from ..iam import pod_identity_trust_policy, triton_read_policy, vllm_read_policy
-from ..k8s import (CLUSTER, hf_secret_metadata, model_repository_bucket, model_repository_prefix, repository_objects,
+from ..render.iam import pod_identity_trust_policy, triton_read_policy, vllm_read_policy
+from ..render.k8s import (CLUSTER, hf_secret_metadata, model_repository_bucket, model_repository_prefix, repository_objects,
                    vllm_models)
-from ..k8s import prerequisites as p
-from ..plan import FleetPlan, TritonServerPlan, VllmModelPlan
+from ..render.k8s import prerequisites as p
+from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from .types import (CLUSTER_READY, AppliedObject, PodIdentityDeploy, S3ObjectDeploy, SecretDeploy, TritonDeploy,
                     VllmDeploy, credentials_key, node_group_key, object_key, release_key)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..plan import TritonModelPlan
+from ..plan.types import TritonModelPlan
 
 OK, TIMEOUT, QUEUE_FULL = "ok", "timeout", "queue-full"
 # Numeric wire types a request can be filled with; strings go as JSON text (BYTES).

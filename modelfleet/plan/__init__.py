@@ -1,18 +1,7 @@
-"""The plan stage (issue 11 moves the LLM compiler and the plan types in here).
-
-Transitional, until that move reaches this branch: the plan types still live in ``modelfleet/plan.py``,
-which this package shadows, so it is loaded here under its own name and re-exported unchanged.
-"""
-
-from __future__ import annotations
-
-import importlib.util
-import pathlib
-import sys
-
-_PATH = pathlib.Path(__file__).resolve().parent.parent / "plan.py"
-_SPEC = importlib.util.spec_from_file_location("modelfleet._plan_types", _PATH)
-_TYPES = importlib.util.module_from_spec(_SPEC)
-sys.modules["modelfleet._plan_types"] = _TYPES
-_SPEC.loader.exec_module(_TYPES)
-globals().update({name: value for name, value in vars(_TYPES).items() if not name.startswith("__")})
+"""Stage 2, what the compiler decides: the instance catalogue (``instances.py``), sizing and numeric
+precision (``sizing.py``, ``precision.py``), LLM layouts (``llm.py``, with ``llm_infeasible.py`` and
+``rejection.py`` explaining what did not fit), Triton batching and queue policy (``triton_policy.py``),
+packing classic models onto servers (``packing.py`` over ``binpacking.py``), each model's Triton plan
+(``triton.py``), the engines' command lines the plan records (``engine_args.py``), what the pods write
+to their nodes' disks and how fast (``disk.py``, ``node_volume.py``: each node group's root volume), the
+whole fleet (``compiler.py``) and the plan types every later stage reads (``types.py``). Imports only ``spec``."""

@@ -30,8 +30,8 @@ from typing import Literal, NamedTuple
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ..errors import CompileError, Issue
-from ..plan import FleetPlan, TritonModelPlan, TritonServerPlan
-from ..render_triton import model_config, render_config
+from ..plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
+from ..render.triton import model_config, render_config
 from ..spec.units import GIB
 from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
 

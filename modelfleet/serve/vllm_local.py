@@ -17,7 +17,7 @@ Kept exactly: ``--served-model-name``, ``--max-num-seqs``, ``--kv-cache-dtype``,
 
 from __future__ import annotations
 
-from ..plan import VllmModelPlan
+from ..plan.types import VllmModelPlan
 
 LOCAL_KV_CACHE = "64M"
 TINY_CONTEXT = 2048  # max_position_embeddings of modelfleet.engines.tiny_llm's model

@@ -211,15 +211,16 @@ def list_stacks(stacks_dir: str) -> tuple[str, ...]:
                         if n.startswith("Pulumi.") and n.endswith(".yaml")))
 
 
-def parse_environment(stack: str, config: dict[str, Any], doc: Document | None = None,
-                      families: Iterable[str] | None = None) -> EnvironmentSpec:
+def parse_environment(stack: str, config: dict[str, Any], doc: Document | None = None, *,
+                      families: Iterable[str]) -> EnvironmentSpec:
     """Validate the ``modelfleet:*`` keys (plus ``aws:region``) of one stack's config; every problem at once.
 
-    ``families``: the instance families a stack may name (default: the shipped price table's). Without
+    ``families``: the instance families a stack may name, those of the price table in use (the plan stage's
+    catalogue: the caller reads it, so that this stage imports nothing of the later ones). Without
     ``doc``, ``config`` is what Pulumi hands the program: top-level scalars as strings (stack_config.py)."""
     source = doc or Document(f"stack {stack}", None)
     values, issues = config_values(stack, config, source, typed=doc is not None)
-    issues += family_issues(values, shipped_families() if families is None else families, source)
+    issues += family_issues(values, families, source)
     try:
         env = EnvironmentSpec.model_validate(values)
     except ValidationError as exc:
@@ -230,13 +231,6 @@ def parse_environment(stack: str, config: dict[str, Any], doc: Document | None =
     return env
 
 
-@functools.lru_cache(maxsize=1)
-def shipped_families() -> tuple[str, ...]:
-    from ..instances import load_instance_catalogue  # the shipped data file, read once
-
-    return load_instance_catalogue().families()
-
-
 def _to_config_path(path: tuple) -> tuple:
     if not path:
         return path
@@ -244,7 +238,7 @@ def _to_config_path(path: tuple) -> tuple:
     return ("config", head) + tuple(path[1:])
 
 
-def load_environment(stacks_dir: str, stack: str, families: Iterable[str] | None = None) -> EnvironmentSpec:
+def load_environment(stacks_dir: str, stack: str, families: Iterable[str]) -> EnvironmentSpec:
     """Read stacks/Pulumi.<stack>.yaml the way ``pulumi up --stack <stack>`` will."""
     path = stack_path(stacks_dir, stack)
     if not os.path.exists(path):
@@ -254,4 +248,4 @@ def load_environment(stacks_dir: str, stack: str, families: Iterable[str] | None
     config = doc.data.get("config") if isinstance(doc.data, dict) else None
     if doc.issues or not isinstance(config, dict):
         raise SpecError(doc.issues or [doc.issue((), "a stack file needs a `config:` mapping", "add `config:`")])
-    return parse_environment(stack, config, doc, families)
+    return parse_environment(stack, config, doc, families=families)

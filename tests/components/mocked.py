@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from modelfleet import preview_runner
-from modelfleet.preview_runner import PreviewResult, Recorded, run_program
+from modelfleet.preview import runner as preview_runner
+from modelfleet.preview.runner import PreviewResult, Recorded, run_program
 from tests.conftest import ROOT
 
 TOKEN = "hf_very_secret_token"

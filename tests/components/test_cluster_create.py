@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from modelfleet.deploy.node_groups import node_group_urn
-from modelfleet.k8s import prerequisites as p
+from modelfleet.render.k8s import prerequisites as p
 from tests.components.mocked import created_cluster, k8s_objects, live_group, of_type, run
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -1,5 +1,5 @@
 """Components only create: they import pulumi, the standard library, and of modelfleet only the plan and
-deploy-plan types (every decision lives in the pure modelfleet.deploy and modelfleet.k8s)."""
+deploy-plan types (every decision lives in the pure modelfleet.deploy and modelfleet.render.k8s)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 COMPONENTS = ROOT / "components"
-ALLOWED_MODELFLEET = {"modelfleet.plan", "modelfleet.deploy.types"}
+ALLOWED_MODELFLEET = {"modelfleet.plan.types", "modelfleet.deploy.types"}
 
 
 def imported(path: Path) -> set[str]:
@@ -41,6 +41,6 @@ def test_components_import_only_pulumi_the_stdlib_and_plan_types():
 
 
 def test_the_check_catches_a_component_that_decides(tmp_path):
-    (tmp_path / "bad.py").write_text("import json\nimport pulumi\nfrom modelfleet.k8s import node_disk\n"
+    (tmp_path / "bad.py").write_text("import json\nimport pulumi\nfrom modelfleet.render.k8s import node_disk\n"
                                      "from modelfleet.deploy.types import DeployPlan\nimport yaml\n")
-    assert offenders(tmp_path) == {"bad.py": ["modelfleet.k8s", "yaml"]}
+    assert offenders(tmp_path) == {"bad.py": ["modelfleet.render.k8s", "yaml"]}

@@ -8,11 +8,11 @@ import re
 import pytest
 import yaml
 
-from modelfleet.engine_args import MODEL_REPOSITORY_DIR, startup_budget_s
-from modelfleet.k8s.disk import pod_download_gib_s
-from modelfleet.k8s import CLUSTER, render_fleet_manifests, render_triton_manifests, repository_objects, vllm_models
-from modelfleet.k8s.triton import REPOSITORY_DIGEST, shm_bytes
-from modelfleet.render import render_triton_repositories
+from modelfleet.plan.engine_args import MODEL_REPOSITORY_DIR, startup_budget_s
+from modelfleet.plan.disk import pod_download_gib_s
+from modelfleet.render.k8s import CLUSTER, render_fleet_manifests, render_triton_manifests, repository_objects, vllm_models
+from modelfleet.render.k8s.triton import REPOSITORY_DIGEST, shm_bytes
+from modelfleet.render.fleet import render_triton_repositories
 from tests.components.mocked import k8s_objects
 from tests.conftest import STACKS
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from modelfleet.k8s import node_disk, node_disk_gib
-from modelfleet.k8s.disk import GP3_MAX_MIBPS, pod_disk_gib_s
-from modelfleet.k8s.vllm import startup_s
+from modelfleet.plan.node_volume import node_disk_gib
+from modelfleet.plan.disk import GP3_MAX_MIBPS, pod_disk_gib_s
+from modelfleet.render.k8s.vllm import startup_s
 from tests.components.mocked import (copy_project, example_models, k8s_objects, live_group, of_type, run,
                                      stack_config)
 from tests.conftest import STACKS
@@ -44,7 +44,7 @@ def test_launch_templates_enforce_imdsv2_and_size_the_disk(runs, plans, project,
                                              "httpPutResponseHopLimit": 1}
         (disk,) = inputs["blockDeviceMappings"]
         assert disk["deviceName"] == "/dev/xvda"
-        volume = node_disk(plan, group.name, floor)
+        volume = group.root_volume
         assert disk["ebs"]["volumeSize"] == volume.size_gib == node_disk_gib(plan, group.name, floor) >= floor
         assert (disk["ebs"]["volumeType"], disk["ebs"]["throughput"], disk["ebs"]["iops"]) == (
             "gp3", volume.throughput_mibps, volume.iops)

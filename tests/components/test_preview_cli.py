@@ -8,7 +8,7 @@ import time
 import yaml
 
 from modelfleet.cli import main
-from modelfleet.k8s import vllm_models
+from modelfleet.render.k8s import vllm_models
 from tests.components.mocked import example_models
 from tests.conftest import ROOT
 

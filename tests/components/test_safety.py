@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from modelfleet.k8s import vllm_models
-from modelfleet.preview_format import is_secret
-from modelfleet.preview_runner import run_program
+from modelfleet.render.k8s import vllm_models
+from modelfleet.preview.format import is_secret
+from modelfleet.preview.runner import run_program
 from tests.components.mocked import (SUBNETS, TOKEN, copy_project, created_cluster, example_models, of_type, run,
                                      stack_config)
 from tests.conftest import ROOT

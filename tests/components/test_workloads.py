@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from modelfleet.k8s import vllm_models
-from modelfleet.plan import TritonModelPlan
+from modelfleet.render.k8s import vllm_models
+from modelfleet.plan.types import TritonModelPlan
 from tests.components.mocked import k8s_objects, of_type
 from tests.conftest import STACKS
 

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from modelfleet.cost import compute_fleet_cost, estimate_llm_loads
-from modelfleet.cost_report import CostView, render_cost_json, render_cost_markdown, render_cost_text
-from modelfleet.plan import TritonModelPlan
+from modelfleet.cost.fleet import compute_fleet_cost, estimate_llm_loads
+from modelfleet.cost.report import CostView, render_cost_json, render_cost_markdown, render_cost_text
+from modelfleet.plan.types import TritonModelPlan
 from modelfleet.project import Project
 from tests.conftest import ROOT
 from tests.hardening.known_defects import classic, classic_pair

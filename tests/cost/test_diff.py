@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from modelfleet.cli import main
-from modelfleet.cost_diff import StackSides, Step, compute_environment_diff
+from modelfleet.cost.diff import StackSides, Step, compute_environment_diff
 from modelfleet.project import Project
 from tests.conftest import ROOT, update_golden
 
@@ -343,7 +343,7 @@ def test_a_system_type_price_change_is_named_by_the_price_table_cause(catalogue)
     import dataclasses
     from types import MappingProxyType
 
-    from modelfleet.cost_sources import describe_catalogue_changes
+    from modelfleet.commands.cost_sources import describe_catalogue_changes
     m7i = dataclasses.replace(catalogue.system_instances["m7i.large"], usd_per_hour=MappingProxyType({"us-east-1": 0.11}))
     after = dataclasses.replace(catalogue, system_instances=MappingProxyType({**catalogue.system_instances,
                                                                               "m7i.large": m7i}))
@@ -361,9 +361,9 @@ def test_a_diff_says_when_the_compiler_itself_changed_since_the_base(tmp_path):
 
     import modelfleet
     from modelfleet.commands.cost import run_git
-    from modelfleet.cost_diff import compute_fleet_diff
-    from modelfleet.cost_report import render_diff_markdown, render_diff_text
-    from modelfleet.cost_sources import compiler_caveats, read_base, read_head
+    from modelfleet.cost.diff import compute_fleet_diff
+    from modelfleet.cost.report import render_diff_markdown, render_diff_text
+    from modelfleet.commands.cost_sources import compiler_caveats, read_base, read_head
 
     repo = pull_request(tmp_path)
     package = os.path.dirname(os.path.abspath(modelfleet.__file__))
@@ -374,23 +374,23 @@ def test_a_diff_says_when_the_compiler_itself_changed_since_the_base(tmp_path):
         if args[:2] == ("rev-parse", "--show-toplevel"):
             return os.path.dirname(package) + "\n"
         if args[:2] == ("diff", "--name-only"):
-            return "modelfleet/triton_policy.py\nmodelfleet/data/instances.yaml\nmodelfleet/packing.py\n"
+            return "modelfleet/plan/triton_policy.py\nmodelfleet/data/instances.yaml\nmodelfleet/plan/packing.py\n"
         return run_git(str(repo), *args)
 
     project = Project(root=str(repo))
     base = read_base(project, "main", read_head(project), fake_git)
     assert ("diff", "--name-only", "main", "--", "modelfleet") in calls
-    assert base.compiler_changes == ("modelfleet/packing.py", "modelfleet/triton_policy.py")
+    assert base.compiler_changes == ("modelfleet/plan/packing.py", "modelfleet/plan/triton_policy.py")
     (caveat,) = compiler_caveats(base)
-    assert caveat.startswith("the compiler itself differs from main (2 file(s): modelfleet/packing.py, "
-                             "modelfleet/triton_policy.py); both sides are compiled by this branch's code")
+    assert caveat.startswith("the compiler itself differs from main (2 file(s): modelfleet/plan/packing.py, "
+                             "modelfleet/plan/triton_policy.py); both sides are compiled by this branch's code")
     diff = compute_fleet_diff({}, base_label="main", head_label="models.yaml", caveats=(caveat,))
     assert f"> ⚠️ {caveat}" in render_diff_markdown(diff)
     assert f"  WARNING: {caveat}" in render_diff_text(diff)
 
 
 def test_a_package_outside_the_projects_repository_has_no_compiler_caveat(tmp_path):
-    from modelfleet.cost_sources import read_base, read_head
+    from modelfleet.commands.cost_sources import read_base, read_head
 
     repo = pull_request(tmp_path)
     project = Project(root=str(repo))

@@ -17,8 +17,8 @@ from types import MappingProxyType
 
 import pytest
 
-from modelfleet.cost import compute_fleet_cost, estimate_llm_loads
-from modelfleet.instances import PriceSource
+from modelfleet.cost.fleet import compute_fleet_cost, estimate_llm_loads
+from modelfleet.plan.instances import PriceSource
 from modelfleet.project import Project
 from tests.conftest import ROOT
 
@@ -195,7 +195,7 @@ def test_a_created_cluster_adds_its_control_plane_and_system_nodes(project, cata
 
 
 def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
-    from modelfleet.cost import estimate_system_nodes
+    from modelfleet.cost.fleet import estimate_system_nodes
     from modelfleet.deploy.node_groups import system_node_group
     env = _creating(project, "prod", systemInstanceType="m6i.xlarge")
     created, priced = system_node_group(env, ()), estimate_system_nodes(project.catalogue(), env)
@@ -218,7 +218,7 @@ def test_system_nodes_are_on_demand_on_a_spot_stack(project, catalogue):
     ("c7i.large", "us-east-1", "system nodes c7i.large: not in the price table's system_instances"),
     ("m7i.large", "eu-west-1", "system nodes m7i.large: no on-demand price for eu-west-1")])
 def test_an_unpriced_system_type_is_unknown_never_guessed(project, catalogue, system_type, region, why):
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     env = type(_creating(project, "prod")).model_validate({
         **_creating(project, "prod", systemInstanceType=system_type).model_dump(), "region": region})
     table = catalogue if region == "us-east-1" else _priced_in(catalogue, region)  # the system type not
@@ -252,7 +252,7 @@ def test_a_stack_cannot_name_a_system_family_for_models(tmp_path):
 def test_a_region_without_prices_is_unknown_never_guessed(project, catalogue):
     env = type(project.environment("prod")).model_validate(
         {**project.environment("prod").model_dump(), "region": "eu-west-1"})
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     plan = compile_fleet(project.fleet(), env, catalogue)
     cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(project.fleet(), "prod"))
     assert cost.monthly_usd is None
@@ -274,7 +274,7 @@ def _priced_in(catalogue, region: str, ebs: bool = True):
 def test_a_region_without_ebs_prices_is_unknown_never_guessed(project, catalogue):
     """Node-hours priced, volumes not: the groups say their hourly price, but no group, model or total has a
     monthly figure (it would leave the volumes out without saying so)."""
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     env = type(project.environment("prod")).model_validate(
         {**project.environment("prod").model_dump(), "region": "eu-west-1"})
     table = _priced_in(catalogue, "eu-west-1", ebs=False)

@@ -12,7 +12,7 @@ import yaml
 
 from modelfleet.cli import main
 from modelfleet.errors import CompileError
-from modelfleet.policy import BUDGET_WARNING, check_budget, check_policies
+from modelfleet.cost.policy import BUDGET_WARNING, check_budget, check_policies
 from modelfleet.project import Project
 from tests.conftest import ROOT
 
@@ -134,8 +134,8 @@ def test_a_warn_budget_is_a_warning_in_the_comment(tmp_path, capsys):
 
 
 def test_a_budget_cannot_pass_on_unknown_prices(project, catalogue):
-    from modelfleet.compiler import compile_fleet
-    from modelfleet.cost import compute_fleet_cost, estimate_llm_loads
+    from modelfleet.plan.compiler import compile_fleet
+    from modelfleet.cost.fleet import compute_fleet_cost, estimate_llm_loads
     env = _env_with(project, "prod", region="eu-west-1")
     plan = compile_fleet(project.fleet(), env, catalogue)
     status = check_budget(compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(project.fleet(), "prod")), env)
@@ -144,7 +144,7 @@ def test_a_budget_cannot_pass_on_unknown_prices(project, catalogue):
     assert "monthly cost is unknown (unpriced instance types), so the budget of 250,000.00 USD cannot be checked" \
         in status.describe()
     with pytest.raises(CompileError, match="cannot be checked"):
-        from modelfleet.policy import compile_with_guardrails
+        from modelfleet.cost.policy import compile_with_guardrails
         compile_with_guardrails(project.fleet(), env, catalogue)  # fails closed
 
 
@@ -170,7 +170,7 @@ def test_max_gpus_per_model(project):
 
 def _405b_as(project, env, catalogue, **changes):
     """The 405B recompiled with ``changes`` to its spec: what the policy's advice would give."""
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     fleet = project.fleet()
     models = tuple(m.model_copy(update={k: (m.size.model_copy(update=v) if k == "size" else v)
                                         for k, v in changes.items()})
@@ -278,7 +278,7 @@ def test_cli_reports_budget_failures_on_one_line_each(tmp_path):
 
 
 def test_the_pulumi_program_gets_the_same_guardrails_without_files(project, catalogue):
-    from modelfleet.policy import compile_with_guardrails
+    from modelfleet.cost.policy import compile_with_guardrails
     env = _env_with(project, "prod", budget={"monthly_usd": 100000})
     with pytest.raises(CompileError, match="prod: desired monthly cost 197,491.66 USD exceeds the budget"):
         compile_with_guardrails(project.fleet(), env, catalogue)

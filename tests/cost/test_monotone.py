@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from modelfleet.spec.load import parse_fleet
-from modelfleet.cost import LEVELS
-from modelfleet.cost_diff import StackSides, Step, compute_environment_diff
-from modelfleet.cost_report import CostView, render_cost_json
+from modelfleet.cost.fleet import LEVELS
+from modelfleet.cost.diff import StackSides, Step, compute_environment_diff
+from modelfleet.cost.report import CostView, render_cost_json
 from modelfleet.errors import CompileError
-from modelfleet.project import CostedPlan, cost_environment
+from modelfleet.cost.policy import CostedPlan, cost_environment
 from modelfleet.spec.models import ClassicModelSpec
 from modelfleet.spec.yaml_source import parse_yaml
 from tests.cost.fleets import ENVIRONMENTS, fleets, models, summary
@@ -166,7 +166,7 @@ def test_an_addition_that_lowers_min_is_said_in_the_diff(catalogue):
 
 
 def test_a_pinned_neighbour_keeps_the_availability_replicas(catalogue):
-    from modelfleet.compiler import compile_fleet
+    from modelfleet.plan.compiler import compile_fleet
     from modelfleet.spec.models import FleetSpec
     fleet = FleetSpec(models=(classic("m0", 1.0, availability=99.9), classic("added", 1.0, replicas=1)))
     plan = compile_fleet(fleet, PROD, catalogue)

@@ -14,8 +14,8 @@ from botocore.stub import Stubber
 
 from modelfleet.cli import main
 from modelfleet.commands import prices as prices_command
-from modelfleet.instances import load_instance_catalogue
-from modelfleet.prices import EBS_SOURCE, ON_DEMAND_SOURCE, PriceRefreshError, parse_on_demand_prices, refresh_prices
+from modelfleet.plan.instances import load_instance_catalogue
+from modelfleet.commands.price_refresh import EBS_SOURCE, ON_DEMAND_SOURCE, PriceRefreshError, parse_on_demand_prices, refresh_prices
 from tests.conftest import ROOT
 
 NOW = datetime(2026, 8, 1, 9, 30, tzinfo=timezone.utc)

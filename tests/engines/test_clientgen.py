@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from modelfleet.cli import main
-from modelfleet.clientgen import class_name, identifier, render_client
+from modelfleet.render.client import class_name, identifier, render_client
 from tests.conftest import ROOT, update_golden
 from tests.engines.conftest import load_module
 

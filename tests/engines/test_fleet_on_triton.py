@@ -26,11 +26,11 @@ from google.protobuf import json_format  # noqa: E402
 from tritonclient.grpc import model_config_pb2 as mc  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from modelfleet.clientgen import render_client  # noqa: E402
+from modelfleet.render.client import render_client  # noqa: E402
 from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
-from modelfleet.plan import TritonModelPlan  # noqa: E402
-from modelfleet.render import render_fleet  # noqa: E402
-from modelfleet.render_triton import parse_config  # noqa: E402
+from modelfleet.plan.types import TritonModelPlan  # noqa: E402
+from modelfleet.render.fleet import render_fleet  # noqa: E402
+from modelfleet.render.triton import parse_config  # noqa: E402
 from tests.engines.conftest import load_module, make_artifact_root, served  # noqa: E402
 
 pytestmark = pytest.mark.engine

@@ -13,9 +13,9 @@ import pytest
 
 from modelfleet.commands.serve import StopRequested, stop_signals
 from modelfleet.errors import CompileError
-from modelfleet.plan import TritonModelPlan
-from modelfleet.render import render_fleet
-from modelfleet.render_triton import parse_config
+from modelfleet.plan.types import TritonModelPlan
+from modelfleet.render.fleet import render_fleet
+from modelfleet.render.triton import parse_config
 from modelfleet.serve import LOCAL_CACHE_CAP_BYTES, local_artifact_dir, plan_local_repository, write_local_repository
 from modelfleet.serve.runners import BACKEND_DISPATCHER, SYNTHETIC_SOURCE, backend_files
 from tests.conftest import ROOT, STACKS

@@ -78,7 +78,7 @@ def test_serve_needs_a_positional_model() -> None:
 @pytest.mark.parametrize("stack", ("dev", "staging", "prod"))
 def test_every_compiled_vllm_argument_list_is_accepted(stack: str) -> None:
     """What the compiler actually writes for the example fleet, not a hand-written list."""
-    from modelfleet.plan import VllmModelPlan
+    from modelfleet.plan.types import VllmModelPlan
     from modelfleet.project import Project
     from tests.conftest import ROOT
 
@@ -98,7 +98,7 @@ def test_every_compiled_vllm_argument_list_is_accepted(stack: str) -> None:
 def test_every_local_vllm_argument_list_is_accepted(stack: str) -> None:
     """What `modelfleet serve --llm` starts (the api_server form, adapted for this CPU), not only what the
     cluster runs."""
-    from modelfleet.plan import VllmModelPlan
+    from modelfleet.plan.types import VllmModelPlan
     from modelfleet.project import Project
     from modelfleet.serve import local_vllm_args
     from tests.conftest import ROOT

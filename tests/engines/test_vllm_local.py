@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelfleet.plan import VllmModelPlan
+from modelfleet.plan.types import VllmModelPlan
 from modelfleet.serve import local_vllm_args
 from modelfleet.serve.vllm_local import LOCAL_KV_CACHE, TINY_CONTEXT
 from tests.conftest import STACKS

@@ -12,11 +12,11 @@ import textwrap
 import pytest
 
 from modelfleet.spec.load import parse_fleet_text
-from modelfleet.compiler import compile_fleet
+from modelfleet.plan.compiler import compile_fleet
 from modelfleet.engines.vllm_args import parse_vllm_serve_args
 from modelfleet.spec.environment import EnvironmentSpec
-from modelfleet.instances import load_instance_catalogue
-from modelfleet.precision import vllm_version
+from modelfleet.plan.instances import load_instance_catalogue
+from modelfleet.plan.precision import vllm_version
 
 pytestmark = [pytest.mark.engine("vllm"), pytest.mark.usefixtures("vllm_parser")]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from modelfleet.k8s import vllm_models
+from modelfleet.render.k8s import vllm_models
 from tests.conftest import STACKS
 from tests.hardening.judges import require_module
 
@@ -34,7 +34,7 @@ def registered() -> Iterator[dict[str, Any]]:
     """Each stack's program under the preview mocks, except that a role gets its auto-name (the mocks leave
     ``name`` unknown, as a preview does), so an attachment's ``role`` input says which role it is on."""
     require_module("pulumi")
-    from modelfleet import preview_runner
+    from modelfleet.preview import runner as preview_runner
     from tests.components.mocked import run
 
     class NamedRoles(preview_runner.FleetMocks):

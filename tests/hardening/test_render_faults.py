@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from modelfleet.errors import OutputError
-from modelfleet.render import write_tree
+from modelfleet.render.fleet import write_tree
 
 
 def _tree(directory: Path) -> dict[str, bytes]:

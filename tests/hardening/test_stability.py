@@ -11,9 +11,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from modelfleet.spec.load import parse_fleet_text
-from modelfleet.compiler import compile_fleet
+from modelfleet.plan.compiler import compile_fleet
 from modelfleet.spec.environment import EnvironmentSpec
-from modelfleet.render import render_fleet
+from modelfleet.render.fleet import render_fleet
 from tests.hardening.fuzz_inputs import EXAMPLE
 
 PROD = EnvironmentSpec(name="prod", region="us-east-1")
@@ -88,9 +88,9 @@ def _anchors(plan) -> dict[str, str]:
 
 
 def _outranks(new: str, anchor: str, plan, catalogue) -> bool:
-    from modelfleet.packing import packing_rank
-    from modelfleet.sizing import TRITON_GPU_OVERHEAD_GIB
-    from modelfleet.triton_policy import size_classic
+    from modelfleet.plan.packing import packing_rank
+    from modelfleet.plan.sizing import TRITON_GPU_OVERHEAD_GIB
+    from modelfleet.plan.triton_policy import size_classic
 
     fleet = parse_fleet_text(yaml.safe_dump({"models": SEVERAL_SERVERS + [_NEW[new]]}))
     gpu = catalogue.instances[plan.triton_servers[0].instance_type].gpu

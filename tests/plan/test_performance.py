@@ -124,7 +124,7 @@ def test_ttft_queueing_factor():
 
 
 def test_every_gpu_of_the_instance_table_has_constants_and_says_where_they_come_from():
-    from modelfleet.instances import load_instance_catalogue
+    from modelfleet.plan.instances import load_instance_catalogue
 
     table = load_performance_table()
     gpus = {instance.gpu.key: instance.gpu for instance in load_instance_catalogue().instances.values()}

@@ -1,0 +1,386 @@
+"""What a FleetPlan costs per month: per node group, per model and per environment, at min/desired/max.
+
+Pure: a FleetPlan, the dated InstanceCatalogue, the stack's cost settings and the LLM loads in, a
+``FleetCost`` out. The rules, printed by every preview so a reviewer can redo the arithmetic:
+
+    node group   = nodes x (USD per node-hour x 730 h + its EBS gp3 volume's USD per month)
+                   (730 = 8,760 h / 12, AWS's own convention; the volume as the launch template provisions it:
+                   GiB, and IOPS and MiB/s above gp3's included 3,000 and 125, at the table's ebs_gp3 prices;
+                   EBS is the same on spot. Bottlerocket's own small OS volume from its AMI is not counted)
+    workload     = its node group's cost x its GPUs / all GPUs the group's workloads hold
+                   (GPUs left idle by whole nodes or zone spread are paid by the group's workloads pro rata)
+    Triton model = its server's cost x its gpu_share / the sum of gpu_share on that server
+                   (gpu_share = the larger of its GPU-memory and compute fractions; the plan records it to
+                   4 decimals, so models under 0.005% of a GPU show 0: when every share on a server is 0, the
+                   server is split by the models' GPU memory, and equally when that is 0 too)
+    environment  = node groups + the EKS control plane and the system node group when the stack creates the
+                   cluster (system nodes: on-demand, 2-2-4 of cluster.systemInstanceType, priced from the table's
+                   system_instances; not attributed to models, like the control plane)
+
+A region without a price is *unknown*: its node groups and totals are None, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from ..plan.llm import load_sequences
+from ..plan.compiler import models_in
+from ..spec.environment import EnvironmentSpec
+from ..plan.instances import InstanceCatalogue, InstanceType
+from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
+from ..spec.models import FleetSpec, LlmModelSpec
+from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
+
+HOURS_PER_MONTH = 730.0
+LEVELS = ("min", "desired", "max")
+ATTRIBUTION_RULE = (
+    "a node group costs nodes x (USD/h x 730 h + the node's EBS volume per month); each workload (a Triton "
+    "server or a vLLM model) pays for the GPUs it holds, idle GPUs of the group shared pro rata; models on a "
+    "shared Triton server split its cost by gpu_share (the larger of their GPU-memory and compute fractions), "
+    "or, when every gpu_share on a server rounds to 0, by GPU memory (equally if that is 0 too)"
+)
+
+
+class MonthlyUsd(PlanModel):
+    min: float
+    desired: float
+    max: float
+
+    def at(self, level: str) -> float:
+        return float(getattr(self, level))
+
+
+class LlmLoad(PlanModel):
+    """Load behind an LLM's cost per token: sequences at peak and one sequence's decode speed."""
+
+    peak_sequences: int
+    output_tokens_per_s_per_sequence: float
+    rate_is_default: bool  # the profile does not set output_tokens_per_s_per_sequence: 30, the spec's default
+    declared: str  # what models.yaml said, e.g. "peak_concurrent_sequences 32"
+
+
+class UnitCost(PlanModel):
+    metric: str  # "usd_per_1k_inferences" | "usd_per_million_tokens"
+    # None: the replicas serve nothing measurable (the plan's throughput rounds to 0), so no finite unit cost;
+    # the shortfall says so.
+    value: float | None
+    basis: str  # the load it is priced at, short enough for a table cell: "8 seq x 30 tok/s (default)"
+    assumption: str  # the same load in full, with what models.yaml declared
+    # Set when the replicas serve less than the declared peak: the figure is then priced at what they
+    # serve, so it is not the cost of the peak a reviewer may assume.
+    shortfall: str | None = None
+
+
+class NodeGroupCost(PlanModel):
+    name: str
+    instance_type: str
+    capacity_type: str
+    usd_per_node_hour: float | None  # None: no price for this region
+    price_basis: str
+    volume: str  # each node's EBS volume, as the launch template provisions it
+    volume_usd_per_node_month: float | None  # None: no EBS price for this region
+    nodes: tuple[int, int, int]  # min, desired, max
+    monthly_usd: MonthlyUsd | None
+
+    @property
+    def usd_per_node_month(self) -> float | None:
+        """One node for a month: its instance-hours and its volume (None when either price is unknown)."""
+        if self.usd_per_node_hour is None or self.volume_usd_per_node_month is None:
+            return None
+        return self.usd_per_node_hour * HOURS_PER_MONTH + self.volume_usd_per_node_month
+
+
+class ModelCost(PlanModel):
+    name: str
+    serving: str
+    node_group: str
+    instance_type: str
+    gpus: tuple[int, int, int]  # GPUs its workload holds (a shared Triton server's GPUs are shared)
+    attribution: str
+    monthly_usd: MonthlyUsd | None
+    unit_cost: UnitCost | None
+
+
+class FleetCost(PlanModel):
+    environment: str
+    region: str
+    capacity_type: str
+    spot_price_ratio: float | None  # the stack's spot assumption (None on on-demand stacks)
+    hours_per_month: float
+    prices_as_of: str
+    price_basis: tuple[str, ...]  # one line per price source used
+    attribution_rule: str
+    node_groups: tuple[NodeGroupCost, ...]
+    models: tuple[ModelCost, ...]
+    control_plane_monthly_usd: float | None  # None: the stack does not create the cluster
+    system_nodes: NodeGroupCost | None  # a created cluster's system node group; None: the stack joins a cluster
+    monthly_usd: MonthlyUsd | None  # None when any price is unknown
+    unknown: tuple[str, ...]  # what could not be priced, and why
+
+    def model(self, name: str) -> ModelCost:
+        return self._by_name("models")[name]  # indexed once (PlanModel): render and policy look up every model
+
+    @property
+    def pricing(self) -> str:
+        """How the node-hours are priced, for the environment's row: "spot, assumed 50% of on-demand"."""
+        if self.capacity_type != "spot":
+            return self.capacity_type
+        assumed = [g for g in self.node_groups if g.price_basis.startswith("spot assumed")]
+        if not assumed:
+            return "spot, measured"
+        some = "" if len(assumed) == len(self.node_groups) else (
+            f" for {len(assumed)} of {len(self.node_groups)} node groups")
+        return f"spot, assumed {self.spot_price_ratio:.0%} of on-demand{some}"
+
+    def node_group(self, name: str) -> NodeGroupCost:
+        return self._by_name("node_groups")[name]
+
+
+def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]:
+    """Peak sequences and decode speed per LLM, as the compiler read them (patches applied)."""
+    loads = {}
+    for _, model in models_in(fleet, environment):
+        if isinstance(model, LlmModelSpec):
+            declared = (f"peak_concurrent_sequences {model.sla.peak_concurrent_sequences}"
+                        if model.sla.peak_concurrent_sequences is not None
+                        else f"peak_output_tokens_per_s {model.sla.peak_output_tokens_per_s:g}")
+            loads[model.name] = LlmLoad(
+                peak_sequences=load_sequences(model), declared=declared,
+                output_tokens_per_s_per_sequence=model.profile.output_tokens_per_s_per_sequence,
+                rate_is_default="output_tokens_per_s_per_sequence" not in model.profile.model_fields_set)
+    return loads
+
+
+def estimate_node_price(instance: InstanceType | None, region: str, capacity_type: str,
+                        env: EnvironmentSpec) -> tuple[float | None, str]:
+    """USD per node-hour and where it came from; (None, why) when the table has no price for the region."""
+    if instance is None:
+        return None, "not in the price table"
+    on_demand = instance.price(region)
+    if capacity_type != "spot":
+        return (on_demand, "on-demand") if on_demand is not None else (None, f"no on-demand price for {region}")
+    spot = instance.spot_price(region)
+    if spot is not None:
+        return spot, "spot (measured)"
+    if on_demand is None:
+        return None, f"no spot or on-demand price for {region}"
+    ratio = env.cost.spot_price_ratio
+    return on_demand * ratio, f"spot assumed at {ratio:.0%} of on-demand {on_demand:.8g}"
+
+
+def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,
+                       loads: Mapping[str, LlmLoad]) -> FleetCost:
+    """Monthly cost of one environment's plan; see the module docstring for every rule."""
+    groups = tuple(_node_group_cost(g, g.root_volume, catalogue, env)
+                   for g in plan.node_groups)
+    workloads = _workload_costs(plan, {g.name: g for g in groups})
+    models = tuple(_model_cost(m, plan, workloads, loads) for m in plan.models)
+    control = _control_plane(catalogue, env)
+    system = estimate_system_nodes(catalogue, env)
+    unknown = tuple(f"{g.instance_type}: {g.price_basis}" for g in groups if g.usd_per_node_hour is None)
+    if system is not None and system.usd_per_node_hour is None:
+        unknown += (f"system nodes {system.instance_type}: {system.price_basis}",)
+    if any(g.volume_usd_per_node_month is None for g in (*groups, *((system,) if system else ()))):
+        unknown += (f"EBS gp3 volumes: the price table's ebs_gp3 has no prices for {env.region}",)
+    if control is None and env.cluster.create:
+        unknown += ("EKS control plane: the price table has no eks_usd_per_cluster_hour",)
+    paid = [g.monthly_usd for g in (*groups, *((system,) if system else ())) if g.monthly_usd]
+    total = None if unknown else _sum(paid, control or 0.0)
+    return FleetCost(
+        environment=plan.environment, region=plan.region, capacity_type=plan.capacity_type,
+        spot_price_ratio=env.cost.spot_price_ratio if plan.capacity_type == "spot" else None,
+        hours_per_month=HOURS_PER_MONTH, prices_as_of=_as_of(catalogue, env.region),
+        price_basis=_price_basis(catalogue, env), attribution_rule=ATTRIBUTION_RULE, node_groups=groups,
+        models=models, control_plane_monthly_usd=control if env.cluster.create else None, system_nodes=system,
+        monthly_usd=total, unknown=unknown)
+
+
+def _node_group_cost(group: NodeGroupPlan, disk: VolumePlan, catalogue: InstanceCatalogue,
+                     env: EnvironmentSpec) -> NodeGroupCost:
+    price, basis = estimate_node_price(catalogue.instances.get(group.instance_type), env.region,
+                                       group.capacity_type, env)
+    return _priced_group(group.name, group.instance_type, group.capacity_type, price, basis,
+                         (group.min_size, group.desired_size, group.max_size), disk, catalogue, env.region)
+
+
+def _priced_group(name: str, instance_type: str, capacity_type: str, price: float | None, basis: str,
+                  nodes: tuple[int, int, int], disk: VolumePlan, catalogue: InstanceCatalogue,
+                  region: str) -> NodeGroupCost:
+    gp3 = catalogue.ebs_gp3.get(region)
+    volume = None if gp3 is None else gp3.monthly(disk.size_gib, disk.iops, disk.throughput_mibps)
+    group = NodeGroupCost(name=name, instance_type=instance_type, capacity_type=capacity_type,
+                          usd_per_node_hour=price, price_basis=basis, nodes=nodes, monthly_usd=None,
+                          volume=f"{disk.size_gib} GiB gp3 at {disk.iops} IOPS, {disk.throughput_mibps} MiB/s",
+                          volume_usd_per_node_month=volume)
+    per_node = group.usd_per_node_month
+    if per_node is None:
+        return group
+    return group.model_copy(update={"monthly_usd": MonthlyUsd(**{lvl: n * per_node for lvl, n in zip(LEVELS, nodes)})})
+
+
+def estimate_system_nodes(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> NodeGroupCost | None:
+    """A created cluster's system node group (None when the stack joins a cluster): always on-demand, even on
+    a spot stack, as modelfleet/deploy creates it; unknown when the table has no price for the type there."""
+    if not env.cluster.create:
+        return None
+    name = env.cluster.system_instance_type
+    instance = catalogue.system_instances.get(name)
+    price = None if instance is None else instance.price(env.region)
+    basis = ("on-demand" if price is not None else "not in the price table's system_instances" if instance is None
+             else f"no on-demand price for {env.region}")
+    return _priced_group(SYSTEM_GROUP, name, "on-demand", price, basis, SYSTEM_SIZES,
+                         VolumePlan(size_gib=SYSTEM_DISK_GIB, iops=SYSTEM_DISK_IOPS, throughput_mibps=SYSTEM_DISK_MIBPS), catalogue,
+                         env.region)
+
+
+def _control_plane(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> float | None:
+    if not env.cluster.create or catalogue.eks_usd_per_cluster_hour is None:
+        return None
+    return catalogue.eks_usd_per_cluster_hour * HOURS_PER_MONTH
+
+
+def _sum(values: list[MonthlyUsd], extra: float) -> MonthlyUsd:
+    return MonthlyUsd(**{lvl: sum(v.at(lvl) for v in values) + extra for lvl in LEVELS})
+
+
+def _as_of(catalogue: InstanceCatalogue, region: str) -> str:
+    """The date of the region's on-demand prices, else the table's own date."""
+    source = catalogue.price_sources.get(region, {}).get("on-demand")
+    return source.as_of if source else catalogue.as_of
+
+
+def _price_basis(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> tuple[str, ...]:
+    sources = catalogue.price_sources.get(env.region, {})
+    lines = []
+    on_demand = sources.get("on-demand")
+    lines.append(f"on-demand {env.region}: {on_demand.source}, as of {on_demand.as_of}" if on_demand
+                 else f"on-demand {env.region}: no dated prices in the table")
+    if env.capacity_type == "spot":
+        spot = sources.get("spot")
+        lines.append(f"spot {env.region}: {spot.source}, as of {spot.as_of}; types without a measured price "
+                     f"assumed at {env.cost.spot_price_ratio:.0%} of on-demand" if spot else
+                     f"spot {env.region}: ASSUMED at {env.cost.spot_price_ratio:.0%} of on-demand "
+                     "(modelfleet:cost.spotPriceRatio; no measured spot prices in the table)")
+    ebs = catalogue.ebs_price_sources.get(env.region)
+    lines.append(f"EBS gp3 {env.region}: {ebs.source}, as of {ebs.as_of}" if ebs
+                 else f"EBS gp3 {env.region}: no dated prices in the table")
+    if env.cluster.create:
+        system = catalogue.system_price_sources.get(env.region)
+        lines.append(f"system nodes {env.region} (on-demand): {system.source}, as of {system.as_of}" if system
+                     else f"system nodes {env.region}: no dated prices in the table")
+    return tuple(lines)
+
+
+# ---------------------------------------------------------------------------------------------- attribution
+Workload = tuple[str, str]  # (node group, workload name)
+
+
+def workload_gpus(plan: FleetPlan) -> dict[Workload, tuple[int, int, int]]:
+    """GPUs each Triton server and each vLLM model (not served by Triton) holds at min/desired/max."""
+    out: dict[Workload, tuple[int, int, int]] = {}
+    for s in plan.triton_servers:
+        out[(s.node_group, s.name)] = tuple(s.gpus_per_replica * r for r in (s.min_replicas, s.replicas, s.max_replicas))  # type: ignore[assignment]
+    for m in plan.models:
+        if isinstance(m, VllmModelPlan) and m.serving == "vllm":
+            out[(m.node_group, m.name)] = tuple(m.gpus_per_replica * r for r in (m.min_replicas, m.replicas, m.max_replicas))  # type: ignore[assignment]
+    return out
+
+
+def _workload_costs(plan: FleetPlan, groups: Mapping[str, NodeGroupCost]) -> dict[str, tuple[MonthlyUsd | None, str]]:
+    """Each workload's share of its node group, and the sentence that says how (at desired replicas)."""
+    gpus = workload_gpus(plan)
+    held: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for (group, _), counts in gpus.items():
+        for i, count in enumerate(counts):
+            held[group][i] += count
+    out: dict[str, tuple[MonthlyUsd | None, str]] = {}
+    for (group, name), counts in gpus.items():
+        monthly = groups[group].monthly_usd
+        share = None if monthly is None else MonthlyUsd(**{
+            lvl: monthly.at(lvl) * counts[i] / held[group][i] if held[group][i] else 0.0
+            for i, lvl in enumerate(LEVELS)})
+        out[name] = share, f"{counts[1]} of the {held[group][1]:g} GPUs used in {group}"
+    return out
+
+
+def _model_cost(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan,
+                workloads: Mapping[str, tuple[MonthlyUsd | None, str]], loads: Mapping[str, LlmLoad]) -> ModelCost:
+    if isinstance(model, TritonModelPlan) or model.serving == "triton":
+        server = plan.server(model.server) if isinstance(model, TritonModelPlan) else next(
+            s for s in plan.triton_servers if model.name in s.models)
+        fraction, split = _server_fraction(model.name, server.models, plan)
+        gpus = tuple(server.gpus_per_replica * r for r in (server.min_replicas, server.replicas, server.max_replicas))
+        whole, held = workloads[server.name]
+        attribution = f"{server.name} holds {held}; {split}"
+    else:
+        fraction = 1.0
+        gpus = tuple(model.gpus_per_replica * r for r in (model.min_replicas, model.replicas, model.max_replicas))
+        whole, held = workloads[model.name]
+        attribution = f"its pods hold {held} ({model.gpus_per_replica} per replica)"
+    monthly = None if whole is None else MonthlyUsd(**{lvl: whole.at(lvl) * fraction for lvl in LEVELS})
+    unit = None if monthly is None else estimate_unit_cost(model, monthly.desired, loads.get(model.name))
+    return ModelCost(name=model.name, serving=model.serving, node_group=model.node_group,
+                     instance_type=model.instance_type, gpus=gpus, attribution=attribution,  # type: ignore[arg-type]
+                     monthly_usd=monthly, unit_cost=unit)
+
+
+def _server_fraction(name: str, members: tuple[str, ...], plan: FleetPlan) -> tuple[float, str]:
+    """Its part of a shared server, and how. gpu_share first; the plan rounds it to 4 decimals, so models
+    too small to show there all read 0, and then GPU memory (also rounded), then an equal split, decide."""
+    if len(members) == 1:
+        return 1.0, "alone on it"
+    models = {n: plan.model(n) for n in members}
+    others = ", ".join(n for n in members if n != name)
+    shares = {n: m.gpu_share if isinstance(m, TritonModelPlan) else 1.0 for n, m in models.items()}
+    total = sum(shares.values())
+    if total > 0:
+        return shares[name] / total, f"gpu_share {shares[name]:g} of {total:g} on it (with {others})"
+    memory = {n: m.gpu_memory_gib if isinstance(m, TritonModelPlan) else 0.0 for n, m in models.items()}
+    held = sum(memory.values())
+    zero = "every gpu_share on it is 0 (under 0.005% of a GPU each), so split by GPU memory: "
+    if held > 0:
+        return memory[name] / held, f"{zero}{memory[name]:g} of {held:g} GiB (with {others})"
+    return 1.0 / len(members), f"{zero}all 0 too, so split equally, 1 of {len(members)} (with {others})"
+
+
+def estimate_unit_cost(model: TritonModelPlan | VllmModelPlan, monthly_usd: float,
+                       load: LlmLoad | None) -> UnitCost | None:
+    """USD per 1,000 inferences (classic) or per million generated tokens (LLM) at peak load, or at what the
+    replicas serve when that is less (and then says so: the figure is not the peak's)."""
+    hourly = monthly_usd / HOURS_PER_MONTH
+    if isinstance(model, TritonModelPlan):
+        return _triton_unit_cost(model, hourly)
+    if load is None:
+        return None
+    sequences = min(load.peak_sequences, model.replicas * model.max_num_seqs)
+    rate = load.output_tokens_per_s_per_sequence
+    default = " (default)" if load.rate_is_default else ""
+    short = None if sequences == load.peak_sequences else (
+        f"under-provisioned: {model.replicas} replica(s) x max_num_seqs {model.max_num_seqs} serve {sequences} of "
+        f"the {load.peak_sequences} sequences at peak")
+    return UnitCost(metric="usd_per_million_tokens", value=_per_unit(hourly, sequences * rate * 3600, 1e6),
+                    basis=f"{sequences} seq x {rate:g} tok/s{default}", shortfall=short,
+                    assumption=f"{sequences} sequences x {rate:g} output tokens/s per sequence{default} = "
+                               f"{sequences * rate:g} tokens/s sustained ({load.declared})")
+
+
+def _triton_unit_cost(model: TritonModelPlan, hourly: float) -> UnitCost:
+    capacity = model.replicas * model.instance_count * model.rps_per_instance
+    rps = min(model.peak_rps, capacity)
+    short = None if rps == model.peak_rps else (
+        f"under-provisioned: {model.replicas} replica(s) serve {capacity:g} of the {model.peak_rps:g} "
+        "inferences/s at peak")
+    if rps <= 0:  # the plan keeps rps_per_instance to 2 decimals: a model slower than 0.005/s reads 0
+        short = (f"under-provisioned: {model.replicas} replica(s) serve no measurable part of the "
+                 f"{model.peak_rps:g} inferences/s at peak (rps_per_instance {model.rps_per_instance:g} in the "
+                 "plan: under 0.005/s), so no finite cost per inference")
+    return UnitCost(metric="usd_per_1k_inferences", value=_per_unit(hourly, rps * 3600, 1000),
+                    basis=f"{rps:g} inferences/s", shortfall=short,
+                    assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g})")
+
+
+def _per_unit(usd_per_hour: float, units_per_hour: float, scale: float) -> float | None:
+    """USD per ``scale`` units, or None when nothing is served (an unbounded cost is no figure)."""
+    return usd_per_hour / units_per_hour * scale if units_per_hour > 0 else None

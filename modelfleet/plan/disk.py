@@ -1,0 +1,112 @@
+"""How fast a GPU node's pods can fill their caches: the node volume's bandwidth, shared by the pods that
+cold-start on it together, and the startup budgets that follow from it.
+
+A pod downloads its model (the whole Hugging Face checkpoint per node, or a Triton server's artifacts) into
+an emptyDir on the node's volume at about ``DOWNLOAD_GIB_PER_S``, then loads it from there. A gp3 volume
+writes 125 MiB/s unless more is provisioned: a p5 node of a 405B model writing 756 GiB at that rate needs
+100 minutes, far past any startup probe. So groups whose nodes download a lot get provisioned gp3
+throughput, and every budget is computed from the bandwidth the pod really gets.
+
+gp3 rather than the instances' local NVMe: at the download rate the network is the bottleneck once gp3 is
+provisioned (1000 MiB/s), the volume works the same on AL2023 and Bottlerocket with no user data, and it
+survives the instance-store layout differing per instance type (nodeadm RAID0 is AL2023-only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .engine_args import DOWNLOAD_GIB_PER_S
+from .types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
+
+GP3_BASELINE_MIBPS, GP3_MAX_MIBPS = 125, 1000
+GP3_BASELINE_IOPS = 3000
+GP3_IOPS_PER_MIBPS = 4  # AWS: throughput may be at most 0.25 MiB/s per provisioned IOPS
+# A node that downloads at least this much per cold start gets gp3's maximum throughput: at the baseline
+# writing it would take 7 minutes or more (the download itself under 2), and the pods read it back after.
+# About 40 USD a month per node (0.04 per MiB/s above 125, 0.005 per IOPS above 3000): nothing beside a
+# GPU node whose pods download that much; below, it would buy little.
+PROVISION_FROM_GIB = 50
+
+
+def from_hub(model: VllmModelPlan) -> bool:
+    """A Hugging Face id (downloaded with the token) rather than s3:// (streamed with the pod's role)."""
+    return not model.artifact.startswith("s3://")
+
+
+def checkpoint_gib(model: VllmModelPlan) -> float:
+    """What is downloaded: the checkpoint as stored (16-bit when vLLM quantizes while loading)."""
+    return model.checkpoint_gib if model.checkpoint_gib is not None else model.weights_gib
+
+
+@dataclass(frozen=True)
+class _Index:
+    """One pass over a plan: models by name and each group's pods, so that asking about every workload of a
+    1,000-model fleet stays linear (``plan.model`` scans the models)."""
+
+    models: dict[str, TritonModelPlan | VllmModelPlan]
+    pods: dict[str, list[tuple[int, float]]]  # group -> (GPUs, GiB downloaded) of one pod per workload
+
+
+_last: list = [None, None]  # the last plan asked about and its index (plans are immutable)
+
+
+def _index(plan: FleetPlan) -> _Index:
+    if _last[0] is not plan:
+        models = {m.name: m for m in plan.models}
+        pods: dict[str, list[tuple[int, float]]] = {}
+        for server in plan.triton_servers:
+            gib = sum(models[n].weights_gib for n in server.models)
+            pods.setdefault(server.node_group, []).append((server.gpus_per_replica, gib))
+        for model in plan.models:
+            if isinstance(model, VllmModelPlan) and model.serving == "vllm":
+                pods.setdefault(model.node_group, []).append((model.gpus_per_pod, vllm_download_gib(model)))
+        _last[:] = [plan, _Index(models, pods)]
+    return _last[1]
+
+
+def triton_download_gib(server: TritonServerPlan, plan: FleetPlan) -> float:
+    """What a Triton pod's init container copies into /models: its models' artifacts."""
+    models = _index(plan).models
+    return sum(models[n].weights_gib for n in server.models)
+
+
+def vllm_download_gib(model: VllmModelPlan) -> float:
+    """Every node of a hub model downloads the whole checkpoint; runai_streamer streams s3:// to the GPUs."""
+    return checkpoint_gib(model) if from_hub(model) else 0.0
+
+
+def _pods(plan: FleetPlan, group: str) -> list[tuple[int, float]]:
+    """(GPUs, GiB downloaded) of one pod of each workload placed on the group."""
+    return _index(plan).pods.get(group) or [(1, 0.0)]
+
+
+def concurrent_pods(plan: FleetPlan, group: str) -> int:
+    """Pods that may cold-start together on one node (a fresh node gets all of its pods at once)."""
+    return max(1, plan.node_group(group).gpus_per_node // min(gpus for gpus, _ in _pods(plan, group)))
+
+
+def node_download_gib(plan: FleetPlan, group: str) -> float:
+    """What one node downloads when filled with the group's most download-hungry pods."""
+    per_gpu = max(gib / gpus for gpus, gib in _pods(plan, group))
+    return per_gpu * plan.node_group(group).gpus_per_node
+
+
+def throughput_mibps(plan: FleetPlan, group: str) -> int:
+    """gp3's maximum for groups whose nodes download a lot (see PROVISION_FROM_GIB), its baseline else."""
+    return GP3_MAX_MIBPS if node_download_gib(plan, group) >= PROVISION_FROM_GIB else GP3_BASELINE_MIBPS
+
+
+def iops(throughput: int) -> int:
+    """The least gp3 allows for ``throughput``: the pods write and read large sequential blocks."""
+    return max(GP3_BASELINE_IOPS, GP3_IOPS_PER_MIBPS * throughput)
+
+
+def pod_disk_gib_s(plan: FleetPlan, group: str) -> float:
+    """One pod's share of its node's volume when every pod on the node starts at once."""
+    return throughput_mibps(plan, group) / 1024 / concurrent_pods(plan, group)
+
+
+def pod_download_gib_s(plan: FleetPlan, group: str) -> float:
+    """A pod downloads at the network rate or its disk share, whichever is slower."""
+    return min(DOWNLOAD_GIB_PER_S, pod_disk_gib_s(plan, group))

@@ -1,0 +1,72 @@
+"""Command lines of the two engines, as the plan records them and the Deployments run them."""
+
+from __future__ import annotations
+
+import math
+
+TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT = 8000, 8001, 8002
+VLLM_PORT = 8000
+MODEL_REPOSITORY_DIR = "/models"  # filled from the server's S3 prefix before Triton starts
+
+
+def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm_bytes: int) -> tuple[str, ...]:
+    """``tritonserver`` flags: strict readiness (no traffic before every model loads), bounded shutdown,
+    one response cache in host RAM sized by the plan, and a shared-memory arena for python models."""
+    args = [
+        "tritonserver",
+        f"--model-repository={MODEL_REPOSITORY_DIR}",
+        "--model-control-mode=none",
+        "--strict-readiness=true",
+        f"--exit-timeout-secs={exit_timeout_secs}",
+        f"--http-port={TRITON_HTTP_PORT}",
+        f"--grpc-port={TRITON_GRPC_PORT}",
+        f"--metrics-port={TRITON_METRICS_PORT}",
+        "--allow-metrics=true",
+    ]
+    if cache_size_bytes > 0:
+        args.append(f"--cache-config=local,size={cache_size_bytes}")
+    if python_shm_bytes > 0:
+        args.append(f"--backend-config=python,shm-default-byte-size={python_shm_bytes}")
+    return tuple(args)
+
+
+def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
+                    gpu_memory_utilization: float, dtype: str, quantization: str | None, kv_cache_dtype: str,
+                    prefix_caching: bool) -> tuple[str, ...]:
+    """The complete ``vllm serve`` argument list (every default that changed between versions pinned).
+
+    ``dtype``, ``quantization`` and ``kv_cache_dtype`` are vLLM's own values (precision.py decides them)."""
+    args = [
+        "vllm", "serve", artifact,
+        "--served-model-name", served_name,
+        "--host", "0.0.0.0",
+        "--port", str(VLLM_PORT),
+        "--tensor-parallel-size", str(tp),
+        "--pipeline-parallel-size", str(pp),
+        "--max-model-len", str(max_model_len),
+        "--max-num-seqs", str(max_num_seqs),
+        "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}",
+        "--dtype", dtype,
+        *(("--quantization", quantization) if quantization else ()),
+        "--kv-cache-dtype", kv_cache_dtype,
+        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
+    ]
+    if pp > 1:
+        args += ["--distributed-executor-backend", "ray"]  # pipeline stages live on other nodes
+    if artifact.startswith("s3://"):
+        args += ["--load-format", "runai_streamer"]  # streams safetensors straight from S3
+    return tuple(args)
+
+
+def vllm_shm_gib(gpus_per_pod: int) -> float:
+    """/dev/shm for NCCL between the pod's GPUs: 1 GiB alone, 2 GiB per GPU with tensor parallelism."""
+    return 1.0 if gpus_per_pod == 1 else float(min(16, 2 * gpus_per_pod))
+
+
+DOWNLOAD_GIB_PER_S = 0.5  # what one pod reads from S3 or the Hugging Face hub
+
+
+def startup_budget_s(weights_gib_per_pod: float, load_gib_per_s: float = DOWNLOAD_GIB_PER_S) -> int:
+    """Seconds a probe waits for a cold start: 5 min plus loading at ``load_gib_per_s`` (~0.5 GiB/s from S3
+    or the hub; less where the pod's share of its node's disk is slower: modelfleet.render.k8s.disk)."""
+    return 300 + math.ceil(weights_gib_per_pod / load_gib_per_s)

@@ -1,0 +1,241 @@
+"""Packing classic models onto shared Triton GPUs, and choosing the GPU instance type they run on.
+
+Each Triton server replica is one pod on one GPU. A model whose peak load needs more than one GPU of
+compute (or that asks for ``dedicated_gpu``) gets its own server, replicated for load. Every other model
+is packed onto shared servers (binpacking.py: GPU memory and host RAM bound a server; its compute sets its
+replicas): that is Triton's strength, many small models on one GPU with one response cache.
+
+Server names, and what adding a model may change. A server is named after its *anchor*: the member that
+comes first in the packing order (the most replicas needed, then the largest share of the GPU, then the
+name). Adding a model may re-pack: models can move between servers, and servers can appear or go. A
+server whose members do not change keeps its name, and a server the new model joins keeps its name unless
+the new model outranks its anchor (asks more replicas, or a larger share: a model with exactly the
+anchor's need and share outranks it only if its name sorts first). The name never depends on where a
+model sorts alphabetically otherwise, so ``aaa-*`` and ``zzz-*`` additions behave alike.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .binpacking import Item, Objective, pack_optimally
+from .llm import PRICE_REFERENCE_REGION, Rejection
+from ..spec.environment import EnvironmentSpec
+from .instances import InstanceCatalogue, InstanceType
+from .names import stable_name
+from .sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor, nodes_for_pods
+from ..spec.models import ClassicModelSpec
+from .triton_policy import ClassicSizing, size_classic, within_budget
+from ..spec.units import GIB
+
+# Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
+SYSTEM_RESERVE_GIB = 1.5
+SYSTEM_RESERVE_FRACTION = 0.10
+# Triton's own host memory. On top: python-backend models' resident weights, and a transient host copy of
+# the weights of the models loading at once (tritonserver's --model-load-thread-count, default 4).
+TRITON_HOST_BASE_GIB = 1.0
+MODEL_LOAD_THREADS = 4
+MIN_CACHE_BYTES = 64 * 1024**2  # below this a cache is not worth its lookups
+PYTHON_SHM_BYTES = 64 * 1024**2  # python backend shared-memory arena per model instance
+
+
+@dataclass(frozen=True)
+class PackedServer:
+    name: str
+    models: tuple[str, ...]
+    min_replicas: int
+    replicas: int
+    max_replicas: int
+    spread_zones: bool
+    gpu_memory_used_gib: float
+    gpu_compute_used: float
+    cache_size_bytes: int
+    memory_request_gib: float
+    python_shm_bytes: int
+
+
+@dataclass(frozen=True)
+class ClassicPlacement:
+    instance: InstanceType
+    servers: tuple[PackedServer, ...]
+    sizings: dict[str, ClassicSizing]
+    nodes: tuple[int, int, int]  # min, desired, max
+    usd_per_hour: float  # what the servers add to the node group (see pack_on)
+    standalone_usd_per_hour: float  # their own nodes' price, were the group theirs alone
+
+
+def _share(sizing: ClassicSizing, capacity_gib: float) -> float:
+    return max(sizing.gpu_memory_gib / capacity_gib, sizing.gpu_demand)
+
+
+def host_capacity_gib(instance: InstanceType) -> float:
+    """Host RAM one GPU's Triton server may hold weights in: its share of the node, less the system reserve
+    and Triton's own base. A packing constraint, so a full server opens another rather than disqualifying
+    the instance type (which made adding a model able to *lower* the cost)."""
+    ram_share = instance.ram_gib / instance.gpus
+    return ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share - TRITON_HOST_BASE_GIB
+
+
+def _need(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
+    """Replicas a model asks of any server it is on: its pin, else its availability floor."""
+    policy = env.replicas
+    if policy.single_replica:
+        return 1
+    return model.overrides.replicas or availability_floor(model.sla.availability, policy.ha_availability,
+                                                          policy.ha3_availability)
+
+
+def _floor(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
+    """Replicas a model's availability alone asks (1 where the environment runs single replicas)."""
+    policy = env.replicas
+    return 1 if policy.single_replica else availability_floor(model.sla.availability, policy.ha_availability,
+                                                               policy.ha3_availability)
+
+
+@dataclass(frozen=True)
+class _Asks:
+    """What each model asks of a server on one GPU type: its packing rank (see packing_rank), need and
+    availability floor, worked out once per packing rather than in every sort and server (78,000 times for
+    1,000 models over the allowed instance types)."""
+
+    rank: dict[str, tuple[int, float, str]]
+    need: dict[str, int]
+    floor: dict[str, int]
+
+    @classmethod
+    def of(cls, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], capacity: float,
+           env: EnvironmentSpec) -> _Asks:
+        rank = {m.name: packing_rank(m, sizings, capacity, env) for m in models}
+        return cls(rank, {name: -r[0] for name, r in rank.items()}, {m.name: _floor(m, env) for m in models})
+
+
+def _bins(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks, capacity: float,
+          host_capacity: float, objective: Objective) -> list[list[str]]:
+    """Shared servers, packed optimally (binpacking.py: GPU memory and host RAM bound a server, its compute
+    sets its replicas; first-fit decreasing is not monotone, so adding a model could lower the cost).
+
+    Models that need more replicas come first, so they share servers among themselves and models needing
+    fewer fill the room left (riding along costs no GPU)."""
+    order = sorted(models, key=lambda m: asks.rank[m.name])
+    items = [Item(m.name, (sizings[m.name].gpu_memory_gib, sizings[m.name].gpu_demand, sizings[m.name].host_gib),
+                  asks.need[m.name], asks.floor[m.name]) for m in order]
+    # Room for the load-time copies of the largest models is kept on every server, whatever it holds.
+    host_room = host_capacity - loading_gib([m.name for m in models], sizings)
+    # Compute per replica is one GPU: the sizings already hold it to the environment's target utilisation.
+    return [sorted(names) for names in pack_optimally(items, (capacity, 1.0, host_room), objective)]
+
+
+def packing_rank(model: ClassicModelSpec, sizings: dict[str, ClassicSizing], capacity: float,
+                 env: EnvironmentSpec) -> tuple[int, float, str]:
+    """The packing order: most replicas needed, then the largest GPU share, then the name. The first of a
+    server's members in this order anchors (names) it."""
+    return -_need(model, env), -_share(sizings[model.name], capacity), model.name
+
+
+def loading_gib(names: list[str], sizings: dict[str, ClassicSizing]) -> float:
+    """Host RAM for the transient copies of the weights of the models that load at once (the largest)."""
+    return sum(sorted((sizings[n].weights_gib for n in names), reverse=True)[:MODEL_LOAD_THREADS])
+
+
+def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks,
+              env: EnvironmentSpec) -> tuple[int, int, int]:
+    """(min, desired, max) server replicas: enough for every member. A pinned ``overrides.replicas`` decides
+    its own model's need only; it never cuts the replicas a neighbour's availability or load requires."""
+    policy = env.replicas
+    if policy.single_replica:
+        return 1, 1, 1
+    # Load counts for every shared server (binpacking.replicas); only a server of one pinned model runs
+    # exactly its pin.
+    pinned_alone = len(members) == 1 and members[0].overrides.replicas
+    load = 0 if pinned_alone else math.ceil(sum(sizings[m.name].gpu_demand for m in members) - 1e-9)
+    desired = max(*(asks.need[m.name] for m in members), load)
+    lowest = min(max(asks.floor[m.name] for m in members), desired)
+    return lowest, desired, max(desired, math.ceil(desired * policy.max_scale_factor))
+
+
+def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks, env: EnvironmentSpec,
+            instance: InstanceType) -> PackedServer | Rejection:
+    names = sorted(m.name for m in members)
+    anchor = min(members, key=lambda m: asks.rank[m.name])
+    lo, desired, hi = _replicas(members, sizings, asks, env)
+    ram_share = instance.ram_gib / instance.gpus
+    host = TRITON_HOST_BASE_GIB + sum(sizings[n].host_gib for n in names) + loading_gib(names, sizings)
+    spare = ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share - host
+    if spare < 0:
+        return Rejection(instance.name, f"{', '.join(names)} need {host:.1f} GiB of host RAM, more than the "
+                                        f"{ram_share:.0f} GiB per GPU this instance has")
+    cache = int(spare * env.triton.cache_ram_fraction * GIB) // (1024**2) * (1024**2)
+    cache = cache if cache >= MIN_CACHE_BYTES else 0
+    shm = sum(PYTHON_SHM_BYTES * sizings[m.name].instance_count for m in members if m.framework == "python")
+    return PackedServer(
+        name=stable_name("triton", anchor.name), models=tuple(names), min_replicas=lo, replicas=desired,
+        max_replicas=hi, spread_zones=lo >= 2,
+        gpu_memory_used_gib=round(TRITON_GPU_OVERHEAD_GIB + sum(sizings[n].gpu_memory_gib for n in names), 3),
+        gpu_compute_used=round(sum(sizings[n].gpu_demand for n in names), 4) / max(desired, 1),
+        cache_size_bytes=cache, memory_request_gib=round(host + cache / GIB + shm / GIB, 2), python_shm_bytes=shm)
+
+
+def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: InstanceCatalogue,
+            instance: InstanceType, in_use: tuple[int, int] = (0, 0),
+            sizing_cache: dict[str, dict[str, ClassicSizing]] | None = None) -> ClassicPlacement | Rejection:
+    """Pack every classic model onto GPUs of ``instance``; a Rejection says which model does not fit.
+
+    ``in_use``: GPUs other workloads (LLMs) hold on this instance type and the zone spread they force. The
+    packing minimises, and ``usd_per_hour`` is, what the servers add to that node group: choosing by the
+    standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost."""
+    capacity = instance.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB
+    cache = sizing_cache if sizing_cache is not None else {}
+    if instance.gpu.key not in cache:  # sizing depends on the GPU model only, not on the instance size
+        cache[instance.gpu.key] = {m.name: size_classic(m, instance.gpu, catalogue, env.triton.target_utilization)
+                                   for m in models}
+    sizings = cache[instance.gpu.key]
+    too_big = sorted(n for n, s in sizings.items() if s.gpu_memory_gib > capacity)
+    if too_big:
+        return Rejection(instance.name, f"{too_big[0]} needs {sizings[too_big[0]].gpu_memory_gib:.1f} GiB, "
+                                        f"more than the {capacity:.1f} GiB a {instance.gpu.name} has free")
+    too_slow = sorted(m.name for m in models if not within_budget(m, sizings[m.name]))
+    if too_slow:
+        slow = sizings[too_slow[0]]
+        why = ("leaving no queueing budget in its p99" if slow.queue_timeout_us <= 0 else
+               "which with its queue overrides exceeds its p99")
+        return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {slow.compute_ms:.1f} ms on a "
+                                        f"{instance.gpu.name}, {why}")
+    asks = _Asks.of(models, sizings, capacity, env)
+    alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
+    alone_names = {m.name for m in alone}
+    shared = [m for m in models if m.name not in alone_names]
+    servers = []
+    for group in [[m] for m in alone]:
+        server = _server(group, sizings, asks, env, instance)
+        if isinstance(server, Rejection):
+            return server
+        servers.append(server)
+    objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in servers),
+                          max([in_use[1]] + [s.min_replicas for s in servers if s.spread_zones]),
+                          1 if env.replicas.single_replica else math.inf)
+    by_name = {m.name: m for m in shared}
+    for names in _bins(shared, sizings, asks, capacity, host_capacity_gib(instance), objective):
+        server = _server([by_name[n] for n in sorted(names)], sizings, asks, env, instance)
+        if isinstance(server, Rejection):
+            return server
+        servers.append(server)
+    servers.sort(key=lambda s: s.name)
+    nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
+                  for attr in ("min_replicas", "replicas", "max_replicas"))
+    price = instance.price(env.region) or instance.price(PRICE_REFERENCE_REGION) or math.inf
+    return ClassicPlacement(instance, tuple(servers), sizings, nodes,  # type: ignore[arg-type]
+                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price)
+
+
+def _nodes_added(servers: list[PackedServer], in_use: tuple[int, int], instance: InstanceType) -> int:
+    """Desired nodes the servers add to a node group whose other workloads hold ``in_use``."""
+    together = Objective(instance.gpus).score(in_use[0] + sum(s.replicas for s in servers),
+                                              max([in_use[1]] + [s.min_replicas for s in servers if s.spread_zones]))
+    return together[0] - Objective(instance.gpus).score(*in_use)[0]
+
+
+def _nodes(replicas: list[int], servers: list[PackedServer], instance: InstanceType) -> int:
+    pods = sum(replicas)  # every Triton pod takes one GPU
+    spread = max((r for r, s in zip(replicas, servers) if s.spread_zones), default=1)
+    return max(nodes_for_pods({1: pods}, instance.gpus), spread) if pods else 0

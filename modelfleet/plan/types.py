@@ -1,0 +1,192 @@
+"""What the compiler decided (``*Plan``): frozen, JSON-serialisable, the only input of renderers and components.
+
+Field names are a contract: ``plan --json`` and later tools (cost, Pulumi components) read them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class PlanModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def _by_name(self, field: str) -> dict[str, Any]:
+        """``name -> item`` of one of this plan's tuples, built once per tuple: renderers and cost look items
+        up by name for every model, and a scan per lookup made 1,000 models quadratic.
+
+        Kept in the instance ``__dict__`` beside the fields, as ``functools.cached_property`` keeps its value:
+        pydantic's equality, hash, ``model_dump`` and JSON read the fields only. The index remembers the
+        tuple it was built from, so a ``model_copy(update=...)`` that replaces the tuple never reads a stale
+        one. The first item of a name wins, as a scan would find it."""
+        items = getattr(self, field)
+        cached = self.__dict__.get(f"_by_name_{field}")
+        if cached is None or cached[0] is not items:
+            cached = (items, {item.name: item for item in reversed(items)})
+            self.__dict__[f"_by_name_{field}"] = cached
+        return cached[1]
+
+
+class Alternative(PlanModel):
+    """An option the compiler considered and did not take, and why."""
+
+    option: str
+    reason: str
+    usd_per_hour: float | None = None
+
+
+class Decision(PlanModel):
+    """A choice with its reason and the rejected alternatives, so reviewers can check it."""
+
+    choice: str
+    reason: str
+    rejected: tuple[Alternative, ...] = ()
+
+
+class Warning_(PlanModel):
+    model: str
+    message: str
+
+
+class TensorPlan(PlanModel):
+    name: str
+    data_type: str  # Triton's enum name, e.g. TYPE_FP32
+    dims: tuple[int, ...]
+
+
+class VolumePlan(PlanModel):
+    """A node's root volume (EBS gp3): sized for what its pods write, provisioned for how fast they write it
+    (node_volume.py); the launch template creates it and the cost prices it."""
+
+    size_gib: int
+    iops: int
+    throughput_mibps: int
+
+
+class NodeGroupPlan(PlanModel):
+    name: str
+    instance_type: str
+    capacity_type: Literal["on-demand", "spot"]
+    min_size: int
+    desired_size: int
+    max_size: int
+    gpus_per_node: int
+    gpu_memory_gib: float
+    gpu_model: str
+    vcpu: int
+    ram_gib: float
+    root_volume: VolumePlan
+    workloads: tuple[str, ...]  # Triton servers and vLLM models placed here
+
+
+class TritonModelPlan(PlanModel):
+    name: str
+    serving: Literal["triton"] = "triton"
+    type: str
+    server: str
+    node_group: str
+    instance_type: str
+    replicas: int  # = the server's replicas: every replica of a server loads every model on it
+    gpus_per_replica: int  # the GPUs of one server replica (shared with the other models on it)
+    gpu_share: float  # fraction of each replica's GPU this model accounts for (memory or compute, larger)
+    weights_gib: float
+    gpu_memory_gib: float  # all instances of this model on one GPU, with runtime overhead
+    backend: str
+    platform: str
+    artifact: str
+    max_batch_size: int
+    instance_count: int
+    queue_timeout_us: int
+    max_queue_delay_us: int
+    max_queue_size: int
+    response_cache: bool
+    versions: tuple[int, ...] | None
+    inputs: tuple[TensorPlan, ...]
+    outputs: tuple[TensorPlan, ...]
+    peak_rps: float
+    p99_latency_ms: float
+    rps_per_instance: float  # on this GPU, after scaling from the measured GPU
+    compute_ms: float
+    decisions: tuple[Decision, ...]
+
+
+class TritonServerPlan(PlanModel):
+    """One Triton Deployment: a set of models packed onto the same GPU(s), replicated."""
+
+    name: str
+    node_group: str
+    instance_type: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    spread_zones: bool  # replicas must land in different availability zones
+    gpus_per_replica: int
+    models: tuple[str, ...]
+    gpu_memory_used_gib: float
+    gpu_compute_used: float  # fraction of the GPU's compute at peak, after target utilisation
+    cache_size_bytes: int
+    memory_request_gib: float
+    args: tuple[str, ...]
+    image: str
+    python_shm_bytes: int
+    decision: Decision  # why this instance type, and the alternatives
+
+
+class VllmModelPlan(PlanModel):
+    name: str
+    serving: Literal["vllm", "triton"] = "vllm"
+    type: str = "llm"
+    node_group: str
+    instance_type: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    spread_zones: bool
+    gpus_per_replica: int
+    nodes_per_replica: int
+    gpus_per_pod: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_num_seqs: int
+    max_model_len: int
+    weights_gib: float
+    kv_cache_gib: float  # per replica, all GPUs
+    kv_cache_tokens: int  # per replica
+    gpu_memory_utilization: float
+    dtype: str  # the weights' dtype in GPU memory (size.dtype)
+    kv_cache_dtype: str
+    # One full max_model_len prefill on an idle replica at PREFILL_MFU of FP16 peak: a lower bound on p99 TTFT
+    # (waiting behind other prefills is not included).
+    estimated_ttft_ms: float
+    artifact: str
+    args: tuple[str, ...]
+    shm_size_gib: float
+    memory_request_gib: float
+    image: str
+    decisions: tuple[Decision, ...]
+    quantization: str | None = None  # vLLM --quantization: the checkpoint's format, or online fp8
+    checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
+
+
+class FleetPlan(PlanModel):
+    environment: str
+    region: str
+    capacity_type: Literal["on-demand", "spot"]
+    kubernetes_version: str
+    namespace: str
+    catalogue_as_of: str
+    node_groups: tuple[NodeGroupPlan, ...]
+    triton_servers: tuple[TritonServerPlan, ...]
+    models: tuple[TritonModelPlan | VllmModelPlan, ...]
+    warnings: tuple[Warning_, ...]
+
+    def model(self, name: str) -> TritonModelPlan | VllmModelPlan:
+        return self._by_name("models")[name]
+
+    def node_group(self, name: str) -> NodeGroupPlan:
+        return self._by_name("node_groups")[name]
+
+    def server(self, name: str) -> TritonServerPlan:
+        return self._by_name("triton_servers")[name]

@@ -1,0 +1,80 @@
+"""Rendering a FleetPlan to files (pure: a mapping of relative path -> bytes); writing them is outputs.py.
+
+Layout of ``render --out DIR``::
+
+    plan.json                                  the whole plan (what `plan --json` prints)
+    triton/<server>/server.json                server command line, replicas, node group
+    triton/<server>/<model>/config.pbtxt       Triton model configuration (protobuf text format)
+    triton/<server>/<model>/1/model.json       only for LLMs served by Triton's vLLM backend
+    vllm/<model>.json                          vllm serve arguments, GPUs per pod, shared memory
+    .modelfleet-render                         added by write_tree: marks the directory as replaceable
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
+from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
+from .triton import model_config, render_config, vllm_backend_config, vllm_backend_model_json
+
+if TYPE_CHECKING:  # annotations only: cost prices node volumes with k8s.storage, and k8s renders through here
+    from ..cost.fleet import FleetCost, MonthlyUsd
+
+Renderer = Callable[[FleetPlan], dict[str, bytes]]
+
+
+def to_json(data: Any) -> bytes:
+    """Deterministic JSON: sorted keys, two-space indent, trailing newline."""
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def plan_document(plan: FleetPlan, cost: FleetCost | None = None) -> dict[str, Any]:
+    """The plan as JSON data (``plan --json``). With its ``cost``: ``monthly_cost_usd`` (min, desired, max;
+    null where a price is unknown) at the top level, per node group and per model."""
+    doc = plan.model_dump(mode="json")
+    if cost is None:
+        return doc
+    groups = {g.name: g for g in cost.node_groups}
+    doc["monthly_cost_usd"] = _monthly(cost.monthly_usd)
+    for group in doc["node_groups"]:
+        group["monthly_cost_usd"] = _monthly(groups[group["name"]].monthly_usd)
+    for model in doc["models"]:
+        model["monthly_cost_usd"] = _monthly(cost.model(model["name"]).monthly_usd)
+    return doc
+
+
+def _monthly(monthly: MonthlyUsd | None) -> dict[str, float] | None:
+    return None if monthly is None else {key: round(value, 2) for key, value in monthly.model_dump().items()}
+
+
+def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for server in plan.triton_servers:
+        files[f"triton/{server.name}/server.json"] = to_json(server.model_dump(mode="json"))
+        for name in server.models:
+            model = plan.model(name)
+            if isinstance(model, TritonModelPlan):
+                files[f"triton/{server.name}/{name}/config.pbtxt"] = render_config(model_config(model)).encode()
+            elif isinstance(model, VllmModelPlan):
+                files[f"triton/{server.name}/{name}/config.pbtxt"] = render_config(vllm_backend_config(model)).encode()
+                files[f"triton/{server.name}/{name}/1/model.json"] = vllm_backend_model_json(model).encode()
+    return files
+
+
+def render_vllm_settings(plan: FleetPlan) -> dict[str, bytes]:
+    return {f"vllm/{m.name}.json": to_json(m.model_dump(mode="json"))
+            for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"}
+
+
+def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = (), cost: FleetCost | None = None) -> dict[str, bytes]:
+    """Every artifact of one environment. ``extra`` renderers (e.g. Kubernetes manifests) add files;
+    with ``cost``, plan.json carries the monthly costs as ``plan --json`` does."""
+    files = {"plan.json": to_json(plan_document(plan, cost))}
+    files.update(render_triton_repositories(plan))
+    files.update(render_vllm_settings(plan))
+    for renderer in extra:
+        files.update(renderer(plan))
+    return dict(sorted(files.items()))

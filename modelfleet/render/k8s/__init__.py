@@ -1,0 +1,76 @@
+"""Kubernetes manifests as plain data, from the plan (pure: no pulumi, no I/O).
+
+``modelfleet render`` writes exactly these objects, and the Pulumi components apply exactly these objects,
+so what a reviewer reads is what runs.
+
+Autoscaling is ``autoscaling/v2`` HPAs on per-pod Prometheus metrics (Triton's
+``nv_inference_pending_request_count`` per model, vLLM's ``vllm:num_requests_waiting``), served by
+prometheus-adapter. Chosen over KEDA: the HPA is built in (schema-checked like every other object), the
+adapter comes with the usual Prometheus stack, and KEDA's main addition, scaling to zero, is what GPU
+serving with multi-minute cold starts should not do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
+from ...spec.environment import DeploySettings
+from ...plan.types import FleetPlan, VllmModelPlan
+from ..fleet import render_triton_repositories
+from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
+from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
+from .triton import model_repository_prefix, render_triton_manifests, repository_objects
+from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
+from .yaml_dump import dump_yaml
+
+__all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "dump_yaml", "from_hub", "hf_secret_metadata",
+           "hf_secret_name", "model_repository_bucket", "model_repository_prefix",
+           "render_cluster_manifests", "render_fleet_manifests", "render_kubernetes", "render_triton_manifests",
+           "render_vllm_manifests", "repository_objects", "vllm_models", "workload_endpoints"]
+
+CLUSTER = "cluster"  # the workload name of the cluster-wide objects (namespace, device plugin)
+
+
+def model_repository_bucket(plan: FleetPlan, deploy: DeploySettings) -> str:
+    return deploy.model_repository_bucket or f"modelfleet-{plan.environment}-model-repository"
+
+
+def vllm_models(plan: FleetPlan) -> list[VllmModelPlan]:
+    """LLMs served by vLLM itself (one served by Triton's vLLM backend belongs to its Triton server)."""
+    return [m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"]
+
+
+def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings,
+                           repositories: Mapping[str, bytes] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Objects grouped by workload ("cluster", each Triton server, each vLLM model), each in apply order.
+    ``repositories``: the rendered Triton repositories (rendered here when not given)."""
+    files = render_triton_repositories(plan) if repositories is None else repositories
+    groups: dict[str, list[dict[str, Any]]] = {CLUSTER: render_cluster_manifests(plan, deploy.ami_type)}
+    bucket = model_repository_bucket(plan, deploy)
+    for server in plan.triton_servers:
+        groups[server.name] = render_triton_manifests(plan, server, bucket, deploy.aws_cli_image,
+                                                      repository_objects(files, server))
+    for model in vllm_models(plan):
+        groups[model.name] = render_vllm_manifests(plan, model)
+    return groups
+
+
+def render_kubernetes(plan: FleetPlan, deploy: DeploySettings) -> dict[str, bytes]:
+    """``kubernetes/<workload>.yaml``: one multi-document file per workload, objects in apply order, keys
+    sorted; and ``prerequisites/``: the prometheus-adapter values a platform team installs for the HPAs."""
+    files = {f"kubernetes/{name}.yaml": dump_yaml(objects)
+             for name, objects in sorted(render_fleet_manifests(plan, deploy).items())}
+    return files | {ADAPTER_VALUES_FILE: render_adapter_values()}
+
+
+def workload_endpoints(plan: FleetPlan) -> dict[str, str]:
+    """In-cluster addresses: Triton's HTTP and gRPC, vLLM's OpenAI-compatible base URL."""
+    def host(name: str) -> str:
+        return f"{name}.{plan.namespace}.svc.cluster.local"
+
+    endpoints = {s.name: f"http://{host(s.name)}:{TRITON_HTTP_PORT} grpc://{host(s.name)}:{TRITON_GRPC_PORT}"
+                 for s in plan.triton_servers}
+    endpoints |= {m.name: f"http://{host(m.name)}:{VLLM_PORT}/v1" for m in vllm_models(plan)}
+    return dict(sorted(endpoints.items()))

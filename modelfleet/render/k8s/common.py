@@ -1,0 +1,191 @@
+"""Pieces every workload's manifests share: labels, placement on GPU nodes, security, probes, rollouts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ...plan.node_volume import disk_gib
+from ...plan.types import FleetPlan
+
+GPU_RESOURCE = "nvidia.com/gpu"
+ZONE_KEY = "topology.kubernetes.io/zone"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "modelfleet"}
+POD_SECURITY = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "restricted"}
+# pulumi-kubernetes waits for a Deployment to become available (and a Service to get endpoints) for 10
+# minutes by default; a GPU rollout needs a node (about 5 min) and a 10-20 GB image (about 10 min) per pod
+# before the model even starts loading.
+NODE_AND_IMAGE_S = 900
+AWAIT_TIMEOUT = "pulumi.com/timeoutSeconds"
+
+
+def labels(name: str, component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component, **MANAGED_BY}
+
+
+def selector(name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": name}
+
+
+def metadata(name: str, plan: FleetPlan, component: str, annotations: dict[str, str] | None = None) -> dict:
+    meta: dict[str, Any] = {"name": name, "namespace": plan.namespace, "labels": labels(name, component)}
+    if annotations:
+        meta["annotations"] = dict(sorted(annotations.items()))
+    return meta
+
+
+def checkov_skips(reasons: dict[str, str]) -> dict[str, str]:
+    """``checkov.io/skipN: CHECK=reason`` annotations: every exception to a check is written down."""
+    return {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(reasons.items()), 1)}
+
+
+def image_skips(image: str) -> dict[str, str]:
+    """Exceptions every serving image shares; the digest one only while the stack pins a tag."""
+    skips = {"CKV_K8S_15": "IfNotPresent: multi-GB serving images are not pulled again on every restart"}
+    if "@sha256:" not in image:
+        skips["CKV_K8S_43"] = ("pinned by release tag in the stack file (the version the engine tests ran); "
+                               "write image@sha256:... there to pin a digest")
+    return skips
+
+
+def await_budget_s(replicas: int, startup_s: int) -> int:
+    """How long Pulumi may wait for a rollout: one pod at a time, each on a fresh node with a cold image."""
+    return max(1, replicas) * (NODE_AND_IMAGE_S + startup_s)
+
+
+def gpu_placement(instance_type: str, capacity_type: str) -> dict[str, Any]:
+    """Only on this node group's nodes, tolerating the GPU taint every GPU node carries."""
+    return {
+        "nodeSelector": {"node.kubernetes.io/instance-type": instance_type,
+                         "eks.amazonaws.com/capacityType": "SPOT" if capacity_type == "spot" else "ON_DEMAND"},
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def zone_spread(match: dict[str, str], rolling: bool = True) -> list[dict[str, Any]]:
+    """Replicas in different availability zones (availability of 99.9% and above). ``pod-template-hash``
+    keeps a rollout's new pods from being counted against the old ones."""
+    constraint: dict[str, Any] = {"maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule",
+                                  "labelSelector": {"matchLabels": match}}
+    if rolling:
+        constraint["matchLabelKeys"] = ["pod-template-hash"]
+    return [constraint]
+
+
+def surge_possible(plan: FleetPlan, node_group: str, nodes_per_replica: int = 1) -> bool:
+    """A rollout may add a replica before removing one only when the group can grow past its desired size
+    by the replica's nodes (the cluster autoscaler adds them); else a GPU pod waits for GPUs that never come."""
+    group = plan.node_group(node_group)
+    return group.max_size - group.desired_size >= nodes_per_replica
+
+
+def rolling_update(plan: FleetPlan, node_group: str, nodes_per_replica: int = 1) -> dict[str, Any]:
+    """Surge one replica when there is room for it, else replace one at a time."""
+    if surge_possible(plan, node_group, nodes_per_replica):
+        return {"maxSurge": 1, "maxUnavailable": 0}
+    return {"maxSurge": 0, "maxUnavailable": 1}
+
+
+def pod_security(run_as_user: int | None) -> dict[str, Any]:
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if run_as_user is not None:
+        context.update(runAsNonRoot=True, runAsUser=run_as_user, runAsGroup=run_as_user, fsGroup=run_as_user)
+    return context
+
+
+def container_security(read_only_root: bool, non_root: bool) -> dict[str, Any]:
+    context: dict[str, Any] = {"allowPrivilegeEscalation": False, "privileged": False,
+                               "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": read_only_root,
+                               "seccompProfile": {"type": "RuntimeDefault"}}
+    if non_root:
+        context["runAsNonRoot"] = True
+    return context
+
+
+def http_probes(port: str, live: str, ready: str, startup_budget_s: int) -> dict[str, Any]:
+    """Liveness and readiness, and a startup probe that gives a cold start ``startup_budget_s``."""
+    def get(path: str) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": port}}
+
+    return {
+        "startupProbe": {**get(ready), "periodSeconds": 10, "failureThreshold": max(3, math.ceil(startup_budget_s / 10))},
+        "livenessProbe": {**get(live), "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5},
+        "readinessProbe": {**get(ready), "periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 5},
+    }
+
+
+def memory_volume(name: str, size_bytes: int) -> dict[str, Any]:
+    return {"name": name, "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, math.ceil(size_bytes / 1024**2))}Mi"}}
+
+
+def disk_volume(name: str, size_gib: float) -> dict[str, Any]:
+    return {"name": name, "emptyDir": {"sizeLimit": f"{disk_gib(size_gib)}Gi"}}
+
+
+def pdb(name: str, plan: FleetPlan, min_replicas: int, match: dict[str, str] | None = None) -> dict[str, Any]:
+    """Voluntary disruptions (node drains, upgrades) never take the last HA replica; one at a time else."""
+    budget = {"minAvailable": min_replicas - 1} if min_replicas >= 2 else {"maxUnavailable": 1}
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata(name, plan, "pdb"),
+            "spec": {**budget, "selector": {"matchLabels": match or selector(name)}}}
+
+
+def group_pdb(name: str, plan: FleetPlan) -> dict[str, Any]:
+    """A LeaderWorkerSet's budget covers every pod of every group, leaders and workers: evicting any one
+    pod restarts its whole group (RecreateGroupOnPodRestart), so at most one pod may be evicted at a time,
+    and while that group is coming back (its pods unready) the budget holds every other eviction. The
+    leader and worker StatefulSets LWS creates give the disruption controller the expected pod count."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata(name, plan, "pdb"),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(name)}}}
+
+
+def service_account(name: str, plan: FleetPlan) -> dict[str, Any]:
+    """The pod identity's anchor (EKS Pod Identity binds the IAM role to it); no Kubernetes API token."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(name, plan, "identity"),
+            "automountServiceAccountToken": False}
+
+
+def network_policy(name: str, plan: FleetPlan, ports: list[int], peers: bool = False) -> dict[str, Any]:
+    """Ingress only to the serving and metrics ports (and, with ``peers``, anything between the workload's
+    own pods: Ray's object store and workers use ports of their own choosing)."""
+    rules: list[dict[str, Any]] = [{"ports": [{"protocol": "TCP", "port": p} for p in ports]}]
+    if peers:
+        rules.append({"from": [{"podSelector": {"matchLabels": selector(name)}}]})
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata(name, plan, "network"),
+            "spec": {"podSelector": {"matchLabels": selector(name)}, "policyTypes": ["Ingress"], "ingress": rules}}
+
+
+def service(name: str, plan: FleetPlan, component: str, ports: list[tuple[str, int]], budget_s: int,
+            match: dict[str, str] | None = None) -> dict[str, Any]:
+    """ClusterIP; Pulumi waits for its first ready endpoint, so it gets the workload's await budget."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": metadata(name, plan, component, {AWAIT_TIMEOUT: str(budget_s)}),
+            "spec": {"type": "ClusterIP", "selector": match or selector(name),
+                     "ports": [{"name": n, "port": p, "targetPort": n, "protocol": "TCP"} for n, p in ports]}}
+
+
+def service_monitor(name: str, plan: FleetPlan, port: str) -> dict[str, Any]:
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+            "metadata": metadata(name, plan, "metrics"),
+            "spec": {"selector": {"matchLabels": selector(name)},
+                     "endpoints": [{"port": port, "path": "/metrics", "interval": "15s"}]}}
+
+
+def pods_metric(metric: str, per_pod: int, match: dict[str, str] | None = None) -> dict[str, Any]:
+    """A per-pod Prometheus metric served through prometheus-adapter's custom metrics API."""
+    identifier: dict[str, Any] = {"name": metric}
+    if match:
+        identifier["selector"] = {"matchLabels": match}
+    return {"type": "Pods", "pods": {"metric": identifier,
+                                     "target": {"type": "AverageValue", "averageValue": str(max(1, per_pod))}}}
+
+
+def autoscaler(name: str, plan: FleetPlan, target: dict[str, str], metrics: list[dict[str, Any]],
+               bounds: tuple[int, int]) -> dict[str, Any] | None:
+    """HPA between the plan's min and max replicas (it scales on whichever metric asks for more); none when
+    min == max."""
+    low, high = bounds
+    if low >= high:
+        return None
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": metadata(name, plan, "autoscaling"),
+            "spec": {"scaleTargetRef": target, "minReplicas": low, "maxReplicas": high, "metrics": metrics}}

@@ -1,0 +1,172 @@
+"""Kubernetes objects for one Triton server: identity, Deployment, Service, PDB, HPA, metrics, network.
+
+The model repository is assembled in an emptyDir at /models before Triton starts: an init container
+copies the server's config.pbtxt objects (its prefix in the model-repository bucket) and each model's
+version folders from where the artifact already lives, then tritonserver runs with the plan's arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from ...plan.engine_args import MODEL_REPOSITORY_DIR, TRITON_GRPC_PORT, TRITON_HTTP_PORT, TRITON_METRICS_PORT, startup_budget_s
+from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
+from ...plan import disk
+from ...plan.node_volume import repository_gib, triton_scratch_gib
+from . import common as c
+
+TRITON_UID = 1000  # the image's triton-server user (the image has no USER line, so the pod says it)
+REPOSITORY_DIGEST = "modelfleet.io/repository-sha256"
+PENDING_METRIC = "nv_inference_pending_request_count"
+MIN_SHM_BYTES = 64 * 1024**2  # Triton's own shared memory for its internal tensors, python or not
+SKIPS = {"CKV_K8S_40": "the Triton image's own user triton-server is uid 1000; a higher uid has no home or libraries"}
+
+
+def model_repository_prefix(server: TritonServerPlan) -> str:
+    """Where the server's config.pbtxt objects live in the model-repository bucket (= the render path)."""
+    return f"triton/{server.name}"
+
+
+def repository_objects(files: Mapping[str, bytes], server: TritonServerPlan) -> dict[str, bytes]:
+    """S3 key -> content: what ``render`` wrote under triton/<server>/ (configs, vLLM-backend model.json),
+    but not server.json, which describes the Deployment rather than the repository."""
+    prefix = model_repository_prefix(server) + "/"
+    return {key: content for key, content in sorted(files.items())
+            if key.startswith(prefix) and key != f"{prefix}server.json"}
+
+
+def repository_digest(objects: Mapping[str, bytes]) -> str:
+    """Changes with any config: on the pod template, it rolls the pods (Triton reads configs at start only)."""
+    digest = hashlib.sha256()
+    for key, content in sorted(objects.items()):
+        digest.update(f"{key}\0{len(content)}\0".encode() + content)
+    return digest.hexdigest()
+
+
+def sync_script(bucket: str, server: TritonServerPlan, plan: FleetPlan) -> str:
+    """The init container's shell: the server's configs, then each model's versions from where they live."""
+    steps = [f"aws s3 sync --only-show-errors {shlex.quote(f's3://{bucket}/{model_repository_prefix(server)}/')} "
+             f"{MODEL_REPOSITORY_DIR}/"]
+    for name in server.models:
+        model = plan.model(name)
+        if isinstance(model, TritonModelPlan):
+            source = model.artifact.rstrip("/") + "/"
+            steps.append(f"aws s3 sync --only-show-errors --exclude config.pbtxt {shlex.quote(source)} "
+                         f"{shlex.quote(f'{MODEL_REPOSITORY_DIR}/{name}/')}")
+    return "set -eu\n" + "\n".join(steps) + "\n"
+
+
+def startup_s(server: TritonServerPlan, plan: FleetPlan) -> int:
+    """Loading the models from /models, at the pod's share of its node's disk (or the network rate)."""
+    return startup_budget_s(disk.triton_download_gib(server, plan), disk.pod_download_gib_s(plan, server.node_group))
+
+
+def copy_s(server: TritonServerPlan, plan: FleetPlan) -> int:
+    """The init container's copy of the artifacts (before the startup probe's clock starts)."""
+    return math.ceil(disk.triton_download_gib(server, plan) / disk.pod_download_gib_s(plan, server.node_group))
+
+
+def shm_bytes(server: TritonServerPlan, plan: FleetPlan) -> int:
+    """Every python model instance's stub maps an arena of ``--backend-config=python,shm-default-byte-size``
+    (the plan's python_shm_bytes) and grows it on demand: twice that per stub, and Triton's own floor."""
+    stubs = sum(m.instance_count for n in server.models
+                if isinstance(m := plan.model(n), TritonModelPlan) and m.backend == "python")
+    return max(MIN_SHM_BYTES, 2 * stubs * server.python_shm_bytes)
+
+
+def _container(server: TritonServerPlan, plan: FleetPlan, cpu: str, scratch: int) -> dict[str, Any]:
+    memory = f"{math.ceil(server.memory_request_gib * 1024)}Mi"
+    return {
+        "name": "triton", "image": server.image, "imagePullPolicy": "IfNotPresent",
+        "command": [server.args[0]], "args": list(server.args[1:]),
+        "env": [{"name": "HOME", "value": "/tmp"}],  # the root filesystem is read-only
+        "ports": [{"name": "http", "containerPort": TRITON_HTTP_PORT}, {"name": "grpc", "containerPort": TRITON_GRPC_PORT},
+                  {"name": "metrics", "containerPort": TRITON_METRICS_PORT}],
+        "resources": {"requests": {"cpu": cpu, "memory": memory, "ephemeral-storage": f"{scratch}Gi",
+                                   c.GPU_RESOURCE: server.gpus_per_replica},
+                      "limits": {"cpu": cpu, "memory": memory, c.GPU_RESOURCE: server.gpus_per_replica}},
+        **c.http_probes("http", "/v2/health/live", "/v2/health/ready", startup_s(server, plan)),
+        "securityContext": c.container_security(read_only_root=True, non_root=True),
+        "volumeMounts": [{"name": "models", "mountPath": MODEL_REPOSITORY_DIR}, {"name": "dshm", "mountPath": "/dev/shm"},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+    }
+
+
+def _init_container(script: str, image: str, region: str) -> dict[str, Any]:
+    return {"name": "model-repository", "image": image, "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", script],
+            "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+            "securityContext": c.container_security(read_only_root=True, non_root=True),
+            "env": [{"name": "AWS_REGION", "value": region}, {"name": "HOME", "value": "/tmp"}],
+            "volumeMounts": [{"name": "models", "mountPath": MODEL_REPOSITORY_DIR}, {"name": "tmp", "mountPath": "/tmp"}]}
+
+
+def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str) -> dict[str, Any]:
+    group = plan.node_group(server.node_group)
+    cpu = str(max(1, group.vcpu // group.gpus_per_node - 1))  # the node's CPU share, one core left to the system
+    pod: dict[str, Any] = {
+        "serviceAccountName": server.name, "automountServiceAccountToken": False,
+        "securityContext": c.pod_security(TRITON_UID), **c.gpu_placement(group.instance_type, group.capacity_type),
+        "initContainers": [_init_container(sync_script(bucket, server, plan), aws_cli_image, plan.region)],
+        "containers": [_container(server, plan, cpu, triton_scratch_gib(server, plan))],
+        "volumes": [c.disk_volume("models", repository_gib(server, plan)), c.memory_volume("dshm", shm_bytes(server, plan)),
+                    c.disk_volume("tmp", 1)],
+        "terminationGracePeriodSeconds": _exit_timeout_s(server) + 10,  # Triton drains, then the kubelet kills
+    }
+    if server.spread_zones:
+        pod["topologySpreadConstraints"] = c.zone_spread(c.selector(server.name))
+    return pod
+
+
+def _exit_timeout_s(server: TritonServerPlan) -> int:
+    flag = next(a for a in server.args if a.startswith("--exit-timeout-secs="))
+    return int(flag.split("=", 1)[1])
+
+
+def await_budget_s(server: TritonServerPlan, plan: FleetPlan) -> int:
+    return c.await_budget_s(server.replicas, copy_s(server, plan) + startup_s(server, plan))
+
+
+def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str, digest: str) -> dict[str, Any]:
+    skips = c.checkov_skips(SKIPS | c.image_skips(server.image))
+    meta = c.metadata(server.name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
+    template = {"metadata": {"labels": c.labels(server.name, "triton"), "annotations": {**skips, REPOSITORY_DIGEST: digest}},
+                "spec": _pod(server, plan, bucket, aws_cli_image)}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+            "spec": {"replicas": server.replicas, "selector": {"matchLabels": c.selector(server.name)},
+                     "strategy": {"type": "RollingUpdate", "rollingUpdate": c.rolling_update(plan, server.node_group)},
+                     "template": template}}
+
+
+def autoscaling_metrics(server: TritonServerPlan, plan: FleetPlan) -> list[dict[str, Any]]:
+    """One metric per model: scale out when its queue holds half of what its instances drain within its
+    queue timeout; past that, queued requests start to be rejected (REJECT after the timeout)."""
+    metrics = []
+    for name in server.models:
+        model = plan.model(name)
+        if isinstance(model, TritonModelPlan):
+            drained = model.rps_per_instance * model.instance_count * model.queue_timeout_us / 1e6
+            metrics.append(c.pods_metric(PENDING_METRIC, math.floor(drained / 2), {"model": name}))
+        else:  # an LLM on Triton's vLLM backend: a quarter of its batch waiting, as for vLLM itself
+            metrics.append(c.pods_metric(PENDING_METRIC, model.max_num_seqs // 4, {"model": name}))
+    return metrics
+
+
+def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: str, aws_cli_image: str,
+                            repository: Mapping[str, bytes]) -> list[dict[str, Any]]:
+    """Everything one Triton server needs, in apply order. ``bucket`` holds ``repository`` (its S3 objects)."""
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": server.name}
+    ports = [("http", TRITON_HTTP_PORT), ("grpc", TRITON_GRPC_PORT), ("metrics", TRITON_METRICS_PORT)]
+    scaler = c.autoscaler(server.name, plan, target, autoscaling_metrics(server, plan),
+                          (server.min_replicas, server.max_replicas))
+    objects = [c.service_account(server.name, plan),
+               deployment(server, plan, bucket, aws_cli_image, repository_digest(repository)),
+               c.service(server.name, plan, "triton", ports, await_budget_s(server, plan)),
+               c.pdb(server.name, plan, server.min_replicas),
+               c.network_policy(server.name, plan, [p for _, p in ports]),
+               c.service_monitor(server.name, plan, "metrics")]
+    return objects + ([scaler] if scaler else [])

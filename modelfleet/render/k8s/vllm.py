@@ -1,0 +1,170 @@
+"""Kubernetes objects for one vLLM model: a Deployment (one node per replica) or a LeaderWorkerSet with Ray
+(pipeline parallel across nodes), Service, PDB, HPA on vllm:num_requests_waiting, metrics, network.
+
+Multi-node: each replica is a group of ``nodes_per_replica`` pods, one per node, each holding all of its
+node's GPUs. The leader starts a Ray head and then ``vllm serve`` with the plan's arguments (vLLM waits
+for the workers' GPUs to join the Ray cluster); workers join the leader's Ray head and block. A group
+lives in one availability zone (pipeline stages talk constantly); groups spread across zones.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+from ...plan.engine_args import VLLM_PORT, startup_budget_s
+from ...plan.types import FleetPlan, VllmModelPlan
+from ...plan import disk
+from ...plan.node_volume import hf_cache_gib
+from . import common as c
+from ...plan.disk import from_hub
+
+HF_CACHE = "/root/.cache/huggingface"
+HF_TOKEN_DIR = "/var/run/secrets/huggingface"
+RAY_PORT = 6379
+WAITING_METRIC = "vllm:num_requests_waiting"
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+SKIPS = {
+    "CKV_K8S_23": "the vLLM image runs as root (no non-root user in vllm/vllm-openai)",
+    "CKV_K8S_40": "the vLLM image runs as root (no non-root user in vllm/vllm-openai)",
+    "CKV_K8S_22": "vLLM and Ray write torch.compile, Triton-kernel and Ray session files under / at start-up",
+}
+
+
+def hf_secret_name(model: VllmModelPlan) -> str:
+    return f"{model.name}-hf-token"
+
+
+def hf_secret_metadata(plan: FleetPlan, model: VllmModelPlan) -> dict[str, Any]:
+    """The token Secret's metadata; its data is a Pulumi secret, so only the component writes it."""
+    return c.metadata(hf_secret_name(model), plan, "credentials")
+
+
+def startup_s(model: VllmModelPlan, plan: FleetPlan) -> int:
+    """A cold start's budget. Hub model: every node downloads the whole checkpoint at the network rate or
+    its share of the node's disk, whichever is slower, then reads its pipeline stage back from that disk.
+    s3:// model: runai_streamer streams each node's stage straight to its GPUs at the network rate."""
+    if not from_hub(model):
+        return startup_budget_s(model.weights_gib / model.nodes_per_replica)
+    download = disk.vllm_download_gib(model)
+    disk_gib_s = disk.pod_disk_gib_s(plan, model.node_group)
+    read_back_s = math.ceil(download / model.pipeline_parallel_size / disk_gib_s)
+    return startup_budget_s(download, min(disk.DOWNLOAD_GIB_PER_S, disk_gib_s)) + read_back_s
+
+
+def _env(model: VllmModelPlan, plan: FleetPlan) -> list[dict[str, str]]:
+    env = [{"name": "HF_HOME", "value": HF_CACHE}]
+    if from_hub(model):
+        env.append({"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"})
+    else:
+        env.append({"name": "AWS_REGION", "value": plan.region})  # runai_streamer's S3 client
+    return env
+
+
+def _container(model: VllmModelPlan, plan: FleetPlan, command: list[str], leader: bool) -> dict[str, Any]:
+    group = plan.node_group(model.node_group)
+    cpu = str(max(1, group.vcpu * model.gpus_per_pod // group.gpus_per_node - 2))
+    memory = f"{math.ceil(model.memory_request_gib * 1024)}Mi"
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": HF_CACHE}]
+    if from_hub(model):
+        mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
+    container: dict[str, Any] = {
+        "name": "vllm", "image": model.image, "imagePullPolicy": "IfNotPresent", "command": command,
+        "env": _env(model, plan),
+        "resources": {"requests": {"cpu": cpu, "memory": memory, "ephemeral-storage": f"{hf_cache_gib(model) + 1}Gi",
+                                   c.GPU_RESOURCE: model.gpus_per_pod},
+                      "limits": {"cpu": cpu, "memory": memory, c.GPU_RESOURCE: model.gpus_per_pod}},
+        "securityContext": c.container_security(read_only_root=False, non_root=False),
+        "volumeMounts": mounts,
+    }
+    if leader:
+        container["ports"] = [{"name": "http", "containerPort": VLLM_PORT}]
+        container.update(c.http_probes("http", "/health", "/health", startup_s(model, plan)))
+    else:
+        container["ports"] = [{"name": "ray", "containerPort": RAY_PORT}]
+        container.update(_ray_worker_probes(model, plan))
+    return container
+
+
+def _ray_worker_probes(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
+    """A worker is healthy while its leader's Ray head answers (a lost head restarts the whole group)."""
+    check = {"exec": {"command": ["/bin/sh", "-c", f"ray health-check --address=$LWS_LEADER_ADDRESS:{RAY_PORT}"]},
+             "timeoutSeconds": 10}
+    return {"startupProbe": {**check, "periodSeconds": 10, "failureThreshold": max(3, math.ceil(startup_s(model, plan) / 10))},
+            "livenessProbe": {**check, "periodSeconds": 15, "failureThreshold": 3},
+            "readinessProbe": {**check, "periodSeconds": 15, "failureThreshold": 3}}
+
+
+def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role: str | None) -> dict[str, Any]:
+    group = plan.node_group(model.node_group)
+    volumes = [c.memory_volume("dshm", int(model.shm_size_gib * 1024**3)), c.disk_volume("hf-cache", hf_cache_gib(model))]
+    if from_hub(model):
+        volumes.append({"name": "hf-token", "secret": {"secretName": hf_secret_name(model), "defaultMode": 0o400}})
+    pod: dict[str, Any] = {
+        "serviceAccountName": model.name, "automountServiceAccountToken": False,
+        "securityContext": c.pod_security(None), **c.gpu_placement(group.instance_type, group.capacity_type),
+        "containers": [container], "volumes": volumes, "terminationGracePeriodSeconds": 60,
+    }
+    if role is not None:  # a group's pods share a zone, whichever lands first
+        pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": c.selector(model.name)}, "matchLabelKeys": [GROUP_KEY],
+             "topologyKey": c.ZONE_KEY}]}}
+    if model.spread_zones and role in (None, "leader"):
+        match = c.selector(model.name) | ({"role": role} if role else {})
+        pod["topologySpreadConstraints"] = c.zone_spread(match, rolling=role is None)
+    return pod
+
+
+def _template(model: VllmModelPlan, plan: FleetPlan, command: list[str], role: str | None) -> dict[str, Any]:
+    labels = c.labels(model.name, "vllm") | ({"role": role} if role else {})
+    pod = _pod(model, plan, _container(model, plan, command, leader=role != "worker"), role)
+    return {"metadata": {"labels": labels, "annotations": c.checkov_skips(SKIPS | c.image_skips(model.image))},
+            "spec": pod}
+
+
+def await_budget_s(model: VllmModelPlan, plan: FleetPlan) -> int:
+    return c.await_budget_s(model.replicas, startup_s(model, plan))
+
+
+def workload(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
+    annotations = c.checkov_skips(SKIPS | c.image_skips(model.image)) | {c.AWAIT_TIMEOUT: str(await_budget_s(model, plan))}
+    meta = c.metadata(model.name, plan, "vllm", annotations)
+    rolling = c.rolling_update(plan, model.node_group, model.nodes_per_replica)
+    if model.nodes_per_replica == 1:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                "spec": {"replicas": model.replicas, "selector": {"matchLabels": c.selector(model.name)},
+                         "strategy": {"type": "RollingUpdate", "rollingUpdate": rolling},
+                         "template": _template(model, plan, list(model.args), None)}}
+    leader = ["/bin/sh", "-c", f"ray start --head --port={RAY_PORT} && exec {shlex.join(model.args)}"]
+    worker = ["/bin/sh", "-c", f"until ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block; do "
+                               "echo waiting for the Ray head; sleep 5; done"]
+    return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta,
+            "spec": {"replicas": model.replicas, "startupPolicy": "LeaderCreated",
+                     "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": rolling},
+                     "leaderWorkerTemplate": {
+                         "size": model.nodes_per_replica, "restartPolicy": "RecreateGroupOnPodRestart",
+                         "leaderTemplate": _template(model, plan, leader, "leader"),
+                         "workerTemplate": _template(model, plan, worker, "worker")}}}
+
+
+def autoscaling_metric(model: VllmModelPlan) -> dict[str, Any]:
+    """Scale out when a quarter of a replica's batch is waiting: a sequence finishes about every 1/max_num_seqs
+    of a request's duration, so the newest waiting request then waits about a quarter of one."""
+    return c.pods_metric(WAITING_METRIC, model.max_num_seqs // 4)
+
+
+def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[str, Any]]:
+    """Everything one vLLM model needs but its HF token Secret (a Pulumi secret, made by the component)."""
+    multi_node = model.nodes_per_replica > 1
+    kind, api = ("LeaderWorkerSet", LWS_API) if multi_node else ("Deployment", "apps/v1")
+    leaders = c.selector(model.name) | ({"role": "leader"} if multi_node else {})
+    scaler = c.autoscaler(model.name, plan, {"apiVersion": api, "kind": kind, "name": model.name},
+                          [autoscaling_metric(model)], (model.min_replicas, model.max_replicas))
+    objects = [c.service_account(model.name, plan), workload(model, plan),
+               c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, startup_s(model, plan)), leaders),
+               c.group_pdb(model.name, plan) if multi_node else c.pdb(model.name, plan, model.min_replicas),
+               c.network_policy(model.name, plan, [VLLM_PORT], peers=multi_node),
+               c.service_monitor(model.name, plan, "http")]
+    return objects + ([scaler] if scaler else [])
