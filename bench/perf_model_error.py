@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import random
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -67,7 +68,8 @@ def measure(cache: EstimateCache, point: aic.Point) -> tuple[float, float] | str
         ttft1, _ = cache.estimate(config, dataclasses.replace(point, batch=1))
         _, tpot = cache.estimate(config, point)
     except Exception as exc:  # AIConfigurator lacks data for some shapes: reported, not hidden
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        first_line = re.sub(r" '/tmp/[^']*'", "", str(exc).splitlines()[0])  # its temporary folder
+        return f"{type(exc).__name__}: {first_line[:120]}"
     return ttft1, tpot
 
 

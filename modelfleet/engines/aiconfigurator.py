@@ -34,7 +34,7 @@ def version() -> str:
     try:
         return metadata.version("aiconfigurator")
     except metadata.PackageNotFoundError:
-        raise AiconfiguratorMissing("aiconfigurator is not installed: pip install 'modelfleet[calibrate]'") from None
+        raise AiconfiguratorMissing("aiconfigurator is not installed") from None
 
 
 def _systems_dir() -> str:

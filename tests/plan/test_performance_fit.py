@@ -47,4 +47,4 @@ def test_end_to_end_fit_recovers_attention_dispatch_and_moe_constants():
         assert tpot_ms(fitted, point.shape, point.layout, point.batch, point.input_tokens,
                        point.output_tokens) == pytest.approx(point.tpot_ms, rel=0.02)
     assert parameters(fitted)[7] == pytest.approx(0.8, rel=0.1)  # dispatch per layer: 26 ms of a 512-token prefill
-    assert np.all(np.array(parameters(fitted)) > 0)
+    assert np.all(np.array(parameters(fitted)) >= 0)
