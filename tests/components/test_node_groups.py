@@ -175,34 +175,3 @@ def test_node_groups_go_to_the_stacks_private_subnets_or_say_where_they_go(runs,
     assert all(g.inputs["subnetIds"] == looked_up for g in of_type(runs["dev"], NODE_GROUP).values())
     assert any(level == "warning" and "set modelfleet:cluster.subnetIds to its private subnets" in text
                for level, text in runs["dev"].messages)
-
-
-def test_multi_node_groups_update_zone_by_zone_forced(runs, plans):
-    """Defect 4: EKS gives up draining after 15 minutes (PodEvictionFailure) while a LeaderWorkerSet's budget
-    holds every eviction as long as a recreated group reloads. A zonal group's update is forced, one
-    replica's nodes at a time, each zone's group after the previous zone's; other groups keep to their
-    budgets one node at a time."""
-    plan, groups = plans["prod"], of_type(runs["prod"], NODE_GROUP)
-    model = plan.model("llama-3-1-405b-instruct")
-    zonal = [f"{model.node_group}-{z.zone}" for z in plan.node_group(model.node_group).zonal]
-    for index, name in enumerate(zonal):
-        inputs = groups[name].inputs
-        assert inputs["forceUpdateVersion"] is True
-        assert inputs["updateConfig"] == {"maxUnavailable": model.nodes_per_replica}
-        if index:
-            assert groups[zonal[index - 1]].urn in groups[name].depends_on
-    for name, group in groups.items():
-        if name not in zonal:
-            assert group.inputs["updateConfig"] == {"maxUnavailable": 1} and "forceUpdateVersion" not in group.inputs
-
-
-def test_the_joined_clusters_version_is_read_and_features_it_lacks_refused(project):
-    """Defect 7: a joined cluster was taken to be 1.33. The program reads its version: below 1.31 the API
-    server drops podAffinity.matchLabelKeys and a LeaderWorkerSet's groups would span zones, so `pulumi up`
-    stops; another version than the stack's is a warning."""
-    old = run("prod", clusters=None, expect_error=True, version="1.30")
-    assert "runs Kubernetes 1.30; podAffinity.matchLabelKeys keeps each multi-node replica in one zone from 1.31" \
-        in old.error and "llama-3-1-405b-instruct" in old.error and "upgrade the cluster to 1.31" in old.error
-    newer = run("prod", version="1.34")
-    assert any(level == "warning" and 'set modelfleet:kubernetesVersion: "1.34"' in text for level, text in newer.messages)
-    assert not any("kubernetesVersion" in text for _, text in run("prod", version="1.33").messages)
