@@ -34,7 +34,8 @@ def apply_objects(objects: Sequence[AppliedObject], parent: pulumi.Resource, pro
     created = []
     for obj in objects:
         opts = pulumi.ResourceOptions(parent=parent, provider=provider, ignore_changes=list(obj.ignore_changes),
-                                      depends_on=registry.resolve(obj.waits_for))
+                                      depends_on=registry.resolve(obj.waits_for),
+                                      aliases=[pulumi.Alias(name=a) for a in obj.aliases])
         created.append(KubernetesObject(obj.name, obj.manifest, opts))
         registry.add(object_key(obj.name), created[-1])
     return created

@@ -173,6 +173,8 @@ CASES = [
     ("replicas-float", edit("    sla:\n      p99", "    overrides: {replicas: 2.0}\n    sla:\n      p99"), 11,
      "models[0].overrides.replicas", "without a decimal point"),
     ("team-number", edit("framework: onnx", "framework: onnx\n    team: 42"), 5, "models[0].team", "quote it"),
+    ("pool-not-a-label", edit("framework: onnx", "framework: onnx\n    pool: Fraud Team"), 5, "models[0].pool",
+     "DNS-1123"),
     ("name-number", edit("name: classifier", "name: 123"), 2, "models[0].name", "expected text"),
     # --- messages in our words: no union noise, no pydantic class names, per-kind did-you-mean
     ("architecture-field-wrong", edit("architecture: llama-3.1-8b", "architecture: {layers: x, attention_heads: 8, "

@@ -26,6 +26,9 @@ LLM = textwrap.dedent("""\
         sla: {{max_context_tokens: 8192, peak_concurrent_sequences: 16, p99_ttft_ms: {ttft}}}
     """)
 PROD = EnvironmentSpec(name="prod", region="us-east-1")
+# A stack pinning vLLM 0.11, which spells online fp8 `fp8` and loads the 16-bit weights before quantizing.
+OLD_VLLM = EnvironmentSpec.model_validate({"name": "prod", "region": "us-east-1",
+                                           "vllm": {"image": "vllm/vllm-openai:v0.11.0"}})
 
 
 def compile_text(text: str, env: EnvironmentSpec = PROD, catalogue=None):
@@ -187,9 +190,9 @@ def _flag(args: tuple[str, ...], name: str) -> str | None:
 
 
 def test_fp8_weights_are_quantized_by_vllm_on_fp8_gpus_only():
-    # A 16-bit checkpoint quantized while loading; vLLM 0.11 (the pinned image) spells it --quantization fp8
+    # A 16-bit checkpoint quantized while loading; vLLM 0.11 (pinned here) spells it --quantization fp8
     # and holds the 16-bit weights while loading: 131.4 / 4 = 32.9 GiB per L40S, within 44.4 x 0.9 - 1.5.
-    chat = compile_text(QUANTIZED.format(dtype="fp8", quantization="")).model("chat")
+    chat = compile_text(QUANTIZED.format(dtype="fp8", quantization=""), OLD_VLLM).model("chat")
     assert chat.weights_gib == pytest.approx(70.55e9 / GIB, abs=0.001) and chat.dtype == "fp8"
     assert (_flag(chat.args, "--quantization"), _flag(chat.args, "--dtype")) == ("fp8", "auto")
     assert chat.instance_type == "g6e.12xlarge"
@@ -197,7 +200,8 @@ def test_fp8_weights_are_quantized_by_vllm_on_fp8_gpus_only():
     # the KV cache stays 16-bit: 2 x 80 layers x 2 KV heads per GPU x 128 x 2 B per token
     left = 44.4 * 0.9 - 1.5 - 70.55e9 / GIB / 4
     assert chat.kv_cache_tokens == int(left * GIB // (2 * 80 * 2 * 128 * 2))
-    only_ampere = EnvironmentSpec(name="prod", region="us-east-1", instance_families=("g5", "p4d"))
+    only_ampere = EnvironmentSpec(name="prod", region="us-east-1", instance_families=("g5", "p4d"),
+                                  vllm={"image": "vllm/vllm-openai:v0.11.0"})
     with pytest.raises(CompileError) as caught:
         compile_text(QUANTIZED.format(dtype="fp8", quantization=""), only_ampere)
     assert "FP8 tensor cores" in caught.value.issues[0].message
@@ -299,11 +303,42 @@ def test_small_models_share_one_gpu():
     assert plan.triton_servers[0].cache_size_bytes > 0
 
 
+def _scorers(pools: list[str | None]) -> str:
+    block = CLASSIC.format(framework="onnx", p99=50, compute=5).split("models:\n", 1)[1]
+    return "models:\n" + "".join(block.replace("scorer", f"scorer-{i}") + (f"    pool: {pool}\n" if pool else "")
+                                 for i, pool in enumerate(pools))
+
+
+def test_servers_are_named_after_their_pool_and_pools_never_share_a_server():
+    plan = compile_text(_scorers(["fraud", "fraud", None, None, "search"]))
+    group = plan.triton_servers[0].instance_type.replace(".", "-")
+    servers = {s.name: s.models for s in plan.triton_servers}
+    assert servers == {"triton-fraud": ("scorer-0", "scorer-1"), f"triton-{group}": ("scorer-2", "scorer-3"),
+                       "triton-search": ("scorer-4",)}
+    # each server was named after its first member before: the former name keeps a deployed stack's resources
+    assert {s.name: s.former_names for s in plan.triton_servers} == {
+        "triton-fraud": ("triton-scorer-0",), f"triton-{group}": ("triton-scorer-2",),
+        "triton-search": ("triton-scorer-4",)}
+
+
+def test_a_pool_named_like_the_default_one_is_the_default_pool():
+    plan = compile_text(_scorers([None, None]))
+    group = plan.triton_servers[0].instance_type.replace(".", "-")
+    again = compile_text(_scorers([group, None]))
+    assert [(s.name, s.models) for s in again.triton_servers] == [(f"triton-{group}", ("scorer-0", "scorer-1"))]
+    assert [(s.name, s.models) for s in plan.triton_servers] == [(f"triton-{group}", ("scorer-0", "scorer-1"))]
+
+
+def test_a_model_with_a_gpu_of_its_own_names_its_server_after_the_pool_and_itself():
+    text = _scorers(["fraud", "fraud"]).replace("size: {memory_gib: 0.2}", "size: {memory_gib: 0.2}\n    overrides: {dedicated_gpu: true}", 1)
+    assert sorted(s.name for s in compile_text(text).triton_servers) == ["triton-fraud", "triton-fraud-scorer-0"]
+
+
 def test_llm_on_triton_carries_the_quantization_into_model_json():
     plan = compile_text(LLM.format(serving="triton", dtype="fp8", arch="llama-3.1-8b", ttft=2000))
     server = plan.triton_servers[0]
     engine = json.loads(render_fleet(plan)[f"triton/{server.name}/chat/1/model.json"])
-    assert (engine["quantization"], engine["dtype"]) == ("fp8", "auto")
+    assert (engine["quantization"], engine["dtype"]) == ("fp8_per_tensor", "auto")  # vLLM 0.32's spelling
 
 
 OVERRIDDEN = textwrap.dedent("""\
@@ -381,7 +416,7 @@ def test_a_single_replica_environment_says_how_much_of_a_classic_peak_it_serves(
     plan = compile_text(text, dev)
     assert plan.model("scorer").instance_type == "g6.xlarge" and plan.model("scorer").gpu_share == 7.1429
     (warning,) = [w for w in plan.warnings if "single-replica" in w.message]
-    assert "1 replica(s) of triton-scorer serve about 700 of the 5000 peak req/s" in warning.message
+    assert "1 replica(s) of triton-g6-xlarge-scorer serve about 700 of the 5000 peak req/s" in warning.message
     assert "7.14 GPUs of compute" in warning.message
     # where replicas follow the load (prod, on an A10G: 5,000 / 1,400 = 3.57 -> 4), nothing to warn about
     prod = compile_text(text)

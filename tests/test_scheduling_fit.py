@@ -72,7 +72,7 @@ def test_cpu_requests_leave_the_daemonset_allowance(plans, project):
     lws = next(o for o in manifests["llama-3-1-405b-instruct"] if o["kind"] == "LeaderWorkerSet")
     cpu = quantity(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
     assert cpu == pytest.approx(191.45 - allowance) and 191.45 - cpu >= allowance - 1e-9
-    triton = next(o for o in manifests["triton-image-preprocessor"] if o["kind"] == "Deployment")
+    triton = next(o for o in manifests["triton-g5-xlarge"] if o["kind"] == "Deployment")
     cpu = quantity(triton["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
     assert cpu == pytest.approx(3.92 - allowance)
 
@@ -86,7 +86,7 @@ def test_an_allowance_the_nodes_cannot_spare_is_a_located_error(project, catalog
     with pytest.raises(CompileError) as caught:
         compile_fleet(project.fleet(), env.model_copy(update={"deploy": deploy}), catalogue)
     messages = [str(i) for i in caught.value.issues]
-    assert any("triton-image-preprocessor: a pod cannot schedule on gpu-g5-xlarge-od (g5.xlarge)" in m
+    assert any("triton-g5-xlarge: a pod cannot schedule on gpu-g5-xlarge-od (g5.xlarge)" in m
                and "CPU cores > 0.02" in m and "daemonsetAllowance" in m for m in messages), messages
     assert all(i.path.startswith("models[") for i in caught.value.issues)
 

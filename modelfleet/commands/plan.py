@@ -36,6 +36,8 @@ def format_plan(plan: FleetPlan) -> str:
     for s in plan.triton_servers:
         lines.append(f"  {s.name:28} {s.instance_type:14} replicas {s.min_replicas}-{s.replicas}-{s.max_replicas}"
                      f"  cache {s.cache_size_bytes // 1024**2} MiB  models: {', '.join(s.models)}")
+        if s.former_names:  # a stack deployed before keeps this server's resources under it (Pulumi aliases)
+            lines.append(f"    formerly named {', '.join(s.former_names)}")
     decisions = {s.decision.reason: s.decision for s in plan.triton_servers}
     for decision in decisions.values():
         lines += _decision_lines(decision, "    ")

@@ -147,6 +147,7 @@ class PodIdentityDeploy(DeployModel):
     policy: str
     trust_policy: str
     policy_name: str = "read"  # what the inline policy allows (workloads only read)
+    aliases: tuple[str, ...] = ()  # earlier names (a renamed Triton server): its resources carry over
 
 
 class EksAddonDeploy(DeployModel):
@@ -189,6 +190,7 @@ class S3ObjectDeploy(DeployModel):
     content: str
     # Kept in the bucket when a later revision no longer lists it: a pod of the old revision may still read it.
     retain_on_delete: bool = False
+    aliases: tuple[str, ...] = ()  # earlier logical names (a renamed Triton server's)
 
 
 # --- Kubernetes ------------------------------------------------------------------------------------------------
@@ -201,6 +203,7 @@ class AppliedObject(DeployModel):
     manifest: dict[str, Any]
     waits_for: tuple[str, ...]
     ignore_changes: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # earlier logical names (a renamed Triton server's objects)
 
 
 class SecretDeploy(DeployModel):
@@ -229,6 +232,7 @@ class HelmReleaseDeploy(DeployModel):
 
 class TritonDeploy(DeployModel):
     name: str
+    aliases: tuple[str, ...] = ()  # the server's former names (TritonServerPlan.former_names)
     objects: tuple[S3ObjectDeploy, ...]
     identity: PodIdentityDeploy
     manifests: tuple[AppliedObject, ...]

@@ -109,16 +109,24 @@ def cluster_objects(manifests: Mapping[str, list[dict[str, Any]]]) -> tuple[Appl
 def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpec, files: Mapping[str, bytes],
                   manifests: Sequence[dict[str, Any]], ctx: Context) -> TritonDeploy:
     """Its configs as S3 objects under this revision's prefix (kept when a later revision replaces them), a
-    role reading its prefix and its artifacts, its objects."""
+    role reading its prefix and its artifacts, its objects. A server renamed since it was deployed keeps its
+    Pulumi identity: every resource named after it is aliased to its name under each former name (``_former``)."""
     bucket, prefix = model_repository_bucket(plan, env.deploy), model_repository_prefix(server)
-    objects = tuple(S3ObjectDeploy(name=key.removeprefix("triton/").replace("/", "-"), key=key, content=content.decode(),
-                                   retain_on_delete=True)
+    objects = tuple(S3ObjectDeploy(name=(name := key.removeprefix("triton/").replace("/", "-")), key=key,
+                                   content=content.decode(), aliases=_former(name, server), retain_on_delete=True)
                     for key, content in sorted(repository_objects(files, server).items()))
     identity = PodIdentityDeploy(name=server.name, namespace=plan.namespace, service_account=server.name,
                                  policy=triton_read_policy(plan, server, bucket, prefix),
-                                 trust_policy=pod_identity_trust_policy())
-    return TritonDeploy(name=server.name, objects=objects, identity=identity,
-                        manifests=applied(manifests, server.node_group, True, ctx))
+                                 trust_policy=pod_identity_trust_policy(), aliases=server.former_names)
+    own = tuple(o.model_copy(update={"aliases": _former(o.name, server)})
+                for o in applied(manifests, server.node_group, True, ctx))
+    return TritonDeploy(name=server.name, aliases=server.former_names, objects=objects, identity=identity,
+                        manifests=own)
+
+
+def _former(name: str, server: TritonServerPlan) -> tuple[str, ...]:
+    """A resource's logical names under the server's former names (its own name holds the server's)."""
+    return tuple(name.replace(server.name, former) for former in server.former_names if server.name in name)
 
 
 def hf_secret(plan: FleetPlan, model: VllmModelPlan, ctx: Context) -> SecretDeploy:

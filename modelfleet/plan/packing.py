@@ -5,13 +5,21 @@ compute (or that asks for ``dedicated_gpu``) gets its own server, replicated for
 is packed onto shared servers (binpacking.py: GPU memory and host RAM bound a server; its compute sets its
 replicas): that is Triton's strength, many small models on one GPU with one response cache.
 
-Server names, and what adding a model may change. A server is named after its *anchor*: the member that
-comes first in the packing order (the most replicas needed, then the largest share of the GPU, then the
-name). Adding a model may re-pack: models can move between servers, and servers can appear or go. A
-server whose members do not change keeps its name, and a server the new model joins keeps its name unless
-the new model outranks its anchor (asks more replicas, or a larger share: a model with exactly the
-anchor's need and share outranks it only if its name sorts first). The name never depends on where a
-model sorts alphabetically otherwise, so ``aaa-*`` and ``zzz-*`` additions behave alike.
+Server names say what a server is, never which model happened to come first. Classic models may declare a
+``pool`` (models of different pools never share a server); the rest form the default pool, named after the
+instance type they run on. A pool's servers are named:
+
+    triton-<pool>            its first shared server (the one whose first member in the packing order, its
+                             *anchor*, comes first: the most replicas needed, then the largest GPU share,
+                             then the name)
+    triton-<pool>-<anchor>   any further shared server of the pool
+    triton-<pool>-<model>    a server of one model that needs a GPU of its own (its load, or ``dedicated_gpu``)
+
+e.g. ``triton-g5-xlarge`` holds the example's four image and text models. Adding a model may re-pack: a
+dedicated model never renames another server; a shared one renames a server only when it opens a new shared
+server whose anchor outranks the pool's first (which then takes the pool's name), and models moving between
+the further servers rename them as their anchors change. Servers were named ``triton-<anchor>`` before;
+that name is kept as ``former_name``, so a deployed stack's resources are carried over (Pulumi aliases).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ PYTHON_SHM_BYTES = 64 * 1024**2  # python backend shared-memory arena per model 
 @dataclass(frozen=True)
 class PackedServer:
     name: str
+    former_name: str  # the name under the old scheme, triton-<anchor> (for the aliases of deployed stacks)
     models: tuple[str, ...]
     min_replicas: int
     replicas: int
@@ -165,7 +174,7 @@ def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing]
 
 
 def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks, env: EnvironmentSpec,
-            instance: InstanceType) -> PackedServer | Rejection:
+            instance: InstanceType, name: str) -> PackedServer | Rejection:
     names = sorted(m.name for m in members)
     anchor = min(members, key=lambda m: asks.rank[m.name])
     lo, desired, hi = _replicas(members, sizings, asks, env)
@@ -178,7 +187,7 @@ def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], 
     cache = int(spare * env.triton.cache_ram_fraction * GIB) // (1024**2) * (1024**2)
     cache = cache if cache >= MIN_CACHE_BYTES else 0
     return PackedServer(
-        name=stable_name("triton", anchor.name), models=tuple(names), min_replicas=lo, replicas=desired,
+        name=name, former_name=stable_name("triton", anchor.name), models=tuple(names), min_replicas=lo, replicas=desired,
         max_replicas=hi, spread_zones=lo >= 2,
         gpu_memory_used_gib=round(TRITON_GPU_OVERHEAD_GIB + sum(sizings[n].gpu_memory_gib for n in names), 3),
         gpu_compute_used=round(sum(sizings[n].gpu_demand for n in names), 4) / max(desired, 1),
@@ -193,7 +202,7 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
     ``in_use``: GPUs other workloads (LLMs) hold on this instance type and the zone spread they force. The
     packing minimises, and ``usd_per_hour`` is, what the servers add to that node group: choosing by the
     standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost."""
-    capacity = instance.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB
+    capacity = capacity_of(instance)
     cache = sizing_cache if sizing_cache is not None else {}
     if instance.gpu.key not in cache:  # sizing depends on the GPU model only, not on the instance size
         cache[instance.gpu.key] = {m.name: size_classic(m, instance.gpu, catalogue, env.triton.target_utilization)
@@ -211,30 +220,63 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
         return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {slow.compute_ms:.1f} ms on a "
                                         f"{instance.gpu.name}, {why}")
     asks = _Asks.of(models, sizings, capacity, env)
-    alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
-    alone_names = {m.name for m in alone}
-    shared = [m for m in models if m.name not in alone_names]
-    servers = []
-    for group in [[m] for m in alone]:
-        server = _server(group, sizings, asks, env, instance)
-        if isinstance(server, Rejection):
-            return server
-        servers.append(server)
-    objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in servers),
-                          max([in_use[1]] + [s.min_replicas for s in servers if s.spread_zones]),
-                          1 if env.replicas.single_replica else math.inf)
-    by_name = {m.name: m for m in shared}
-    for names in _bins(shared, sizings, asks, capacity, host_capacity_gib(instance, env), objective):
-        server = _server([by_name[n] for n in sorted(names)], sizings, asks, env, instance)
-        if isinstance(server, Rejection):
-            return server
-        servers.append(server)
+    servers: list[PackedServer] = []
+    for pool, members in _pools(models, instance):
+        packed = _pack_pool(pool, members, sizings, asks, env, instance, in_use, servers)
+        if isinstance(packed, Rejection):
+            return packed
+        servers += packed
     servers.sort(key=lambda s: s.name)
     nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
                   for attr in ("min_replicas", "replicas", "max_replicas"))
     price = ranking_usd_per_node_hour(catalogue, instance, env)
     return ClassicPlacement(instance, tuple(servers), sizings, nodes,  # type: ignore[arg-type]
                             _nodes_added(servers, in_use, instance) * price, nodes[1] * price)
+
+
+def default_pool(instance: InstanceType) -> str:
+    """The pool of models that declare none: the instance type they run on (``g5.xlarge`` -> ``g5-xlarge``)."""
+    return instance.name.replace(".", "-")
+
+
+def _pools(models: list[ClassicModelSpec], instance: InstanceType) -> list[tuple[str, list[ClassicModelSpec]]]:
+    """Models by pool, pools in name order; a declared pool equal to the default one is the default pool."""
+    pools: dict[str, list[ClassicModelSpec]] = {}
+    for model in models:
+        pools.setdefault(model.pool or default_pool(instance), []).append(model)
+    return sorted(pools.items())
+
+
+def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks,
+               env: EnvironmentSpec, instance: InstanceType, in_use: tuple[int, int],
+               placed: list[PackedServer]) -> list[PackedServer] | Rejection:
+    """One pool's servers: a server per model that needs a GPU of its own, the others packed together; the
+    packing counts the GPUs other pools and workloads already hold on this instance type (``placed``,
+    ``in_use``). Named as the module docstring says."""
+    alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
+    alone_names = {m.name for m in alone}
+    shared = [m for m in models if m.name not in alone_names]
+    groups = [([m], stable_name(f"triton-{pool}", m.name)) for m in alone]
+    held = placed + [s for s in (_server(g, sizings, asks, env, instance, n) for g, n in groups)
+                     if isinstance(s, PackedServer)]
+    objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in held),
+                          max([in_use[1]] + [s.min_replicas for s in held if s.spread_zones]),
+                          1 if env.replicas.single_replica else math.inf)
+    by_name = {m.name: m for m in shared}
+    bins = sorted(_bins(shared, sizings, asks, capacity_of(instance), host_capacity_gib(instance, env), objective),
+                  key=lambda names: min(asks.rank[n] for n in names))
+    for index, names in enumerate(bins):
+        anchor = min(names, key=lambda n: asks.rank[n])
+        groups.append(([by_name[n] for n in names], stable_name("triton", pool) if index == 0 else
+                       stable_name(f"triton-{pool}", anchor)))
+    servers = [_server(members, sizings, asks, env, instance, name) for members, name in groups]
+    rejected = next((s for s in servers if isinstance(s, Rejection)), None)
+    return rejected or servers  # type: ignore[return-value]
+
+
+def capacity_of(instance: InstanceType) -> float:
+    """GPU memory one Triton server may fill: the GPU's usable memory less Triton's own overhead."""
+    return instance.gpu_memory_gib - TRITON_GPU_OVERHEAD_GIB
 
 
 def _nodes_added(servers: list[PackedServer], in_use: tuple[int, int], instance: InstanceType) -> int:

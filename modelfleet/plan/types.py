@@ -204,6 +204,9 @@ class TritonServerPlan(PlanModel):
     decision: Decision  # why this instance type, and the alternatives
     rollout: RolloutPlan
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    # Names it had under earlier naming schemes (triton-<anchor model>): the Pulumi program aliases them, so a
+    # deployed stack's resources carry over.
+    former_names: tuple[str, ...] = ()
 
 
 class VllmModelPlan(PlanModel):

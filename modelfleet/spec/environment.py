@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from ..errors import Issue, SpecError
+from .engine_versions import TRITON_IMAGE, VLLM_IMAGE
 from .issues import issues_from_validation
 from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
 from .values import FieldProblem, lists_as_tuples, quantity
@@ -71,7 +72,8 @@ class ReplicaPolicy(EnvFrozen):
 
 
 class TritonSettings(EnvFrozen):
-    image: str = "nvcr.io/nvidia/tritonserver:25.08-py3"  # pinned: config semantics change between releases
+    # pinned: config semantics change between releases; the release whose config schema renders the configs
+    image: str = TRITON_IMAGE
     # Fraction of a node's RAM share left after the system reserve that goes to the response cache.
     cache_ram_fraction: _bounded(0.0, 0.9, "fraction of spare node RAM for the response cache, 0 to 0.9") = 0.5
     # Triton's own default; in-flight requests drain.
@@ -82,7 +84,7 @@ class TritonSettings(EnvFrozen):
 
 
 class VllmSettings(EnvFrozen):
-    image: str = "vllm/vllm-openai:v0.11.0"
+    image: str = VLLM_IMAGE  # the release CI's real vLLM checks every argument list with (engine_versions.py)
     # Pinned because vLLM changed its default between versions (0.9 -> 0.92); never rely on it.
     gpu_memory_utilization: _bounded(0.5, 0.98, "vLLM --gpu-memory-utilization, 0.5 to 0.98") = 0.90
     enable_prefix_caching: bool = True

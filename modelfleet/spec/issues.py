@@ -23,9 +23,11 @@ from .yaml_source import Document, Path
 
 Remap = Callable[[Path], Path]
 
+_DNS_LABEL_FIX = ("use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 "
+                  "characters (a DNS-1123 label)")
 _PATTERN_FIXES = {
-    "name": "use lowercase letters, digits and '-', starting and ending with a letter or digit, "
-    "at most 63 characters (a DNS-1123 label)",
+    "name": _DNS_LABEL_FIX,
+    "pool": _DNS_LABEL_FIX,
     "instance_type": "write an EC2 instance type such as g6e.12xlarge",
 }
 _YAML11_BOOLEANS = {"yes", "no", "on", "off", "y", "n"}

@@ -196,6 +196,11 @@ class ClassicModelSpec(Frozen):
                         Field(description="Triton version folders to serve: positive int64 numbers, 1 to 64 of "
                                           "them; default the latest")] = None
     team: str | None = None
+    # Models of one pool share Triton servers only with each other, and the servers are named after it
+    # (triton-<pool>); without one, a model is in its instance type's pool (triton-g5-xlarge). A pool of its
+    # own costs GPUs that sharing would save: plan shows each server's members.
+    pool: Annotated[Optional[DnsLabel], Field(description="Triton server pool: models of a pool share servers "
+                                                          "only with each other; servers are named triton-<pool>")] = None
     profile: ClassicProfileSpec = ClassicProfileSpec()
     overrides: ClassicOverridesSpec = ClassicOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)

@@ -82,23 +82,21 @@ def _plan(models: list[dict], catalogue):
     return compile_fleet(parse_fleet_text(yaml.safe_dump({"models": models})), PROD, catalogue)
 
 
-def _anchors(plan) -> dict[str, str]:
-    """Server name -> its anchor: the member it is named after."""
-    return {s.name: next(m for m in s.models if s.name == f"triton-{m}") for s in plan.triton_servers}
-
-
-def _outranks(new: str, anchor: str, plan, catalogue) -> bool:
-    from modelfleet.plan.packing import packing_rank
-    from modelfleet.plan.sizing import TRITON_GPU_OVERHEAD_GIB
+def _ranks(plan, catalogue, extra: list[dict] = ()) -> dict[str, tuple]:
+    """Every classic model's packing rank on the plan's GPU (packing.py: the first member of a server by it
+    is the server's anchor)."""
+    from modelfleet.plan.packing import capacity_of, packing_rank
     from modelfleet.plan.triton_policy import size_classic
 
-    fleet = parse_fleet_text(yaml.safe_dump({"models": SEVERAL_SERVERS + [_NEW[new]]}))
-    gpu = catalogue.instances[plan.triton_servers[0].instance_type].gpu
-    models = {m.name: m for m in fleet.models if m.name in (new, anchor)}
-    sizings = {n: size_classic(m, gpu, catalogue, PROD.triton.target_utilization) for n, m in models.items()}
-    capacity = gpu.memory_gib - TRITON_GPU_OVERHEAD_GIB
-    rank = {n: packing_rank(m, sizings, capacity, PROD) for n, m in models.items()}
-    return rank[new] < rank[anchor]
+    fleet = parse_fleet_text(yaml.safe_dump({"models": SEVERAL_SERVERS + list(extra)}))
+    instance = catalogue.instances[plan.triton_servers[0].instance_type]
+    models = {m.name: m for m in fleet.models}
+    sizings = {n: size_classic(m, instance.gpu, catalogue, PROD.triton.target_utilization) for n, m in models.items()}
+    return {n: packing_rank(m, sizings, capacity_of(instance), PROD) for n, m in models.items()}
+
+
+def _pool_name(plan) -> str:
+    return "triton-" + plan.triton_servers[0].instance_type.replace(".", "-")
 
 
 _NEW: dict[str, dict] = {}
@@ -111,25 +109,31 @@ names_around = st.one_of(st.from_regex(r"aaa-[a-z0-9]{1,8}", fullmatch=True),
 @given(name=names_around, memory=st.floats(0.05, 6.0), rps=st.sampled_from([5, 50, 300]),
        availability=st.sampled_from([99.0, 99.9, 99.99]))
 def test_server_names_survive_an_addition_anywhere_in_sort_order(name, memory, rps, availability, catalogue):
-    """The documented rule (packing.py): a server whose members do not change keeps its name, and so does a
-    server the new model joins unless the new model outranks its anchor. Names sorting before or after
+    """The documented rule (packing.py): a server whose members do not change keeps its name (the pool's first
+    server gives its name up only to a new server that outranks it), and so does a server the new model joins,
+    unless the new model outranks the anchor a further server is named after. Names sorting before or after
     every member ("aaa-", "zzz-") and between them make no difference."""
     assume(name not in {m["name"] for m in SEVERAL_SERVERS})
     new = _classic(name, round(memory, 3), rps, availability)
     _NEW[name] = new
     before = _plan(copy.deepcopy(SEVERAL_SERVERS), catalogue)
     after = _plan(copy.deepcopy(SEVERAL_SERVERS) + [new], catalogue)
-    assert len(before.triton_servers) >= 3
+    assert len(before.triton_servers) >= 3 and before.triton_servers[0].instance_type == after.triton_servers[0].instance_type
+    rank = _ranks(after, catalogue, [new])
+    first = _pool_name(before)
     now = {s.name: set(s.models) for s in after.triton_servers}
     for server in before.triton_servers:
-        anchor = _anchors(before)[server.name]
+        anchor = min(server.models, key=rank.__getitem__)
         home = next(n for n, members in now.items() if anchor in members)
-        if now[home] == set(server.models):
+        # the pool's first server is named after the pool: it moves only to a new server that outranks it
+        displaced = server.name == first and home != first and rank[name] < rank[anchor]
+        if now[home] == set(server.models) and not displaced:
             assert home == server.name, f"untouched server {server.name} renamed {home}"
-        elif now[home] == set(server.models) | {name} and not _outranks(name, anchor, before, catalogue):
+        elif now[home] == set(server.models) | {name} and (server.name == first or rank[name] > rank[anchor]):
             assert home == server.name, f"{name} joined {server.name}, which became {home}"
-    for server_name, members in now.items():
-        assert server_name.removeprefix("triton-") in members  # named after one of its own members
+    for server_name, members in now.items():  # named after the pool, or the pool and one of its own members
+        assert server_name == first or server_name.removeprefix(f"{first}-") in members, server_name
+    assert first in now
 
 
 def test_an_aaa_model_joining_a_server_does_not_rename_it(catalogue):
@@ -139,4 +143,4 @@ def test_an_aaa_model_joining_a_server_does_not_rename_it(catalogue):
     after = _render(copy.deepcopy(EXAMPLE["models"]) + [tiny], catalogue)[0]
     joined = next(s for s in after.triton_servers if "aaa-fraud-scorer" in s.models)
     assert {s.name for s in before.triton_servers} == {s.name for s in after.triton_servers}
-    assert joined.name in {s.name for s in before.triton_servers} and joined.name != "triton-aaa-fraud-scorer"
+    assert joined.name in {s.name for s in before.triton_servers} and joined.name == "triton-g5-xlarge"

@@ -51,10 +51,13 @@ def repository_files(files: Mapping[str, bytes], server: TritonServerPlan) -> di
 
 
 def repository_digest(objects: Mapping[str, bytes]) -> str:
-    """Changes with any config: on the pod template, it rolls the pods (Triton reads configs at start only)."""
+    """Changes with any config: on the pod template, it rolls the pods (Triton reads configs at start only).
+    Over the paths inside the server's directory, so a renamed server keeps its revision (and its aliases
+    carry its S3 objects over)."""
     digest = hashlib.sha256()
     for key, content in sorted(objects.items()):
-        digest.update(f"{key}\0{len(content)}\0".encode() + content)
+        inner = key.split("/", 2)[2] if key.count("/") >= 2 else key
+        digest.update(f"{inner}\0{len(content)}\0".encode() + content)
     return digest.hexdigest()
 
 

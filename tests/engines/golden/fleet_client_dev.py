@@ -77,7 +77,7 @@ class FraudScorerResult:
 
 
 class FraudScorer:
-    """fraud-scorer (tabular, Triton server triton-image-preprocessor).
+    """fraud-scorer (tabular, Triton server triton-g6e-xlarge).
 
     SLA p99 20 ms: a request queued longer than 11100 us is rejected (503), not answered late.
     """
@@ -108,7 +108,7 @@ class ImagePreprocessorResult:
 
 
 class ImagePreprocessor:
-    """image-preprocessor (vision, Triton server triton-image-preprocessor).
+    """image-preprocessor (vision, Triton server triton-g6e-xlarge).
 
     SLA p99 40 ms: a request queued longer than 24100 us is rejected (503), not answered late.
     """
@@ -139,7 +139,7 @@ class Resnet50ClassifierResult:
 
 
 class Resnet50Classifier:
-    """resnet50-classifier (vision, Triton server triton-image-preprocessor).
+    """resnet50-classifier (vision, Triton server triton-g6e-xlarge).
 
     SLA p99 100 ms: a request queued longer than 50600 us is rejected (503), not answered late.
     """
@@ -170,7 +170,7 @@ class TextEmbedderResult:
 
 
 class TextEmbedder:
-    """text-embedder (embedding, Triton server triton-image-preprocessor).
+    """text-embedder (embedding, Triton server triton-g6e-xlarge).
 
     SLA p99 50 ms: a request queued longer than 14400 us is rejected (503), not answered late.
     """
