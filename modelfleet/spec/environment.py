@@ -108,6 +108,20 @@ class ClusterSettings(EnvFrozen):
                                     AfterValidator(_x86_system_type)] = "m7i.large"
 
 
+class DaemonSetAllowance(EnvFrozen):
+    """What every GPU node keeps for DaemonSets beside the serving pods, per node.
+
+    The default covers what an EKS GPU node runs: aws-node (25m), kube-proxy (100m), the Pod Identity agent,
+    the NVIDIA device plugin (50m, 64 MiB), a Prometheus node-exporter and a log shipper (about 100m and
+    200 MiB each), with room to spare; their images and logs on the pods' disk; and 8 pods. A cluster that
+    runs more on every node (a GPU operator, a security agent) raises it: the fit check then leaves it free."""
+
+    cpu: _bounded(0, 64, "CPU cores per node, 0 to 64") = 0.5
+    memory_gib: _bounded(0, 512, "GiB per node, 0 to 512") = 1.0
+    ephemeral_storage_gib: _bounded(0, 1024, "GiB of the pods' disk per node (DaemonSet images and logs), 0 to 1,024") = 10.0
+    pods: _bounded(0, 100, "pods per node, 0 to 100", kind=int) = 8
+
+
 class DeploySettings(EnvFrozen):
     """How ``pulumi up`` creates things (no effect on the plan's decisions)."""
 
@@ -120,6 +134,11 @@ class DeploySettings(EnvFrozen):
     node_disk_gib: _bounded(50, 16_384, "GPU nodes' root volume in GiB, 50 to 16,384 (EBS gp3's largest)",
                             kind=int) = 200
     aws_cli_image: str = "public.ecr.aws/aws-cli/aws-cli:2.27.0"  # copies the model repository from S3
+    # Per-node room the fit check keeps free for DaemonSets (modelfleet/plan/fit.py).
+    daemonset_allowance: DaemonSetAllowance = DaemonSetAllowance()
+    # AL2023 NVIDIA nodes need NVIDIA's device plugin; false when the cluster already runs one (the GPU Operator
+    # or NVIDIA's own chart), so that no node gets two plugins registering the same GPUs.
+    install_device_plugin: bool = True
 
 
 class CostSettings(EnvFrozen):
