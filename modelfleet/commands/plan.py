@@ -58,7 +58,7 @@ def _node_lines(g: NodeGroupPlan) -> list[str]:
     """Zones, disks and the fit per node: what the kubelet offers, what the busiest node asks at max + surge."""
     zones = ", ".join(f"{z.zone} {z.min_size}/{z.desired_size}/{z.max_size}" for z in g.zonal) or ", ".join(g.zones)
     disk = (f"pods write to the instance store ({g.instance_store_gib:,} GiB)" if g.ephemeral_storage_on == "instance-store"
-            else f"pods write to the root volume")
+            else "pods write to the root volume")
     return [f"    zones: {zones}; {disk}, root volume {g.root_volume_gib} GiB",
             f"    per node: allocatable {_resources(g.allocatable)}; busiest node at max + surge, DaemonSet allowance included, {_resources(g.requested)}"]
 

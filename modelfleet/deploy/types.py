@@ -190,7 +190,6 @@ class S3ObjectDeploy(DeployModel):
     content: str
     # Kept in the bucket when a later revision no longer lists it: a pod of the old revision may still read it.
     retain_on_delete: bool = False
-    aliases: tuple[str, ...] = ()  # earlier logical names (a renamed Triton server's)
 
 
 # --- Kubernetes ------------------------------------------------------------------------------------------------

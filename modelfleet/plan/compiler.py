@@ -141,9 +141,9 @@ def _compile_classic(classic: list[Indexed], env: EnvironmentSpec, catalogue: In
             memory_request_gib=packed.memory_request_gib,
             args=triton_server_args(env.triton.exit_timeout_secs, packed.cache_size_bytes, packed.python_shm_bytes),
             image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision,
+            former_names=() if packed.former_name == packed.name else (packed.former_name,),
             rollout=choose_rollout(packed.min_replicas, _floor(env, max(by_name[n][1].sla.availability for n in packed.models)),
-                                   1, chosen.instance.name),
-            former_names=() if packed.former_name == packed.name else (packed.former_name,)))
+                                   1, chosen.instance.name)))
     return plans, servers
 
 

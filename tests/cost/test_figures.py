@@ -113,7 +113,7 @@ def test_a_profiled_decode_rate_replaces_the_default(tmp_path):
 
 def test_shared_triton_gpus_are_split_by_gpu_share(costed):
     plan, cost = costed["prod"].plan, costed["prod"].cost
-    # triton-image-preprocessor holds all four models: 2 replicas x 1 GPU, the 2 g5.xlarge GPUs in use.
+    # triton-g5-xlarge holds all four models: 2 replicas x 1 GPU, the 2 g5.xlarge GPUs in use.
     # fraud-scorer: 2,000 / (20,000 x 0.7) = 0.1429 GPUs of compute over 2 replicas = 0.0714 of each
     shares = {"fraud-scorer": 0.0714, "image-preprocessor": 0.3061, "resnet50-classifier": 0.2381,
               "text-embedder": 0.2286}  # sum 0.8442
