@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from modelfleet.commands.schema import render_schema
 from tests.conftest import ROOT
@@ -96,3 +100,66 @@ def test_plan_text_says_how_many_gpus_a_model_needs(plans):
     assert lines[1.0].endswith("1 GPU")
     assert lines[0.25].endswith("25% of a GPU")
     assert lines[0.004].endswith("0.4% of a GPU")
+
+
+def _broken_project(tmp_path, p99: bool = False, budget: bool = False) -> Path:
+    """The example with a model no stack can serve (p99 0.5 ms), or a prod budget the plan exceeds."""
+    root = tmp_path / "project"
+    root.mkdir()
+    models = yaml.safe_load((ROOT / "models.yaml").read_text())
+    if p99:
+        models["models"][1]["sla"]["p99_latency_ms"] = 1
+    (root / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
+    shutil.copytree(ROOT / "stacks", root / "stacks")
+    prod = root / "stacks" / "Pulumi.prod.yaml"
+    if budget:
+        prod.write_text(prod.read_text().replace("monthlyUsd: 250000", "monthlyUsd: 1000"))
+    return root
+
+
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "modelfleet", "--project", str(root), *args], capture_output=True,
+                          text=True, cwd=root)
+
+
+def test_validate_reports_what_plan_would_refuse_in_every_stack(tmp_path):
+    """Defect 10: `validate` passed what `plan` then refused (infeasible layouts, policies, budgets)."""
+    root = _broken_project(tmp_path, budget=True)
+    validate = _cli(root, "validate")
+    assert validate.returncode == 2 and validate.stdout == ""
+    lines = validate.stderr.splitlines()
+    for stack in ("dev", "prod", "staging"):
+        plan = _cli(root, "plan", "--stack", stack)
+        problems = plan.stderr.splitlines()[:-1] if plan.returncode else []  # the last line is the count
+        assert problems == [line.replace(_stack_tag(line), "") for line in lines[:-1] if stack in _stack_tag(line)]
+    assert any("in stack prod: " in line and "budget" in line for line in lines)
+    assert lines[-1] == "validate: 1 problem(s); these stacks compile: dev, staging; these do not: prod"
+
+
+def test_a_problem_of_several_stacks_is_said_once(tmp_path):
+    validate = _cli(_broken_project(tmp_path, p99=True), "validate")
+    assert validate.returncode == 2
+    *problems, summary = validate.stderr.splitlines()
+    assert all("models[1].sla.p99_latency_ms: in stack" in p for p in problems)
+    # prod and staging place it on the same GPU: one problem; dev's GPU is slower: its own figures
+    assert [_stack_tag(p) for p in problems] == ["in stacks prod, staging: ", "in stack dev: "]
+    assert summary == "validate: 2 problem(s); no stack compiles: dev, prod, staging"
+
+
+def test_an_invalid_catalogue_says_no_stack_was_compiled(tmp_path):
+    root = _broken_project(tmp_path)
+    (root / "models.yaml").write_text((root / "models.yaml").read_text().replace("p99_latency_ms: 100", "p99_latency_ms: 0.5", 1))
+    *problems, summary = _cli(root, "validate").stderr.splitlines()
+    assert len(problems) == 1 and "1 to 600,000" in problems[0]
+    assert summary == f"validate: 1 problem(s); no stack was compiled (dev, prod, staging): {root}/models.yaml must be valid first"
+
+
+def _stack_tag(line: str) -> str:
+    match = re.search(r"in stacks? [a-z, -]+: ", line)
+    return match.group(0) if match else ""
+
+
+def test_validate_names_the_stacks_it_compiled():
+    result = run("validate")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("7 models valid; every stack compiles: dev, prod, staging\n")
