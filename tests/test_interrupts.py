@@ -22,8 +22,10 @@ INTERRUPT_AT = """
 import os, signal, sys
 from modelfleet.cli import main
 
+target = sys.argv[1]
+
 def tracer(frame, event, arg):
-    if event == "call" and frame.f_code.co_name == sys.argv[1]:
+    if event == "call" and frame.f_code.co_name == target:
         sys.settrace(None)
         os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends to the foreground process
     return None
@@ -59,7 +61,7 @@ def test_ctrl_c_is_exit_130_and_one_line(tmp_path: Path, function: str, argv: tu
     assert result.stdout == "" and os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("function", ["_stage", "_fsync_files"])
+@pytest.mark.parametrize("function", ["stage", "_fsync_files", "swap_in"])
 def test_ctrl_c_during_render_leaves_the_previous_output(tmp_path: Path, function: str):
     out = tmp_path / "out"
     first = interrupted("no-such-function", "render", "--stack", "dev", "--out", str(out), cwd=tmp_path)
