@@ -1,7 +1,9 @@
 """The ``modelfleet`` command line: a thin shell over the library.
 
 Only modelfleet's own errors are caught: each issue is printed on one line to stderr and the exit code
-is 2. Anything else is a bug and keeps its traceback. Each subcommand lives in ``modelfleet/commands/``
+is 2. Ctrl-C (KeyboardInterrupt) is one line and exit code 130, as a shell reports a process it interrupted;
+whatever the command was writing is left as it was (outputs are swapped in whole or not at all). Anything
+else is a bug and keeps its traceback. Each subcommand lives in ``modelfleet/commands/``
 as a module with NAME, HELP, ``add_arguments(parser)`` and ``run(args) -> int``.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -29,8 +32,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    command = "modelfleet"
+    try:
+        args = build_parser().parse_args(argv)
+        command = f"modelfleet {args.command}"
+        return _run(args)
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args))
     except ModelfleetError as exc:

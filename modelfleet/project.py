@@ -9,7 +9,7 @@ from typing import Any
 from .cost.fleet import FleetCost
 from .cost.policy import CostedPlan, compile_with_guardrails, cost_environment
 from .deploy import Deployment
-from .errors import CompileError, ModelfleetError
+from .errors import CompileError, Issue, ModelfleetError, SpecError
 from .plan.instances import InstanceCatalogue, load_instance_catalogue
 from .plan.types import FleetPlan
 from .render.fleet import render_fleet
@@ -39,7 +39,16 @@ class Project:
         return os.path.join(self.root, "stacks")
 
     def stacks(self) -> tuple[str, ...]:
-        return list_stacks(self.stacks_dir)
+        """The stack names; a project without any is refused (every command works per environment, and an
+        empty list would give an empty cost report, a green PR comment that checked nothing)."""
+        stacks = list_stacks(self.stacks_dir)
+        if stacks:
+            return stacks
+        problem = "no stack file in it" if os.path.isdir(self.stacks_dir) else "no stacks directory"
+        raise SpecError([Issue(self.stacks_dir, 0, 0, "", f"{problem}: each environment is a Pulumi stack file, "
+                               "stacks/Pulumi.<env>.yaml beside models.yaml",
+                               "create one (e.g. stacks/Pulumi.dev.yaml with `config: {aws:region: us-east-1}`), "
+                               "or point --project at a project that has them")])
 
     def fleet(self) -> FleetSpec:
         return self.fleet_source()[0]

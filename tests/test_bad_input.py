@@ -99,7 +99,7 @@ CASES = [
     ("norway-bool", edit("      peak_concurrent_sequences: 16", "      peak_concurrent_sequences: no"), 21,
      "models[1].sla.peak_concurrent_sequences", "whole number"),
     ("yaml-syntax", edit("    type: vision", "    type: [vision"), 4, "", "line 3"),
-    ("merge-key", "base: &b {type: vision}\nmodels:\n  - <<: *b\n    name: x\n", 3, "models[0]", "merge keys"),
+    ("merge-key", "models:\n  - <<: [5]\n    name: x\n", 2, "models[0]", "merge key (<<) takes a mapping"),
     ("empty-file", "", 1, "", "empty"),
     ("root-is-list", "- a\n- b\n", 1, "", "expected a mapping"),
     ("unknown-environment", edit("      peak_rps: 200", "      peak_rps: 200\n    environments:\n      prdo: {enabled: false}"),

@@ -35,9 +35,7 @@ def test_reordering_models_changes_no_artifact(project, catalogue, stack):
 
 def test_write_tree_is_atomic_and_exact(tmp_path: Path, plans):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / ".modelfleet-render").write_text("an older render")
-    (out / "stale.txt").write_text("from an older render")
+    write_tree(render_fleet(plans["dev"]), str(out))  # what the previous render wrote and this one does not goes
     files = render_fleet(plans["prod"])
     write_tree(files, str(out))
     written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -34,9 +37,9 @@ def project_copy(tmp_path: Path) -> Path:
     return root
 
 
-def render(project: Path, out: str, cwd: Path) -> subprocess.CompletedProcess:
+def render(project: Path, out: str, cwd: Path, stack: str = "dev") -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "modelfleet", "--project", str(project), "render", "--stack", "dev",
+    return subprocess.run([sys.executable, "-m", "modelfleet", "--project", str(project), "render", "--stack", stack,
                            "--out", out], capture_output=True, text=True, cwd=cwd, env=env)
 
 
@@ -74,11 +77,58 @@ def test_render_replaces_its_own_output_and_an_empty_directory(tmp_path: Path, p
     first = render(project_copy, str(out), cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     assert (out / MARKER).is_file() and (out / "plan.json").is_file()
-    (out / "leftover.json").write_text("{}")
-    second = render(project_copy, str(out), cwd=tmp_path)
+    (out / "plan.json").unlink()  # a file it wrote, gone: nothing of anyone's is lost by replacing the rest
+    second = render(project_copy, str(out), cwd=tmp_path, stack="prod")
     assert second.returncode == 0, second.stderr
-    assert not (out / "leftover.json").exists()
+    assert json.loads((out / "plan.json").read_text())["environment"] == "prod"
+    assert not [p for p in _tree(out) if "g6e-xlarge" in p]  # dev's server, not in prod: removed with the rest
     assert sorted(os.listdir(out.parent)) == ["dev"]
+
+
+def test_the_marker_lists_every_file_written_with_its_digest(tmp_path: Path):
+    write_tree(FILES, str(tmp_path / "out"))
+    marker = (tmp_path / "out" / MARKER).read_text()
+    listed = dict(reversed(line.split("  ", 1)) for line in marker.splitlines() if re.fullmatch(r"[0-9a-f]{64}  .+", line))
+    assert listed == {path: hashlib.sha256(data).hexdigest() for path, data in FILES.items()}
+    write_tree(FILES, str(tmp_path / "again"))
+    assert (tmp_path / "again" / MARKER).read_text() == marker  # the same input, the same bytes
+
+
+def test_render_refuses_files_it_did_not_write_and_lists_them(tmp_path: Path, project_copy: Path):
+    """Defect 1 of #17: a GitOps directory's .git and kustomization.yaml, added to an earlier render, were
+    deleted by the next one without a word."""
+    out = tmp_path / "gitops"
+    assert render(project_copy, str(out), cwd=tmp_path).returncode == 0
+    (out / ".git" / "objects" / "ab").mkdir(parents=True)
+    (out / ".git" / "objects" / "ab" / "cdef").write_text("blob")
+    (out / "kustomization.yaml").write_text("resources: [kubernetes]\n")
+    (out / "kubernetes" / "notes").mkdir()  # an empty directory of the user's inside a rendered one
+    plan = out / "plan.json"
+    plan.write_text(plan.read_text().replace('"dev"', '"dev-edited"', 1))
+    before = _tree(out)
+    result = render(project_copy, str(out), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"{out}: refusing to replace it: it holds what `modelfleet render` did not write: "
+                            ".git/ (a directory), kubernetes/notes/ (a directory), kustomization.yaml; and "
+                            "plan.json changed since it was written")
+    assert "move them out" in first
+    assert _tree(out) == before
+
+
+def test_a_render_of_an_older_release_is_checked_against_what_this_one_writes(tmp_path: Path):
+    """Its marker lists nothing: what this render writes is taken as its own, anything else is refused."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / MARKER).write_bytes(b"This directory was written by `modelfleet render`. The next render replaces all "
+                               b"of it:\nkeep nothing else here.\n")
+    (out / "plan.json").write_text("old")
+    (out / "mine.txt").write_text("mine")
+    with pytest.raises(OutputError, match=r"did not write: mine\.txt"):
+        write_tree(FILES, str(out))
+    (out / "mine.txt").unlink()
+    write_tree(FILES, str(out))
+    assert _tree(out)["plan.json"] == FILES["plan.json"]
 
 
 @pytest.mark.parametrize("out", ["/proc/nope", "/proc/self/status/x", "/dev/null"])

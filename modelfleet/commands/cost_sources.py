@@ -196,7 +196,9 @@ def _field_changes(a: object, b: object, fields: tuple[str, ...]) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- reading
 def read_head(project: Project) -> Side:
-    """The working tree: models.yaml, stacks/ and the price table in use."""
+    """The working tree: models.yaml, stacks/ and the price table in use (a project without stacks is refused:
+    an empty report would pass for a checked one)."""
+    project.stacks()
     stacks = _read_stack_files(project.stacks_dir)
     models = _load(project.fleet_source)
     return Side("working tree", models, stacks, project.catalogue(),
@@ -218,6 +220,9 @@ def read_base(project: Project, base: str, head: Side, git: Git) -> Side:
 
 
 def _read_directory(project: Project, base: str, head: Side) -> Side:
+    if not os.path.isfile(os.path.join(base, "models.yaml")):  # a wrong argument, not a base that fails to compile
+        raise SpecError([Issue("", 0, 0, "--base", f"{base} has no models.yaml", "pass a directory with models.yaml "
+                               "and optionally stacks/, a models.yaml file, or a git ref")])
     stacks_dir = os.path.join(base, "stacks")
     stacks = _read_stack_files(stacks_dir) if os.path.isdir(stacks_dir) else head.stacks
     path = os.path.join(base, "models.yaml")

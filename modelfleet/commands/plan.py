@@ -67,7 +67,7 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     if isinstance(m, TritonModelPlan):
         head = (f"  {m.name} [triton on {m.server}, {m.instance_type} x{m.replicas}] batch {m.max_batch_size}, "
                 f"window {m.max_queue_delay_us} us, queue timeout {m.queue_timeout_us} us (REJECT), "
-                f"queue <= {m.max_queue_size}, cache {'on' if m.response_cache else 'off'}, GPU share {m.gpu_share:.0%}")
+                f"queue <= {m.max_queue_size}, cache {'on' if m.response_cache else 'off'}, {gpu_amount(m.gpu_share)}")
     else:
         head = (f"  {m.name} [{m.serving} on {m.instance_type}, tp={m.tensor_parallel_size} "
                 f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
@@ -78,6 +78,13 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     for d in m.decisions:
         out += _decision_lines(d, "      ")
     return out
+
+
+def gpu_amount(share: float) -> str:
+    """How much GPU a model's instances hold: a fraction of one, or several (``gpu_share`` 3.57 is 3.6 GPUs)."""
+    if share >= 1:
+        return "1 GPU" if round(share, 1) == 1 else f"{share:.1f} GPUs"
+    return f"{share:.1%} of a GPU" if share < 0.01 else f"{share:.0%} of a GPU"
 
 
 def _decision_lines(decision: Decision, indent: str, shown: int = 4) -> list[str]:

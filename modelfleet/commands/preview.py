@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from ..errors import EXIT_USER_ERROR
+from ..errors import EXIT_USER_ERROR, Issue, SpecError
 from ..spec.environment import stack_path
 from ..spec.yaml_source import load_yaml
 from . import add_project_arguments, project_from
@@ -15,10 +15,30 @@ from . import add_project_arguments, project_from
 NAME = "preview"
 HELP = "run the Pulumi program under the SDK's mocks and show what `pulumi up` would create (no AWS, no CLI)"
 PLACEHOLDER_TOKEN = "hf_offline_preview_placeholder"  # stands in for the stack's encrypted modelfleet:hfToken
+HF_TOKEN = "modelfleet:hfToken"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_project_arguments(parser)
+
+
+def require_program(root: str) -> None:
+    """The Pulumi program this command runs: a project of models.yaml and stacks/ alone has none."""
+    missing = [name for name, there in (("__main__.py", os.path.isfile), ("Pulumi.yaml", os.path.isfile),
+                                        ("components/", os.path.isdir)) if not there(os.path.join(root, name))]
+    if missing:
+        raise SpecError([Issue(os.path.join(root, missing[0].rstrip("/")), 0, 0, "",
+                               f"no Pulumi program here: `preview` runs the project's __main__.py (with Pulumi.yaml "
+                               f"and components/) under Pulumi's mocks, and {', '.join(missing)} "
+                               f"{'is' if len(missing) == 1 else 'are'} missing",
+                               "copy __main__.py, Pulumi.yaml and components/ from the modelfleet repository into "
+                               "the project; `modelfleet plan` and `render` need none of them")])
+
+
+def stand_in_secrets(config: dict) -> dict[str, str]:
+    """The stack's secrets the program reads, as stand-ins (they are encrypted in the stack file): only those
+    the stack sets, so the program warns about a missing one as `pulumi preview` would."""
+    return {HF_TOKEN: PLACEHOLDER_TOKEN} if HF_TOKEN in config else {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,11 +47,12 @@ def run(args: argparse.Namespace) -> int:
 
     project = project_from(args)
     project.environment(args.stack)  # a missing or invalid stack file is reported like every command's
+    require_program(project.root)
     config = load_yaml(stack_path(project.stacks_dir, args.stack)).data["config"]
     environ = {key: os.path.abspath(path) for key, path in
                (("MODELFLEET_MODELS", args.models), ("MODELFLEET_PRICES", args.prices)) if path}
     started = time.perf_counter()
-    result = run_program(project.root, args.stack, config, {"modelfleet:hfToken": PLACEHOLDER_TOKEN}, environ)
+    result = run_program(project.root, args.stack, config, stand_in_secrets(config), environ)
     if result.error:  # the program's RunError: every compile problem, located, as `pulumi up` shows them
         print(result.error, file=sys.stderr)
         return EXIT_USER_ERROR

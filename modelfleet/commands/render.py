@@ -12,8 +12,9 @@ HELP = "write Triton model repositories, vLLM settings, Kubernetes manifests and
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_project_arguments(parser)
     parser.add_argument("--out", required=True,
-                        help=f"output directory: new, empty, or a previous render (it holds {MARKER}); replaced "
-                             "as a whole, only on success. Any other directory is refused, never emptied")
+                        help=f"output directory: new, empty, or a previous render holding only what it wrote (its "
+                             f"{MARKER} lists every file); replaced as a whole, only on success, one render at a "
+                             "time. Anything else there is named and refused, never deleted")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ from . import print_warnings, project_from
 NAME = "serve"
 HELP = "start a real local tritonserver with a stack's compiled classic models (or, with --llm, a real vLLM)"
 EXIT_ENGINE = EXIT_USER_ERROR  # the fix is to install or configure something, not a bug
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # Ctrl-C, as every command (modelfleet.cli)
 # The terminal closing (SIGHUP) stops the engine like Ctrl-C; without it the engine, in its own session,
 # would keep running with nobody to stop it.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -166,10 +167,13 @@ def stop_signals() -> Iterator[None]:
 
 
 def run_until_stopped(server: LocalTritonServer, models: list[str], stack: str) -> int:
-    """Start, print the endpoints, wait for a signal (or the server's death), and always stop the server."""
+    """Start, print the endpoints, wait for a signal (or the server's death), and always stop the server.
+
+    Exit code: 0 after SIGTERM or SIGHUP (a requested stop), 130 after Ctrl-C (as a shell reports an
+    interrupted command), 1 when the server died, 2 when it could not start."""
     print(f"starting tritonserver (log: {server.log_path})", flush=True)
     started = time.monotonic()
-    code = 0
+    code, reason = 0, ""
     with stop_signals():
         try:
             server.start()
@@ -177,15 +181,22 @@ def run_until_stopped(server: LocalTritonServer, models: list[str], stack: str) 
             print(f"tritonserver {supervise(server)}; log tail:\n{server.log_tail()}", flush=True)
             code = 1
         except StopRequested as stop:
-            print(f"{stop}: stopping tritonserver", flush=True)
+            interrupted = str(stop) == signal.SIGINT.name
+            code, reason = (EXIT_INTERRUPTED, "modelfleet serve: interrupted: ") if interrupted else (0, f"{stop}: ")
         except EngineStartError as exc:
             print(f"modelfleet serve: {exc}", flush=True)
             code = EXIT_ENGINE
         finally:
             ignore_stop_signals()  # a second Ctrl-C must not interrupt the cleanup
-            exit_code = server.stop()
-    print(f"tritonserver stopped (exit code {exit_code})", flush=True)
+            stopping = time.monotonic()
+            exit_code = server.stop(notify=lambda message: print(message, flush=True))
+    print(f"{reason}tritonserver stopped (exit code {exit_code}) in {time.monotonic() - stopping:.1f} s"
+          + _closed(server.closed_connections), flush=True)
     return code
+
+
+def _closed(count: int) -> str:
+    return f"; closed {count} idle keep-alive connection(s) it was waiting for" if count else ""
 
 
 def supervise(server: LocalTritonServer, interval_s: float = 1.0,

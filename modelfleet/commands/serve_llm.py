@@ -24,7 +24,7 @@ from ..engines.process import die_with_parent, listens_on, signal_group
 from ..engines.tritonserver import free_ports
 from ..plan.types import FleetPlan, VllmModelPlan
 from ..serve import local_vllm_args
-from .serve import EXIT_ENGINE, StopRequested, ignore_stop_signals, run_directory, stop_signals
+from .serve import EXIT_ENGINE, EXIT_INTERRUPTED, StopRequested, ignore_stop_signals, run_directory, stop_signals
 
 STARTUP_TIMEOUT_S = 300.0  # measured 20-45 s for the tiny model; first runs compile kernels
 ENTRY_MODULES = ("vllm.entrypoints.launchers.api_server.entry", "vllm.entrypoints.openai.api_server")
@@ -114,7 +114,7 @@ def _run_vllm(command: list[str], env: dict[str, str], log_path: Path, port: int
             return 1
         except StopRequested as stop:
             print(f"{stop}: stopping vLLM", flush=True)
-            return 0
+            return EXIT_INTERRUPTED if str(stop) == signal.SIGINT.name else 0  # Ctrl-C: 130, as every command
         finally:
             ignore_stop_signals()
             _stop_group(process)

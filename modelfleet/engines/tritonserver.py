@@ -42,11 +42,12 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from .connections import CannotClose, close_idle_connections, connected_sockets
 from .exit_status import ExitStatus, death_report, from_returncode, kernel_messages, peek_exit
 from .probes import http_ok
 from .process import die_with_parent, listens_on, signal_group
@@ -181,6 +182,7 @@ class LocalTritonServer:
     """
 
     PORT_ATTEMPTS = 3  # free ports are chosen before tritonserver binds them: another process may win
+    DRAIN_POLL_S = 0.2  # while stopping: how often idle client connections are looked for
 
     def __init__(self, model_repository: Path | str, extra_args: Sequence[str] = (), *,
                  workdir: Path | str | None = None, install: TritonInstall | None = None,
@@ -200,6 +202,7 @@ class LocalTritonServer:
         self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         self.log_path = self.workdir / "tritonserver.log"
         self.process: subprocess.Popen[bytes] | None = None
+        self.closed_connections = 0  # idle client connections closed while stopping (see stop)
 
     @property
     def http_url(self) -> str:
@@ -328,17 +331,40 @@ class LocalTritonServer:
             text = ""
         return death_report("tritonserver", status, text, self.log_tail(), kernel_messages(status.pid))
 
-    def stop(self) -> int | None:
-        """SIGTERM the group, wait ``stop_timeout``, then SIGKILL; always sweep leftover stubs. Idempotent."""
+    def stop(self, notify: Callable[[str], None] | None = None) -> int | None:
+        """SIGTERM the group, wait ``stop_timeout``, then SIGKILL; always sweep leftover stubs. Idempotent.
+
+        While it stops, client connections that carry no request are closed (see
+        :mod:`modelfleet.engines.connections`: the server would wait its whole exit timeout for them and then
+        exit 1); :attr:`closed_connections` counts them. Where they cannot be closed, ``notify`` is told what
+        the server waits for, so a slow stop is never silent."""
         if self.process is None or self.process.returncode is not None:
             return None if self.process is None else self.process.returncode
         pgid = self.process.pid  # start_new_session: the server leads its own group
         signal_group(pgid, signal.SIGTERM)
-        if not self._exited(self.stop_timeout):
+        if not self._drain(self.stop_timeout, notify or (lambda message: None)):
             signal_group(pgid, signal.SIGKILL)
             self._exited(10.0)
         signal_group(pgid, signal.SIGKILL)  # stubs that outlived the server
         return self.process.wait()
+
+    def _drain(self, timeout: float, notify: Callable[[str], None]) -> bool:
+        """Wait up to ``timeout`` for the stopping server to exit, closing the idle connections it waits for."""
+        assert self.process is not None
+        deadline, closable = time.monotonic() + timeout, True
+        while not self._exited(self.DRAIN_POLL_S):
+            if time.monotonic() >= deadline:
+                return False
+            if not closable:
+                continue
+            try:
+                self.closed_connections += close_idle_connections(self.process.pid, self.http_port)
+            except CannotClose as exc:
+                closable, waiting = False, len(connected_sockets(self.process.pid, self.http_port))
+                if waiting:
+                    notify(f"tritonserver waits up to {timeout:g} s for {waiting} open HTTP client connection(s) "
+                           f"to close (keep-alive clients; they cannot be closed from here: {exc.strerror})")
+        return True
 
     def log_tail(self, lines: int = 25) -> str:
         """Error lines plus the last lines of the log, without the option tables (they hide the cause)."""

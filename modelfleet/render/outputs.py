@@ -1,13 +1,16 @@
-"""Writing rendered files to disk: all or nothing, and never over something that is not ours.
+"""Writing rendered files to disk: all or nothing, one render at a time, never over something not ours.
 
 ``render --out DIR`` replaces DIR as a whole, so it must be sure DIR holds nothing a person wrote:
 
-- DIR may be missing, empty, or a previous render (it holds the :data:`MARKER` file every render writes);
-  anything else (a non-empty directory without the marker, a file, the current or project directory or
-  one of their ancestors) is refused with an :class:`~modelfleet.errors.OutputError` and nothing is touched.
-- Files are staged in a sibling directory, flushed to disk (fsync) and swapped in with renames, so a crash
-  or a full disk leaves the previous output intact. Staging left behind by a killed run is removed by the
-  next one (its name carries the writer's process id, so a render still running is left alone).
+- DIR may be missing, empty, or a previous render holding only what that render wrote (its :data:`MARKER`
+  lists every file with its digest, output_manifest.py); anything else (a file of the user's, an edited
+  manifest, a non-empty directory without the marker, a file, the current or project directory or one of
+  their ancestors) is refused with an :class:`~modelfleet.errors.OutputError` naming it, and nothing is
+  touched.
+- One render at a time per DIR (output_lock.py): a second one stops at once and names the first.
+- Files are staged in a sibling directory, flushed to disk (fsync) and swapped in whole (output_swap.py), so
+  a crash, SIGKILL, Ctrl-C or a full disk leaves DIR as the previous render or the new one, never missing
+  or mixed. Leftovers of a killed run are cleaned (or its swap completed) by the next one.
 - Directories get ``0777 & ~umask`` and files ``0666 & ~umask`` (0755 / 0644 with the usual umask 022),
   like any file a tool creates, not the 0700 / 0600 of a temporary directory.
 - A filesystem error is an OutputError with one line saying what failed, never a traceback.
@@ -23,12 +26,11 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import Issue, OutputError
+from .output_lock import output_lock
+from .output_manifest import MARKER, describe, foreign_entries, marker_text
+from .output_swap import STAGING_PREFIX, leftover_name, recover, remove_stale, swap_in
 
-MARKER = ".modelfleet-render"
-MARKER_TEXT = (b"This directory was written by `modelfleet render`. The next render replaces all of it:\n"
-               b"keep nothing else here.\n")
-STAGING_PREFIX = ".modelfleet-render-"
-RETIRED_PREFIX = ".modelfleet-old-"
+__all__ = ["MARKER", "is_replaceable", "remove_stale", "write_file", "write_tree"]
 FSYNC_THREADS = 16
 
 _FIXES = {
@@ -53,14 +55,17 @@ def write_tree(files: Mapping[str, bytes], out_dir: str, keep: Mapping[str, str]
     parent = os.path.dirname(target)
     try:
         os.makedirs(parent, exist_ok=True)
-        remove_stale(parent)
-        staging = _stage(files, parent, os.path.basename(target))
-        try:
-            _swap(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        _fsync_dir(parent)
+        with output_lock(out_dir, target):
+            recover(parent, os.path.basename(target))
+            remove_stale(parent)
+            _refuse_foreign(out_dir, target, files)
+            staging = stage(files, parent, os.path.basename(target))
+            try:
+                swap_in(staging, target)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            _fsync_dir(parent)
     except OSError as exc:
         raise _output_error(out_dir, exc) from None
 
@@ -110,6 +115,17 @@ def _refuse_unsafe(out_dir: str, target: str, keep: Mapping[str, str]) -> None:
                                  "what is there", "give a new or empty directory, or empty this one yourself")])
 
 
+def _refuse_foreign(out_dir: str, target: str, files: Mapping[str, bytes]) -> None:
+    """A previous render holding anything it did not write, or a file changed since, is not replaced."""
+    if not os.path.isdir(target) or not os.listdir(target):
+        return
+    foreign, changed = foreign_entries(target, files)
+    if foreign or changed:
+        raise OutputError([Issue(out_dir, 0, 0, "", f"refusing to replace it: {describe(foreign, changed)}",
+                                 "move them out (a render needs a directory of its own: in a GitOps repository, "
+                                 "render into a subdirectory), or delete them; then render again")])
+
+
 def _file_in_the_way(directory: str) -> str | None:
     """The nearest existing ancestor of a directory to be created, when it is not a directory."""
     while not os.path.lexists(directory):
@@ -128,13 +144,14 @@ def is_replaceable(directory: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- writing
-def _stage(files: Mapping[str, bytes], parent: str, name: str) -> str:
-    """Every file, fsynced, in a new sibling directory of ``out_dir``; its path."""
-    staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-{name}-", dir=parent)
+def stage(files: Mapping[str, bytes], parent: str, name: str) -> str:
+    """Every file and the marker listing them, fsynced, in a new sibling directory of the output; its path."""
+    staging = os.path.join(parent, leftover_name(STAGING_PREFIX, name))
+    os.mkdir(staging, 0o777 & ~_umask())
     try:
         os.chmod(staging, 0o777 & ~_umask())
         written = []
-        for relative, content in {**files, MARKER: MARKER_TEXT}.items():
+        for relative, content in {**files, MARKER: marker_text(files)}.items():
             target = os.path.join(staging, _safe_relative(relative))
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as handle:
@@ -170,52 +187,6 @@ def _safe_relative(relative: str) -> str:
     if os.path.isabs(normal) or normal.split(os.sep)[0] in ("..", "."):
         raise ValueError(f"rendered file {relative!r} would land outside the output directory")
     return normal
-
-
-def _swap(staging: str, out_dir: str) -> None:
-    if not os.path.lexists(out_dir):
-        os.rename(staging, out_dir)
-        return
-    retired = tempfile.mkdtemp(prefix=f"{RETIRED_PREFIX}{os.getpid()}-", dir=os.path.dirname(out_dir))
-    os.rmdir(retired)
-    os.rename(out_dir, retired)
-    try:
-        os.rename(staging, out_dir)
-    except BaseException:
-        os.rename(retired, out_dir)
-        raise
-    shutil.rmtree(retired, ignore_errors=True)
-
-
-def remove_stale(parent: str) -> list[str]:
-    """Remove staging and retired directories a killed render left in ``parent``; the names removed.
-
-    A name carries its writer's process id; one whose process is still running is left alone (two renders
-    into one parent at once). Names without one (older releases) are always stale."""
-    removed = []
-    for name in sorted(os.listdir(parent)):
-        prefix = next((p for p in (STAGING_PREFIX, RETIRED_PREFIX) if name.startswith(p)), None)
-        path = os.path.join(parent, name)
-        if prefix is None or not os.path.isdir(path) or os.path.islink(path):
-            continue
-        pid, dash, _ = name[len(prefix):].partition("-")
-        if dash and pid.isdigit() and _running(int(pid)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(name)
-    return removed
-
-
-def _running(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, owned by someone else
-    return True
 
 
 # ---------------------------------------------------------------------------------------------- helpers

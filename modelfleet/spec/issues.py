@@ -65,6 +65,8 @@ def issues_from_validation(doc: Document, exc: ValidationError, prefix: Path = (
         path = remap(path) if remap is not None else path
         if path in doc.unreadable:
             continue  # the YAML layer already said this value could not be read
+        if error["type"] == "missing" and any(path[:len(p)] == p for p in doc.incomplete):
+            continue  # it would have come from a merge key (<<) the YAML layer already reported
         owner = owner_of(root, _to_key(tuple(error["loc"]))) if root else None
         issues.append(doc.issue(path, message_for(error), fix or fix_for(error, owner, loc)))
     return issues

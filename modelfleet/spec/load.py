@@ -101,13 +101,24 @@ def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None
     if doc.data is None:
         raise SpecError([doc.issue((), "the file is empty", "add `models:` with at least one model")])
     try:
-        fleet = S.FleetSpec.model_validate(doc.data)
+        fleet = S.FleetSpec.model_validate(_without_extensions(doc.data))
     except ValidationError as exc:
         raise SpecError(issues + issues_from_validation(doc, exc)) from None
     issues += _check_environments(doc, fleet, known_environments)
     if issues:
         raise SpecError(issues)
     return fleet
+
+
+EXTENSION_PREFIX = "x-"  # top-level keys for anchors to merge from (`x-defaults: &defaults {...}`), as compose files
+
+
+def _without_extensions(data: Any) -> Any:
+    """The document without its ``x-...`` top-level keys: they hold YAML anchors (shared settings that models
+    merge with ``<<: *name``) and are not part of the catalogue themselves."""
+    if not isinstance(data, dict):
+        return data
+    return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
 
 
 def locate_issues(error: ModelfleetError, doc: Document) -> ModelfleetError:
@@ -137,4 +148,7 @@ def model_schema() -> dict[str, Any]:
     schema = S.FleetSpec.model_json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "modelfleet models.yaml"
+    schema["description"] += (" Top-level keys starting with `x-` are ignored: they hold YAML anchors that models "
+                              "merge with `<<: *name` (e.g. `x-defaults: &defaults {team: search}`).")
+    schema["patternProperties"] = {f"^{EXTENSION_PREFIX}": {}}
     return schema

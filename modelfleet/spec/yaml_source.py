@@ -8,7 +8,10 @@ Scalars follow YAML 1.2 where 1.1 surprises people: only true/false are booleans
 strings), timestamps and ``1:30`` stay strings, ``010`` is ten and ``1e3`` is a number. A scalar that cannot
 be read as what it is tagged (``!!int abc``, a 5,000-digit number, ``1.0e+400``) is a located issue.
 
-Anchors and aliases are expanded, within a budget: the aliases of a document may add at most
+Merge keys (``<<: *defaults``, ``<<: [*a, *b]``) work as YAML's merge type: the merged mappings' keys are added
+where the mapping does not write them, the earlier of several merges winning; each merged value keeps the
+line it is written on, and a merge of anything but mappings is one located issue. Anchors and aliases
+(merged ones included) are expanded, within a budget: the aliases of a document may add at most
 ``max(ALIAS_BUDGET, one value per byte of the file)`` values, so a "billion laughs" document stops at its
 first oversized alias in milliseconds instead of eating memory; it is reported at that alias's target.
 """
@@ -35,6 +38,7 @@ MAX_DIGITS = 100  # no setting needs 20; longer numbers stop here, far below Pyt
 _BOOL_WORDS = {"true", "false", "True", "False", "TRUE", "FALSE"}
 _FLOAT_12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?$")  # YAML 1.2, plus _
 _NUMBER_STARTS = frozenset("0123456789+-.")
+MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _Stop(Exception):
@@ -70,6 +74,8 @@ class Document:
     issues: list[Issue] = field(default_factory=list)
     #: Paths whose scalar could not be read (their issue is in ``issues``); validation errors there repeat it.
     unreadable: set[Path] = field(default_factory=set)
+    #: Mappings whose merge key (<<) could not be read: keys "missing" under them came from the merge.
+    incomplete: set[Path] = field(default_factory=set)
 
     def locate(self, path: Path) -> tuple[int, int]:
         """Line and column of ``path``, or of its nearest written ancestor (e.g. for a missing key)."""
@@ -170,9 +176,10 @@ class _Builder:
 
     def _mapping(self, node: yaml.MappingNode, path: Path, depth: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        merges = []
         for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                self._fail(key_node, path, "merge keys (<<) are not supported", "write the keys out")
+            if key_node.tag == MERGE_TAG:
+                merges.append((key_node, value_node))
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 self._fail(key_node, path, "keys must be plain strings", "use a plain key")
@@ -185,7 +192,30 @@ class _Builder:
                 continue
             self.doc.marks[path + (key,)] = self._mark(key_node)
             out[key] = self.build(value_node, path + (key,), depth + 1)
+        for key_node, value_node in merges:
+            self._merge(out, key_node, value_node, path, depth)
         return out
+
+    def _merge(self, out: dict[str, Any], key_node: yaml.Node, value_node: yaml.Node, path: Path, depth: int) -> None:
+        """``<<: *a`` or ``<<: [*a, *b]``: add the keys ``out`` does not have yet (written keys and earlier
+        merges win), each located where it is written."""
+        sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        if not sources or not all(isinstance(s, yaml.MappingNode) for s in sources):
+            kind = "an empty list" if not sources else _kind(next(s for s in sources if not isinstance(s, yaml.MappingNode)))
+            self._fail(key_node, path, f"a merge key (<<) takes a mapping or a list of mappings, not {kind}",
+                       "merge an anchored mapping (`<<: *defaults`), or write the keys out")
+            self.doc.incomplete.add(path)  # its keys would have come from the merge: no "missing" for them
+            return
+        for source in sources:
+            marks, self.doc.marks = self.doc.marks, {}
+            try:
+                merged = self.build(source, path, depth)
+            finally:
+                found, self.doc.marks = self.doc.marks, marks
+            for key, value in merged.items():
+                if key not in out:
+                    out[key] = value
+                    self.doc.marks.update((p, m) for p, m in found.items() if p[len(path):len(path) + 1] == (key,))
 
     def _scalar(self, node: yaml.ScalarNode, path: Path) -> Any:
         tag, value = node.tag, node.value
@@ -238,6 +268,12 @@ class _Builder:
         self._fail(node, path, message, fix)
         self.doc.unreadable.add(path)
         return str(node.value)
+
+
+def _kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    return "null" if node.tag == "tag:yaml.org,2002:null" else f"the value {node.value!r}"
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:

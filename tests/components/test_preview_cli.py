@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import time
 
 import yaml
@@ -40,7 +41,7 @@ def test_prod_preview_lists_what_the_plan_describes(capsys, plans):
     outputs = yaml.safe_load(out.split("\noutputs:\n", 1)[1])
     assert set(outputs["node_groups"]) == names
     assert outputs["monthly_cost_usd"]["desired"] > 0
-    assert "hf_offline_preview_placeholder" not in out and "data: [secret]" in out
+    assert "hf_offline_preview_placeholder" not in out and "data: none (modelfleet:hfToken is not set)" in out
 
 
 def test_preview_runs_the_program_on_the_given_catalogue(capsys, tmp_path):
@@ -68,3 +69,33 @@ def test_preview_stdout_is_deterministic_and_the_timing_goes_to_stderr(capsys):
     assert first[0] == second[0] == 0 and first[1] == second[1]
     assert " s)" not in first[1] and re.search(r"^preview ran in \d+\.\d s$", first[2], re.M)
     assert "as a first deploy (no node groups running)" in first[1]
+
+
+def test_preview_outside_a_pulumi_project_is_a_clean_error(capsys, tmp_path):
+    """Defect 5: a project of models.yaml and stacks/ alone (no Pulumi program) crashed with a traceback."""
+    (tmp_path / "models.yaml").write_text((ROOT / "models.yaml").read_text())
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    code = main(["--project", str(tmp_path), "preview", "--stack", "dev"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.splitlines()[0].startswith(f"{tmp_path / '__main__.py'}: no Pulumi program here: `preview` runs the "
+                                          "project's __main__.py")
+    assert "Pulumi.yaml" in err.splitlines()[0] and "components/" in err.splitlines()[0]
+
+
+def test_preview_warns_when_the_stack_has_no_hf_token(capsys, tmp_path):
+    """Defect 6: the README says a preview warns about a missing modelfleet:hfToken; it never did (a stand-in
+    token was always passed). With the stack's encrypted token, the stand-in goes in its place."""
+    code, out, err = preview(capsys, "--stack", "prod")
+    assert code == 0
+    assert re.search(r"^warning: modelfleet:hfToken is not set: llama-3-1-405b-instruct, .* `pulumi up` will stop "
+                     r"until it is set \(pulumi config set --secret modelfleet:hfToken", err, re.M)
+    assert "data: none (modelfleet:hfToken is not set)" in out
+    project = tmp_path / "project"
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".*", "tests", "bench", "examples", "docs"))
+    stack = project / "stacks" / "Pulumi.prod.yaml"
+    stack.write_text(stack.read_text() + "  modelfleet:hfToken:\n    secure: v1:AAAABBBBCCCC:DDDDEEEEFFFF\n")
+    code = main(["--project", str(project), "preview", "--stack", "prod"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "hfToken" not in err and "data: [secret]" in out
+    assert "v1:AAAABBBBCCCC" not in out and "hf_offline_preview_placeholder" not in out

@@ -92,3 +92,15 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
         "min": 155.17}, "name": "system", "nodes": [2, 2, 4], "price_basis": "on-demand", "usd_per_node_hour": 0.1008,
         "volume": "50 GiB gp3 at 3000 IOPS, 125 MiB/s", "volume_usd_per_node_month": 4.0}
     assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 197335.83
+
+
+@pytest.mark.parametrize("contents", [(), ("stacks/",), ("README.md",)])
+def test_a_base_directory_without_models_yaml_is_an_argument_error(tmp_path, capsys, contents):
+    """Defect 9: every stack was reported as not compiling, with exit 0."""
+    for name in contents:
+        (tmp_path / name).mkdir() if name.endswith("/") else (tmp_path / name).write_text("notes\n")
+    code = main(["--project", str(ROOT), "cost", "--base", str(tmp_path), "--format", "markdown"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.splitlines()[0] == (f"--base: {tmp_path} has no models.yaml (pass a directory with models.yaml and "
+                                   "optionally stacks/, a models.yaml file, or a git ref)")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from modelfleet.errors import OutputError
+from modelfleet.render import output_swap
 from modelfleet.render.fleet import write_tree
 
 
@@ -40,23 +41,24 @@ def test_failure_while_writing_keeps_previous_output(tmp_path: Path, project, mo
     assert [n for n in os.listdir(tmp_path) if n.startswith(".modelfleet-")] == []
 
 
-def test_failure_during_the_swap_restores_the_previous_output(tmp_path: Path, project, monkeypatch):
+@pytest.mark.parametrize("failing", ["exchange", "move_in"])
+def test_failure_during_the_swap_restores_the_previous_output(tmp_path: Path, project, monkeypatch, failing):
+    """The exchange failing, or in the fallback (two renames) the staging directory failing to move into place
+    after the previous output was set aside."""
     out = tmp_path / "out"
     files = project.rendered("dev")[1]
     write_tree(files, str(out))
     before = _tree(out)
-    real_rename, calls = os.rename, {"n": 0}
 
-    def failing_rename(src, dst):
-        calls["n"] += 1
-        if calls["n"] == 2:  # the staging directory moving into place
-            raise OSError(5, "Input/output error")
-        return real_rename(src, dst)
+    def failing_step(*args):
+        raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(os, "rename", failing_rename)
+    if failing == "move_in":
+        monkeypatch.setattr(output_swap, "exchange", output_swap.no_exchange)
+    monkeypatch.setattr(output_swap, failing, failing_step)
     with pytest.raises(OutputError, match="Input/output error"):
         write_tree({"plan.json": b"{}\n"}, str(out))
-    monkeypatch.setattr(os, "rename", real_rename)
+    monkeypatch.undo()
     assert _tree(out) == before
     assert [n for n in os.listdir(tmp_path) if n.startswith(".modelfleet-")] == []
 
