@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import tomllib
 
 import pytest
 
@@ -134,6 +135,10 @@ def test_al2023_gets_the_device_plugin_and_bottlerocket_does_not(runs, plans):
     assert {r.inputs["amiType"] for r in of_type(bottlerocket, NODE_GROUP).values()} == {"BOTTLEROCKET_x86_64_NVIDIA"}
     devices = {t.inputs["blockDeviceMappings"][0]["deviceName"] for t in of_type(bottlerocket, LAUNCH_TEMPLATE).values()}
     assert devices == {"/dev/xvdb"}, "Bottlerocket keeps images and emptyDirs on its data volume"
+    for template in of_type(bottlerocket, LAUNCH_TEMPLATE).values():  # its instance store, through apiclient
+        settings = base64.b64decode(template.inputs["userData"]).decode()
+        command = tomllib.loads(settings)["settings"]["bootstrap-commands"]["k8s-ephemeral-storage"]
+        assert command["commands"][0] == ["apiclient", "ephemeral-storage", "init"] and command["essential"]
 
 
 def _desired(result, group: str) -> tuple[int, tuple[str, ...]]:
