@@ -18,7 +18,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_validate_example():
     result = run("validate")
     assert result.returncode == 0, result.stderr
-    assert "7 models valid" in result.stdout
+    assert "8 models valid" in result.stdout
 
 
 def test_plan_json_contract():

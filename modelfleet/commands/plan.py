@@ -41,6 +41,13 @@ def format_plan(plan: FleetPlan) -> str:
     decisions = {s.decision.reason: s.decision for s in plan.triton_servers}
     for decision in decisions.values():
         lines += _decision_lines(decision, "    ")
+    if plan.pipelines:
+        lines += ["", "pipelines (Triton ensembles):"]
+    for p in plan.pipelines:
+        lines.append(f"  {p.name} [on {p.server}] {' -> '.join(s.model for s in p.steps)}, p99 {p.p99_latency_ms:g} ms, "
+                     f"{p.peak_rps:g} req/s at peak (on top of each step's own)")
+        for d in p.decisions:
+            lines += _decision_lines(d, "      ")
     lines += ["", "models:"]
     for m in plan.models:
         lines += _model_lines(m)
@@ -50,8 +57,8 @@ def format_plan(plan: FleetPlan) -> str:
 def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     if isinstance(m, TritonModelPlan):
         head = (f"  {m.name} [triton on {m.server}, {m.instance_type} x{m.replicas}] batch {m.max_batch_size}, "
-                f"window {m.max_queue_delay_us} us, queue timeout {m.queue_timeout_us} us (REJECT), "
-                f"queue <= {m.max_queue_size}, cache {'on' if m.response_cache else 'off'}, GPU share {m.gpu_share:.0%}")
+                f"window {m.max_queue_delay_us} us, {_queueing(m)}, cache {'on' if m.response_cache else 'off'}, "
+                + (f"{m.instance_count} CPU instance(s)" if m.device == "cpu" else f"GPU share {m.gpu_share:.0%}"))
     else:
         head = (f"  {m.name} [{m.serving} on {m.instance_type}, tp={m.tensor_parallel_size} "
                 f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
@@ -60,6 +67,15 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     for d in m.decisions:
         out += _decision_lines(d, "      ")
     return out
+
+
+def _queueing(m: TritonModelPlan) -> str:
+    if m.sequence is not None:
+        return (f"sequence batcher ({m.sequence.strategy}, {m.sequence.slots} slots, idle release after "
+                f"{m.sequence.idle_timeout_us // 1000} ms)")
+    levels = "".join(f", {lv.name} {lv.queue_timeout_us} us" for lv in m.priority_levels)
+    return (f"queue timeout {m.queue_timeout_us} us (REJECT{levels}), queue <= {m.max_queue_size}"
+            + (", streaming" if m.decoupled else ""))
 
 
 def _decision_lines(decision: Decision, indent: str, shown: int = 4) -> list[str]:
