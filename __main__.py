@@ -10,9 +10,10 @@ import os
 
 import pulumi
 
-from components import build_fleet, read_live_node_groups, read_stack_config
+from components import build_fleet, read_live_cluster, read_live_node_groups, read_stack_config
 from modelfleet.deploy import cluster_deploy, compile_deploy_plan
-from modelfleet.deploy.checks import cluster_issues, credential_issues
+from modelfleet.deploy.checks import cluster_issues, credential_issues, version_issues
+from modelfleet.deploy.node_groups import zone_issues
 from modelfleet.errors import ModelfleetError, SpecError
 from modelfleet.project import Project
 from modelfleet.spec.environment import deployment_issues
@@ -25,9 +26,13 @@ try:
     deployment = project.deployment(stack, read_stack_config())
     if issues := deployment_issues(deployment.env, stack_file) + cluster_issues(deployment.env, stack_file):
         raise SpecError(issues)
+    cluster = read_live_cluster(cluster_deploy(deployment.env))
     live = read_live_node_groups(cluster_deploy(deployment.env))
-    fleet = compile_deploy_plan(deployment, live, pulumi.get_project())
+    fleet = compile_deploy_plan(deployment, live, pulumi.get_project(), cluster)
     errors, warnings = credential_issues(fleet, hf_token is not None, pulumi.runtime.is_dry_run(), stack_file)
+    old, drift = version_issues(deployment.env, deployment.plan, cluster, stack_file)
+    errors += old + zone_issues(deployment.plan, cluster.subnets, stack_file)
+    warnings += drift
     if errors:  # a real deploy of hub models without the token would crash-loop for hours
         raise SpecError(errors)
 except ModelfleetError as error:  # every problem, located, and nothing created

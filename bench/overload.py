@@ -30,7 +30,9 @@ second of the schedule, also as a share of capacity; rejections (queue timeout /
 Triton's batch executions; compiled / naive ratios.
 
 Usage: python bench/overload.py [--stack dev] [--model image-preprocessor] [--overload 3] [--requests 3000]
-Writes bench/results/overload-<stack>-<model>.{md,json} (and .png when matplotlib is importable).
+[--rounds 2] [--runs 1]. Writes bench/results/overload-<stack>-<model>.{md,json} (and .png when matplotlib is
+importable); with ``--runs N`` also ``-runs.md``, one line per run. When the server dies, the bench says how
+(signal, the kernel's lines, tritonserver's own crash report) and exits 1.
 """
 
 from __future__ import annotations
@@ -165,6 +167,8 @@ def calibrate(plan: FleetPlan, model: TritonModelPlan, batch: int, workdir: Path
             started_ns = time.monotonic_ns()
             samples = closed_loop(server.http_url, name, lambda i: infer_body(model, 2 * 10**9 + i), concurrency,
                                   args.calibration_s)
+        check_alive(server, f"calibration at max_batch_size {batch}")
+    check_clean_exit(server, f"calibration at max_batch_size {batch}")
     traced = [r for r in load_trace(trace) if r.model == name and (r.queue_start_ns or 0) >= started_ns]
     full = full_batch_times_ms(traced, batch)
     executed = [r for r in traced if r.compute_start_ns is not None]
@@ -231,7 +235,21 @@ def server_counts(before, after, name: str) -> dict[str, float]:
 
 
 class ServerDied(RuntimeError):
-    """The real server crashed under the load (seen: tritonserver 2.51, Signal 11, at --nice -10)."""
+    """The real server died under the load or while stopping; the message says how (signal, kernel log,
+    its own crash report). Seen before the tracer work-around (``trace_safe_environment``): SIGSEGV and
+    SIGABRT in tritonserver 2.51's trace release, 2 of 5 runs."""
+
+
+def check_alive(server: LocalTritonServer, during: str) -> None:
+    if not server.running():
+        raise ServerDied(f"during {during}: {server.death_report()}")
+
+
+def check_clean_exit(server: LocalTritonServer, during: str) -> None:
+    """A server that stopped any other way than exit code 0 wrote no complete trace: say how it ended."""
+    status = server.exit_status()
+    if status is None or status.code != 0:
+        raise ServerDied(f"stopping after {during}: {server.death_report()}")
 
 
 def schedule(model: TritonModelPlan, requests: int, repeat: float, round_index: int) -> list[bytes]:
@@ -255,15 +273,13 @@ def overload(plan: FleetPlan, model: TritonModelPlan, rate: float, workdir: Path
                 with client_on_own_cpu():
                     samples = open_loop(server.http_url, name, bodies, rate)
                 windows.append((name, started_ns, time.monotonic_ns()))
-                if not server.running():
-                    raise ServerDied(f"tritonserver exited (code {server.process.returncode}) during round "
-                                     f"{round_index}, {variant} run; the end of its log:\n"
-                                     + server.log_tail())
+                check_alive(server, f"round {round_index}, {variant} run")
                 summary = summarise(samples, model.p99_latency_ms / 1000, rate)
                 counts = server_counts(before, scrape_metrics(server.metrics_url), name)
                 runs.append({"round": round_index, "variant": variant, **dataclasses.asdict(summary), **counts,
                              "samples": [[s.due_s, s.latency_s, s.outcome] for s in samples]})
                 time.sleep(1.0)
+    check_clean_exit(server, f"{args.rounds} round(s)")
     traced = load_trace(trace)
     for run, window in zip(runs, windows):
         run.update(server_side(traced, *window, model.p99_latency_ms))
@@ -403,6 +419,32 @@ def plot(report: dict, path: Path) -> bool:
     return True
 
 
+def runs_summary(outcomes: list[dict | str], args: argparse.Namespace) -> str:
+    """One line per repeated run of the whole bench: did the server live, and the compiled and naive figures."""
+    lines = [f"# Overload bench repeated: {sum(isinstance(o, dict) for o in outcomes)} of {len(outcomes)} runs "
+             f"completed ({args.model}, stack {args.stack}, {args.rounds} round(s) each)", "",
+             "| run | capacity (req/s) | compiled: goodput, share of capacity, p99 (ms) | naive: goodput, share, "
+             "p99 (ms) |", "|---:|---:|---|---|"]
+    for index, outcome in enumerate(outcomes, 1):
+        if isinstance(outcome, str):
+            lines.append(f"| {index} | server died | {outcome.splitlines()[0][:150]} | |")
+            continue
+        capacity = outcome["calibrations"][-1]["capacity_rps"]
+        cells = {variant: "; ".join(f"{r['goodput_rps']}, {r['goodput_rps'] / capacity:.0%}, {r['p99_ms']}"
+                                    for r in outcome["runs"] if r["variant"] == variant)
+                 for variant in VARIANTS}
+        lines.append(f"| {index} | {capacity} | {cells['compiled']} | {cells['naive']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict, stem: Path) -> str:
+    text = markdown(report)
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    drawn = plot(report, stem.with_suffix(".png"))
+    return text + f"\nwrote {stem}.md, .json{', .png' if drawn else ' (no matplotlib: no plot)'}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="dev")
@@ -413,6 +455,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3000, help="per run")
     parser.add_argument("--repeat-fraction", type=float, default=0.2, help="share of requests repeating an input")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=1,
+                        help="repeat the whole bench (calibration and rounds, new servers) this many times; "
+                             "writes the last completed report and, above 1, a table of every run (-runs.md)")
     parser.add_argument("--nice", type=int, default=0,
                         help="scheduling priority change for the bench, its server and client (negative needs root): "
                              "on a machine shared with other work, a negative value keeps that work from "
@@ -421,19 +466,23 @@ def main() -> int:
     args = parser.parse_args()
     if args.nice:
         os.nice(args.nice)
-    try:
-        report = run(args)
-    except ServerDied as error:
-        print(f"overload.py: {error}", file=sys.stderr)
-        return 1
+    outcomes: list[dict | str] = []
+    for index in range(1, args.runs + 1):
+        try:
+            outcomes.append(run(args))
+        except ServerDied as error:
+            print(f"overload.py: run {index} of {args.runs}: {error}", file=sys.stderr)
+            outcomes.append(str(error))
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"overload-{args.stack}-{args.model}"
-    text = markdown(report)
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    drawn = plot(report, stem.with_suffix(".png"))
-    print(text + f"\nwrote {stem}.md, .json{', .png' if drawn else ' (no matplotlib: no plot)'}")
-    return 0
+    completed = [o for o in outcomes if isinstance(o, dict)]
+    if completed:
+        print(write_report(completed[-1], stem))
+    if args.runs > 1:
+        summary = runs_summary(outcomes, args)
+        Path(f"{stem}-runs.md").write_text(summary)
+        print(summary + f"wrote {stem}-runs.md")
+    return 0 if len(completed) == len(outcomes) else 1
 
 
 if __name__ == "__main__":

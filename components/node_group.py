@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pulumi
 import pulumi_aws as aws
 
@@ -32,6 +34,7 @@ def _launch_template(spec: NodeGroupDeploy, parent: pulumi.Resource) -> aws.ec2.
                 volume_size=lt.volume_gib, volume_type="gp3", throughput=lt.throughput_mibps, iops=lt.iops,
                 encrypted="true", delete_on_termination="true"))],
         tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=lt.tags)],
+        user_data=None if lt.user_data is None else base64.b64encode(lt.user_data.encode()).decode(),
         opts=pulumi.ResourceOptions(parent=parent))
 
 
@@ -43,7 +46,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
     TYPE = GPU_NODE_GROUP_TYPE
 
     def __init__(self, spec: NodeGroupDeploy, cluster_name: pulumi.Input[str], subnet_ids: pulumi.Input[list[str]],
-                 role: NodeRole, opts: pulumi.ResourceOptions | None = None) -> None:
+                 role: NodeRole, opts: pulumi.ResourceOptions | None = None,
+                 after: list[pulumi.Resource] | None = None) -> None:
         super().__init__(self.TYPE, spec.name, None, opts)
         template = _launch_template(spec, self)
         scaling = spec.scaling
@@ -56,8 +60,11 @@ class GpuNodeGroup(pulumi.ComponentResource):
             labels=spec.labels, tags=spec.tags,
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.effect) for t in spec.taints],
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=spec.update_max_unavailable),
+            force_update_version=spec.force_update or None,
             opts=pulumi.ResourceOptions(
-                parent=self, protect=spec.protect, depends_on=role.attachments,  # nodes cannot join without them
+                # nodes cannot join without the role's policies; a zone's group updates after the previous zone's
+                parent=self, protect=spec.protect, depends_on=[*role.attachments, *(after or [])],
                 ignore_changes=["scalingConfig.desiredSize"] if scaling.ignore_desired else []))
         self.register_outputs({"name": self.node_group.node_group_name})
 

@@ -42,9 +42,13 @@ def _decode(value: Any) -> Any:
 
 def _node_groups(fleet: DeployPlan, cluster: ClusterAccess, registry: Registry) -> dict[str, GpuNodeGroup]:
     role = NodeRole("gpu-nodes", fleet.node_role)
-    groups = {g.name: GpuNodeGroup(g, cluster.name, cluster.subnet_ids, role) for g in fleet.node_groups}
-    for name, group in groups.items():
-        registry.add(node_group_key(name), group.node_group)
+    groups: dict[str, GpuNodeGroup] = {}
+    for spec in fleet.node_groups:  # in order: a zone's group comes after the one it waits for
+        groups[spec.name] = GpuNodeGroup(spec, cluster.name, cluster.subnet_ids, role,
+                                         after=[groups[name].node_group for name in spec.after])
+    for spec in fleet.node_groups:
+        # a workload waits for its plan group: every zone's group of a zonal one
+        registry.add(node_group_key(spec.plan_group or spec.name), groups[spec.name].node_group)
     if fleet.system_node_group is not None:
         system = SystemNodeGroup(fleet.system_node_group, cluster.name, cluster.subnet_ids, role)
         registry.add(SYSTEM_NODES, system.node_group)

@@ -18,12 +18,8 @@ class TritonServer(pulumi.ComponentResource):
         renamed = pulumi.ResourceOptions(aliases=[pulumi.Alias(name=a) for a in spec.aliases])
         super().__init__("modelfleet:index:TritonServer", spec.name, None, pulumi.ResourceOptions.merge(opts, renamed))
         objects = [aws.s3.BucketObjectv2(o.name, bucket=bucket.id, key=o.key, content=o.content, content_type="text/plain",
-                                         opts=pulumi.ResourceOptions(parent=self, aliases=_aliases(o.aliases)))
+                                         opts=pulumi.ResourceOptions(parent=self, retain_on_delete=o.retain_on_delete))
                    for o in spec.objects]
         registry.add(credentials_key(spec.name), pod_role(spec.identity, cluster_name, self), *objects)
         apply_objects(spec.manifests, self, provider, registry)
         self.register_outputs({})
-
-
-def _aliases(names: tuple[str, ...]) -> list[pulumi.Alias]:
-    return [pulumi.Alias(name=name) for name in names]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .errors import EXIT_USER_ERROR, ModelfleetError
 
-COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview")
+COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,6 +26,9 @@ LLM = textwrap.dedent("""\
         sla: {{max_context_tokens: 8192, peak_concurrent_sequences: 16, p99_ttft_ms: {ttft}}}
     """)
 PROD = EnvironmentSpec(name="prod", region="us-east-1")
+# A stack pinning vLLM 0.11, which spells online fp8 `fp8` and loads the 16-bit weights before quantizing.
+OLD_VLLM = EnvironmentSpec.model_validate({"name": "prod", "region": "us-east-1",
+                                           "vllm": {"image": "vllm/vllm-openai:v0.11.0"}})
 
 
 def compile_text(text: str, env: EnvironmentSpec = PROD, catalogue=None):
@@ -187,9 +190,9 @@ def _flag(args: tuple[str, ...], name: str) -> str | None:
 
 
 def test_fp8_weights_are_quantized_by_vllm_on_fp8_gpus_only():
-    # A 16-bit checkpoint quantized while loading; vLLM 0.11 (the pinned image) spells it --quantization fp8
+    # A 16-bit checkpoint quantized while loading; vLLM 0.11 (pinned here) spells it --quantization fp8
     # and holds the 16-bit weights while loading: 131.4 / 4 = 32.9 GiB per L40S, within 44.4 x 0.9 - 1.5.
-    chat = compile_text(QUANTIZED.format(dtype="fp8", quantization="")).model("chat")
+    chat = compile_text(QUANTIZED.format(dtype="fp8", quantization=""), OLD_VLLM).model("chat")
     assert chat.weights_gib == pytest.approx(70.55e9 / GIB, abs=0.001) and chat.dtype == "fp8"
     assert (_flag(chat.args, "--quantization"), _flag(chat.args, "--dtype")) == ("fp8", "auto")
     assert chat.instance_type == "g6e.12xlarge"
@@ -197,7 +200,8 @@ def test_fp8_weights_are_quantized_by_vllm_on_fp8_gpus_only():
     # the KV cache stays 16-bit: 2 x 80 layers x 2 KV heads per GPU x 128 x 2 B per token
     left = 44.4 * 0.9 - 1.5 - 70.55e9 / GIB / 4
     assert chat.kv_cache_tokens == int(left * GIB // (2 * 80 * 2 * 128 * 2))
-    only_ampere = EnvironmentSpec(name="prod", region="us-east-1", instance_families=("g5", "p4d"))
+    only_ampere = EnvironmentSpec(name="prod", region="us-east-1", instance_families=("g5", "p4d"),
+                                  vllm={"image": "vllm/vllm-openai:v0.11.0"})
     with pytest.raises(CompileError) as caught:
         compile_text(QUANTIZED.format(dtype="fp8", quantization=""), only_ampere)
     assert "FP8 tensor cores" in caught.value.issues[0].message
@@ -334,7 +338,7 @@ def test_llm_on_triton_carries_the_quantization_into_model_json():
     plan = compile_text(LLM.format(serving="triton", dtype="fp8", arch="llama-3.1-8b", ttft=2000))
     server = plan.triton_servers[0]
     engine = json.loads(render_fleet(plan)[f"triton/{server.name}/chat/1/model.json"])
-    assert (engine["quantization"], engine["dtype"]) == ("fp8", "auto")
+    assert (engine["quantization"], engine["dtype"]) == ("fp8_per_tensor", "auto")  # vLLM 0.32's spelling
 
 
 OVERRIDDEN = textwrap.dedent("""\

@@ -3,7 +3,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..plan.types import Decision, FleetPlan, TritonModelPlan, VllmModelPlan
+from ..plan.types import Decision, FleetPlan, NodeGroupPlan, NodeResourcesPlan, TritonModelPlan, VllmModelPlan
 from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
 
@@ -32,10 +32,12 @@ def format_plan(plan: FleetPlan) -> str:
     for g in plan.node_groups:
         lines.append(f"  {g.name:28} {g.instance_type:14} {g.gpus_per_node} x {g.gpu_model:16} "
                      f"min {g.min_size} / desired {g.desired_size} / max {g.max_size}   {', '.join(g.workloads)}")
+        lines += _node_lines(g)
     lines += ["", "triton servers:"]
     for s in plan.triton_servers:
         lines.append(f"  {s.name:28} {s.instance_type:14} replicas {s.min_replicas}-{s.replicas}-{s.max_replicas}"
                      f"  cache {s.cache_size_bytes // 1024**2} MiB  models: {', '.join(s.models)}")
+        lines.append(f"    rollout: {s.rollout.reason}")
         if s.former_names:  # a stack deployed before keeps this server's resources under it (Pulumi aliases)
             lines.append(f"    formerly named {', '.join(s.former_names)}")
     decisions = {s.decision.reason: s.decision for s in plan.triton_servers}
@@ -54,6 +56,20 @@ def format_plan(plan: FleetPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _resources(r: NodeResourcesPlan) -> str:
+    return (f"{r.cpu:g} CPU, {r.memory_gib:,.2f} GiB, {r.ephemeral_storage_gib:,.1f} GiB disk, {r.gpus} GPU, "
+            f"{r.pods} pods")
+
+
+def _node_lines(g: NodeGroupPlan) -> list[str]:
+    """Zones, disks and the fit per node: what the kubelet offers, what the busiest node asks at max + surge."""
+    zones = ", ".join(f"{z.zone} {z.min_size}/{z.desired_size}/{z.max_size}" for z in g.zonal) or ", ".join(g.zones)
+    disk = (f"pods write to the instance store ({g.instance_store_gib:,} GiB)" if g.ephemeral_storage_on == "instance-store"
+            else "pods write to the root volume")
+    return [f"    zones: {zones}; {disk}, root volume {g.root_volume_gib} GiB",
+            f"    per node: allocatable {_resources(g.allocatable)}; busiest node at max + surge, DaemonSet allowance included, {_resources(g.requested)}"]
+
+
 def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     if isinstance(m, TritonModelPlan):
         head = (f"  {m.name} [triton on {m.server}, {m.instance_type} x{m.replicas}] batch {m.max_batch_size}, "
@@ -64,6 +80,8 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
                 f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
                 f"max_num_seqs {m.max_num_seqs}, max_model_len {m.max_model_len}, KV {m.kv_cache_gib:.0f} GiB")
     out = [head]
+    if isinstance(m, VllmModelPlan) and m.rollout is not None:
+        out.append(f"      rollout: {m.rollout.reason}")
     for d in m.decisions:
         out += _decision_lines(d, "      ")
     return out

@@ -17,11 +17,11 @@ from ..render.k8s import model_repository_bucket, workload_endpoints
 from ..spec.environment import EnvironmentSpec
 from .addons import releases
 from .cluster import cluster_deploy, cluster_name, node_role
-from .node_groups import gpu_node_group, protected_changes, system_node_group
-from .types import BucketDeploy, DeployPlan, LiveNodeGroup, NodeGroupDeploy, object_key
+from .node_groups import gpu_node_groups, protected_changes, system_node_group
+from .types import BucketDeploy, DeployPlan, LiveCluster, LiveNodeGroup, NodeGroupDeploy, object_key
 from .workloads import Context, cluster_objects, workloads
 
-__all__ = ["DeployPlan", "Deployment", "LiveNodeGroup", "cluster_deploy", "compile_deploy_plan"]
+__all__ = ["DeployPlan", "Deployment", "LiveCluster", "LiveNodeGroup", "cluster_deploy", "compile_deploy_plan"]
 
 
 class Deployment(NamedTuple):
@@ -52,22 +52,25 @@ def _warnings(deployment: Deployment, groups: Sequence[NodeGroupDeploy], live: S
     return tuple(warnings + protected_changes(groups, live, env, project))
 
 
-def _outputs(deployment: Deployment) -> dict[str, Any]:
+def _outputs(deployment: Deployment, groups: Sequence[NodeGroupDeploy]) -> dict[str, Any]:
     plan, cost = deployment.plan, deployment.cost.monthly_usd  # None when a price is unknown
     outputs: dict[str, Any] = {
         "endpoints": workload_endpoints(plan),
-        "node_groups": {g.name: {"instance_type": g.instance_type, "min": g.min_size, "desired": g.desired_size,
-                                 "max": g.max_size} for g in plan.node_groups},
+        "node_groups": {g.name: {"instance_type": g.instance_type, "min": g.scaling.min_size,
+                                 "desired": g.scaling.desired_size, "max": g.scaling.max_size} for g in groups},
         "monthly_cost_usd": None if cost is None else {k: round(v, 2) for k, v in cost.model_dump().items()}}
     if plan.triton_servers:
         outputs["model_repository"] = model_repository_bucket(plan, deployment.env.deploy)
     return outputs
 
 
-def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = (), project: str = "modelfleet") -> DeployPlan:
-    """``live``: the cluster's node groups now (none for a new cluster); ``project``: the Pulumi project's name."""
+def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = (), project: str = "modelfleet",
+                        cluster: LiveCluster | None = None) -> DeployPlan:
+    """``live``: the cluster's node groups now (none for a new cluster); ``project``: the Pulumi project's name;
+    ``cluster``: its version and subnets' zones as the program read them (checks.py refuses what they lack)."""
     env, plan = deployment.env, deployment.plan
-    groups = tuple(gpu_node_group(plan, g, env, live) for g in plan.node_groups)
+    subnets = cluster.subnets if cluster else ()
+    groups = tuple(d for g in plan.node_groups for d in gpu_node_groups(plan, g, env, live, subnets))
     system = system_node_group(env, live) if env.cluster.create else None
     every_group = (*groups, *((system,) if system else ()))
     charts = releases(plan, env)
@@ -78,5 +81,5 @@ def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = 
     return DeployPlan(stack=env.name, project=project, cluster=cluster_deploy(env), node_role=node_role(),
                       system_node_group=system, node_groups=groups, cluster_objects=cluster_objects(deployment.manifests),
                       releases=charts, repository=repository, triton_servers=servers, vllm_models=models,
-                      outputs=_outputs(deployment), warnings=_warnings(deployment, every_group, live, project),
+                      outputs=_outputs(deployment, groups), warnings=_warnings(deployment, every_group, live, project),
                       notes=tuple(f"node group {g.name}: {g.scaling.note}" for g in every_group if g.scaling.note))

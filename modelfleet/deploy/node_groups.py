@@ -7,20 +7,40 @@ and a provider that ignores the desired size sends the one from the last deploy 
 be greater than desired size 3"; terraform-aws-eks #748, #944, #2030). So the program reads each group's
 live scaling config first and, when the planned bounds differ from the live ones, sends the live desired
 size clamped into the new bounds (hashicorp/terraform-provider-aws #18310 proposes the same rule).
+
+Zones: a plan group with a zonal layout (multi-node replicas, modelfleet.plan.layout) becomes one EKS node
+group per zone, ``<group>-<zone>``, on that zone's subnets only: zone-i is the i-th availability zone, in
+name order, of the subnets the groups use (the stack's ``cluster.subnetIds``, else the cluster's own), as
+the program reads them (``LiveCluster``).
+
+Updates: EKS replaces a group's nodes by draining them and gives up after 15 minutes of evictions a
+PodDisruptionBudget refuses (``PodEvictionFailure``). A multi-node replica's budget refuses every eviction
+while any of its groups is coming back, which takes longer than that (a reload of hundreds of GiB), so a
+zonal group is updated **forced**: EKS drains what the budget allows and then goes on. What keeps the
+fleet serving instead is the order: each zone's group waits for the previous zone's (``after``), and takes
+down one replica's nodes at a time (``update_max_unavailable``), so at most one zone's replica is
+replaced at once. Other groups update one node at a time within their budgets, not forced.
+
+Disks: where the plan puts the pods' writes on the instance store, the launch template carries the user
+data that makes the node's bootstrap stripe the NVMe disks RAID0 and move the kubelet's and containerd's
+directories there: nodeadm's ``spec.instance.localStorage.strategy: RAID0`` (AL2023) or Bottlerocket's
+``apiclient ephemeral-storage init`` and ``bind`` as an essential bootstrap command.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import Issue
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
-from ..plan.types import FleetPlan, NodeGroupPlan
+from ..plan.types import FleetPlan, NodeGroupPlan, VllmModelPlan
 from ..spec.environment import EnvironmentSpec
 from .types import (
     GPU_NODE_GROUP_TYPE,
     SYSTEM_NODE_GROUP_TYPE,
     LaunchTemplateDeploy,
     LiveNodeGroup,
+    LiveSubnet,
     NodeGroupDeploy,
     ScalingDeploy,
     Taint,
@@ -63,23 +83,92 @@ def scaling(sizes: tuple[int, int, int], live: LiveNodeGroup | None) -> ScalingD
     return ScalingDeploy(min_size=low, desired_size=kept, max_size=high, ignore_desired=False, note=why)
 
 
+ZONE_LABEL = "modelfleet.io/zone"
+NODEADM_RAID0 = """MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="//"
+
+--//
+Content-Type: application/node.eks.aws
+
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  instance:
+    localStorage:
+      strategy: RAID0
+--//--
+"""
+BOTTLEROCKET_EPHEMERAL = """[settings.bootstrap-commands.k8s-ephemeral-storage]
+commands = [["apiclient", "ephemeral-storage", "init"], ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]]
+essential = true
+mode = "always"
+"""
+INSTANCE_STORE_USER_DATA = {"AL2023_x86_64_NVIDIA": NODEADM_RAID0, "BOTTLEROCKET_x86_64_NVIDIA": BOTTLEROCKET_EPHEMERAL}
+
+
 def _labels(group: NodeGroupPlan) -> dict[str, str]:
     return {GROUP_LABEL: group.name, GPU_LABEL: group.gpu_model.replace(" ", "-")}
 
 
-def gpu_node_group(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec,
-                   live: Sequence[LiveNodeGroup]) -> NodeGroupDeploy:
-    labels, volume = _labels(group), group.root_volume
-    tags = labels | {STACK_TAG: env.name}
-    template = LaunchTemplateDeploy(name=f"{group.name}-lt", device_name=DATA_DEVICE[env.deploy.ami_type],
-                                    volume_gib=volume.size_gib, throughput_mibps=volume.throughput_mibps,
-                                    iops=volume.iops, tags=labels)
-    sizes = (group.min_size, group.desired_size, group.max_size)
-    return NodeGroupDeploy(name=group.name, name_prefix=f"{group.name}-", instance_type=group.instance_type,
+def zone_subnets(subnets: Sequence[LiveSubnet]) -> dict[str, tuple[str, ...]]:
+    """zone-i -> the subnets of the i-th availability zone (in name order) of ``subnets``."""
+    zones = sorted({s.zone for s in subnets})
+    return {f"zone-{i}": tuple(sorted(s.id for s in subnets if s.zone == zone)) for i, zone in enumerate(zones, 1)}
+
+
+def _template(group: NodeGroupPlan, name: str, env: EnvironmentSpec, labels: dict[str, str]) -> LaunchTemplateDeploy:
+    volume = group.root_volume
+    store = group.ephemeral_storage_on == "instance-store"
+    return LaunchTemplateDeploy(name=f"{name}-lt", device_name=DATA_DEVICE[env.deploy.ami_type],
+                                volume_gib=volume.size_gib, throughput_mibps=volume.throughput_mibps, iops=volume.iops,
+                                tags=labels, user_data=INSTANCE_STORE_USER_DATA[env.deploy.ami_type] if store else None)
+
+
+def _replica_nodes(plan: FleetPlan, group: NodeGroupPlan) -> int:
+    return max((m.nodes_per_replica for m in plan.models if isinstance(m, VllmModelPlan) and m.node_group == group.name),
+               default=1)
+
+
+def gpu_node_groups(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec, live: Sequence[LiveNodeGroup],
+                    subnets: Sequence[LiveSubnet]) -> tuple[NodeGroupDeploy, ...]:
+    """The plan group as EKS node groups: one, or one per zone of a zonal layout (see the module docstring)."""
+    if not group.zonal:
+        return (_gpu_group(group, group.name, env, live, (group.min_size, group.desired_size, group.max_size),
+                           env.cluster.subnet_ids),)
+    by_zone, out = zone_subnets(subnets), []
+    for zone in group.zonal:
+        name = f"{group.name}-{zone.zone}"
+        deployed = _gpu_group(group, name, env, live, (zone.min_size, zone.desired_size, zone.max_size),
+                              by_zone.get(zone.zone, ()), zone.zone)
+        out.append(deployed.model_copy(update={"update_max_unavailable": _replica_nodes(plan, group),
+                                               "force_update": True, "after": (out[-1].name,) if out else ()}))
+    return tuple(out)
+
+
+def _gpu_group(group: NodeGroupPlan, name: str, env: EnvironmentSpec, live: Sequence[LiveNodeGroup],
+               sizes: tuple[int, int, int], subnet_ids: tuple[str, ...], zone: str | None = None) -> NodeGroupDeploy:
+    labels = _labels(group) | ({ZONE_LABEL: zone} if zone else {})
+    return NodeGroupDeploy(name=name, name_prefix=f"{name}-", instance_type=group.instance_type,
                            capacity_type=CAPACITY_TYPES[group.capacity_type], ami_type=env.deploy.ami_type,
-                           labels=labels, tags=tags, taints=(GPU_TAINT,),
-                           scaling=scaling(sizes, live_group(group.name, live, env.name)),
-                           launch_template=template, subnet_ids=env.cluster.subnet_ids, protect=env.protect)
+                           labels=labels, tags=labels | {GROUP_LABEL: name, STACK_TAG: env.name}, taints=(GPU_TAINT,),
+                           scaling=scaling(sizes, live_group(name, live, env.name)),
+                           launch_template=_template(group, name, env, labels), subnet_ids=subnet_ids,
+                           protect=env.protect, zone=zone, plan_group=group.name if zone else None)
+
+
+def zone_issues(plan: FleetPlan, subnets: Sequence[LiveSubnet], file: str) -> list[Issue]:
+    """A zonal group needs as many zones among the subnets as it has zone groups."""
+    known = zone_subnets(subnets)
+    issues = []
+    for group in plan.node_groups:
+        missing = [z.zone for z in group.zonal if z.zone not in known]
+        if missing:
+            issues.append(Issue(file, 0, 0, "config.modelfleet:cluster.subnetIds",
+                                f"node group {group.name} needs one node group per zone ({len(group.zonal)} zones: a "
+                                f"multi-node replica sits whole in one zone), but the subnets span {len(known)} zone(s)",
+                                "list private subnets in as many availability zones as modelfleet:availabilityZones "
+                                "says, or lower availabilityZones"))
+    return issues
 
 
 def system_node_group(env: EnvironmentSpec, live: Sequence[LiveNodeGroup]) -> NodeGroupDeploy:

@@ -65,6 +65,21 @@ class LiveNodeGroup(DeployModel):
     tags: dict[str, str]
 
 
+class LiveSubnet(DeployModel):
+    """A subnet the node groups may use, and its availability zone (read by the program: components/live.py)."""
+
+    id: str
+    zone: str
+
+
+class LiveCluster(DeployModel):
+    """What the program reads of the cluster before deploying: its Kubernetes version (a joined cluster's is
+    not the stack's to choose) and its node groups' subnets with their zones."""
+
+    kubernetes_version: str | None  # None: the cluster does not exist yet (this stack creates it)
+    subnets: tuple[LiveSubnet, ...] = ()
+
+
 class Taint(DeployModel):
     key: str
     value: str
@@ -80,6 +95,9 @@ class LaunchTemplateDeploy(DeployModel):
     throughput_mibps: int  # gp3: 125 included, up to 1000
     iops: int  # gp3: 3000 included; at least 4 per MiB/s of throughput
     tags: dict[str, str]
+    # What the node's bootstrap does before the kubelet starts (instance store RAID0), as the AMI reads it:
+    # a MIME multipart with a nodeadm NodeConfig (AL2023) or Bottlerocket TOML settings; None: nothing.
+    user_data: str | None = None
 
 
 class ScalingDeploy(DeployModel):
@@ -105,6 +123,13 @@ class NodeGroupDeploy(DeployModel):
     launch_template: LaunchTemplateDeploy
     subnet_ids: tuple[str, ...]  # empty: the cluster's own subnets (looked up)
     protect: bool
+    zone: str | None = None  # a zonal group's one zone (its subnets are that zone's)
+    plan_group: str | None = None  # a zonal group's node group in the plan (what workloads wait for)
+    # EKS's update of the group's nodes (a new launch template or AMI): how many nodes at a time, and whether
+    # to go on when a PodDisruptionBudget still blocks an eviction after EKS's 15 minutes (node_groups.py).
+    update_max_unavailable: int = 1
+    force_update: bool = False
+    after: tuple[str, ...] = ()  # node groups (logical names) whose updates must finish first
 
 
 class RoleDeploy(DeployModel):
@@ -163,7 +188,8 @@ class S3ObjectDeploy(DeployModel):
     name: str
     key: str
     content: str
-    aliases: tuple[str, ...] = ()  # earlier logical names (a renamed Triton server's)
+    # Kept in the bucket when a later revision no longer lists it: a pod of the old revision may still read it.
+    retain_on_delete: bool = False
 
 
 # --- Kubernetes ------------------------------------------------------------------------------------------------

@@ -108,12 +108,13 @@ def cluster_objects(manifests: Mapping[str, list[dict[str, Any]]]) -> tuple[Appl
 
 def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpec, files: Mapping[str, bytes],
                   manifests: Sequence[dict[str, Any]], ctx: Context) -> TritonDeploy:
-    """Its configs as S3 objects under its prefix, a role reading that prefix and its artifacts, its objects.
-    A server renamed since it was deployed keeps its Pulumi identity: every resource named after it is aliased
-    to its name under each former name (``_former``)."""
+    """Its configs as S3 objects under this revision's prefix (kept when a later revision replaces them), a
+    role reading its prefix and its artifacts, its objects. A server renamed since it was deployed keeps its
+    Pulumi identity: every resource named after it is aliased to its name under each former name (``_former``);
+    its configs are a new revision like any other change (the old one is kept for pods still reading it)."""
     bucket, prefix = model_repository_bucket(plan, env.deploy), model_repository_prefix(server)
-    objects = tuple(S3ObjectDeploy(name=(name := key.removeprefix("triton/").replace("/", "-")), key=key,
-                                   content=content.decode(), aliases=_former(name, server))
+    objects = tuple(S3ObjectDeploy(name=key.removeprefix("triton/").replace("/", "-"), key=key, content=content.decode(),
+                                   retain_on_delete=True)
                     for key, content in sorted(repository_objects(files, server).items()))
     identity = PodIdentityDeploy(name=server.name, namespace=plan.namespace, service_account=server.name,
                                  policy=triton_read_policy(plan, server, bucket, prefix),

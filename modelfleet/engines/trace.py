@@ -8,6 +8,15 @@ to the file when the server stops). Times are Triton's steady clock in nanosecon
 One request's entries are scattered over the file (a JSON array of ``{"id", "timestamps": [...]}`` and
 ``{"id", "model_name", ...}`` objects); :func:`read_trace` gathers them by id. A request that never ran
 (rejected from the queue, or served from the cache) has no ``COMPUTE_START``.
+
+Tracing crashes tritonserver 2.51 (the ``nvidia-pytriton`` 0.7.0 wheel) under load unless
+:func:`trace_safe_environment` is applied; :class:`~modelfleet.engines.tritonserver.LocalTritonServer`
+applies it whenever its arguments enable tracing. The cause, found here (``bench/trace_crash.py``, whose
+header gives the evidence): ``TraceManager::TraceRelease`` locks the trace's mutex, drops the last
+reference to the trace (freeing the mutex with it), then unlocks the freed mutex (in the wheel's binary:
+``pthread_mutex_lock`` at +0x31873d, the release at +0x3187f2, ``pthread_mutex_unlock`` at +0x3188f6, whose
+return address is the frame below libc in the crash backtraces). Fixed upstream by
+triton-inference-server/server PR #8144, merged in April 2025, long after 2.51 (24.10).
 """
 
 from __future__ import annotations
@@ -15,6 +24,43 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+
+# glibc keeps up to this many freed chunks per size class in the freeing thread's cache (tcache; default 7).
+TRACE_SAFE_TUNABLE = "glibc.malloc.tcache_count=65535"
+
+
+def trace_safe_environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with glibc's per-thread free cache raised to its maximum, which keeps tritonserver 2.51's
+    use-after-free in ``TraceRelease`` harmless.
+
+    Why it works: a trace (280 bytes) is allocated by an HTTP thread and freed by the backend thread that
+    releases the request. glibc caches 7 freed chunks per size in the freeing thread by default, so that
+    cache is soon full and the freed trace goes back to the allocating thread's arena, which may hand it out
+    again before the releasing thread unlocks the mutex inside it. The unlock then writes into a live
+    object (heap corruption: SIGABRT from malloc's checks, SIGSEGV in ``free``, servers that stop
+    answering) or, reading a ``__kind`` with the lock-elision bit out of the reused memory, runs ``xend``
+    outside a transaction (SIGSEGV at libc+0x85e06 here; "invalid opcode" on a host without TSX). With the
+    cache at its maximum the freed trace stays with the releasing thread, which allocates nothing before
+    the unlock, so the unlock only writes into its own free chunk, past the cache's link fields.
+
+    Its limit: the cache holds 65,535 chunks per size, so the protection is only certain while a backend
+    thread has freed at most that many more traces than it allocated chunks of their size. Measured here
+    (``bench/trace_crash.py``): without it 4 of 6 servers died or hung within 15 s of traced load
+    (up to 60,000 requests each), with it 0 of 6, and 0 of 6 untraced; over 45 s (100,000-240,000 requests
+    each) 1 of 6 servers with it died (SIGABRT), 0 of 3 untraced. The overload bench traces about
+    12,000 requests per server and the engine tests about 1,200. Clusters run the pinned 25.08 image,
+    released after the upstream fix, and do not need this.
+    """
+    current = env.get("GLIBC_TUNABLES", "")
+    if "glibc.malloc.tcache_count=" in current:
+        return env
+    return {**env, "GLIBC_TUNABLES": f"{current}:{TRACE_SAFE_TUNABLE}" if current else TRACE_SAFE_TUNABLE}
+
+
+def traces(args: list[str] | tuple[str, ...]) -> bool:
+    """Do these tritonserver arguments enable tracing?"""
+    return any(arg.startswith("--trace-config") for arg in args)
 
 
 def trace_args(path: Path) -> list[str]:

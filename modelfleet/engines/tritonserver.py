@@ -47,8 +47,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from .exit_status import ExitStatus, death_report, from_returncode, kernel_messages, peek_exit
 from .probes import http_ok
 from .process import die_with_parent, listens_on, signal_group
+from .trace import trace_safe_environment, traces
 
 STUB_NAME = "triton_python_backend_stub"
 
@@ -255,10 +257,12 @@ class LocalTritonServer:
         raise AssertionError("unreachable")
 
     def _launch(self, backends: Path) -> None:
+        env = server_environment(self.install, self._base_env)
+        if traces(self.extra_args):  # tritonserver 2.51's tracer frees a mutex before unlocking it
+            env = trace_safe_environment(env)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(backends), stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, cwd=self.workdir,
-                                            env=server_environment(self.install, self._base_env),
+                                            stderr=subprocess.STDOUT, cwd=self.workdir, env=env,
                                             start_new_session=True, preexec_fn=die_with_parent())
 
     def _wait_ready(self) -> None:
@@ -269,7 +273,7 @@ class LocalTritonServer:
                 tail = self.log_tail()
                 if "already in use" in tail:
                     raise PortTaken(f"tritonserver could not bind its ports\n{tail}")
-                raise EngineStartError(f"tritonserver exited during startup\n{tail}")
+                raise EngineStartError(f"tritonserver exited during startup: {self.death_report()}")
             if self.serving():
                 return
             time.sleep(0.1)
@@ -296,14 +300,33 @@ class LocalTritonServer:
         """Has the server exited (waiting up to ``timeout``)? The zombie is not reaped, so its process
         group id cannot be reused before :meth:`stop` has swept the group."""
         assert self.process is not None
-        if self.process.returncode is not None:
-            return True
         deadline = time.monotonic() + timeout
         while True:
-            info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            if info is not None or time.monotonic() >= deadline:
-                return info is not None
+            exited = self.exit_status() is not None
+            if exited or time.monotonic() >= deadline:
+                return exited
             time.sleep(0.05)
+
+    def exit_status(self) -> ExitStatus | None:
+        """How the server ended (exit code or signal, core dump), before or after :meth:`stop`; None while
+        it runs or before it started."""
+        if self.process is None:
+            return None
+        if self.process.returncode is not None:
+            return from_returncode(self.process.pid, self.process.returncode)
+        return peek_exit(self.process.pid)
+
+    def death_report(self) -> str:
+        """How the server died, for an error message: its exit status, what the kernel logged about it
+        (when ``dmesg`` is readable), tritonserver's own crash report (signal and backtrace) or its log tail."""
+        status = self.exit_status()
+        if status is None:
+            return "tritonserver is still running"
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            text = ""
+        return death_report("tritonserver", status, text, self.log_tail(), kernel_messages(status.pid))
 
     def stop(self) -> int | None:
         """SIGTERM the group, wait ``stop_timeout``, then SIGKILL; always sweep leftover stubs. Idempotent."""

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import math
 
 from ..errors import CompileError, Issue
 from ..spec.environment import EnvironmentSpec
 from ..spec.load import apply_environment
 from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
+from .classic import compile_classic
 from .engine_args import triton_server_args, vllm_serve_args, vllm_shm_gib
+from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
+from .kubelet import memory_share_gib
+from .layout import size_node_groups
 from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
 from .names import node_group_name, stable_name
-from .node_volume import size_root_volume
-from .classic import compile_classic
+from .node_disks import with_node_disks
 from .pipelines import pipelines_in
+from .pod_resources import with_pods
 from .precision import llm_weights_gib
-from .sizing import nodes_for_pods
+from .rollout import choose_rollout, replica_floor
 from .types import Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
@@ -65,15 +69,12 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         warnings=tuple(sorted(warnings, key=lambda w: (w.model, w.message))),
         pipelines=tuple(sorted(pipeline_plans, key=lambda p: p.name)),
     )
-    return _with_root_volumes(plan, env.deploy.node_disk_gib)
-
-
-def _with_root_volumes(plan: FleetPlan, floor_gib: int) -> FleetPlan:
-    """Each node group's root volume, sized once the plan holds every workload placed on it (what they write
-    and how fast: node_volume.py); until then the groups are built without one (``_node_groups``)."""
-    groups = tuple(g.model_copy(update={"root_volume": size_root_volume(plan, g.name, floor_gib)})
-                   for g in plan.node_groups)
-    return plan.model_copy(update={"node_groups": groups})
+    plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
+    if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):
+        raise CompileError(fit)
+    if zones := zone_warnings(plan):
+        plan = plan.model_copy(update={"warnings": tuple(sorted((*plan.warnings, *zones), key=lambda w: (w.model, w.message)))})
+    return plan
 
 
 def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
@@ -105,7 +106,11 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
                            prefix_caching=prefix)
     group = node_group_name(chosen.instance.name, env.capacity_type)
     weights = llm_weights_gib(model)
-    ram_share = chosen.instance.ram_gib * 0.85 * gpus_per_pod / chosen.instance.gpus
+    # 85% of the pod's share of the node's RAM, at most its share of what the kubelet offers beside the
+    # DaemonSets (a g6.xlarge's 16 GiB offer 12.8: 85% of 16 would never schedule).
+    ram_share = min(chosen.instance.ram_gib * 0.85 * gpus_per_pod / chosen.instance.gpus,
+                    math.floor(10 * memory_share_gib(chosen.instance, env.deploy.ami_type,
+                                                     env.deploy.daemonset_allowance, gpus_per_pod)) / 10)
     _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
         name=model.name, serving=serving, node_group=group, instance_type=chosen.instance.name, replicas=desired,
@@ -117,7 +122,9 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         estimated_ttft_ms=round(chosen.ttft_ms, 1), artifact=model.artifact, args=args,
         shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1), image=env.vllm.image,
         decisions=(decision, _precision_decision(chosen)), quantization=precision.quantization_flag,
-        checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3))
+        checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
+        rollout=None if serving == "triton" else choose_rollout(lo, replica_floor(env, model.sla.availability), chosen.pp,
+                                                                 chosen.instance.name))
     if serving != "triton":
         return plan, None
     return plan, _triton_llm_server(model, env, plan, warnings, issues, index)
@@ -159,40 +166,22 @@ def _triton_llm_server(model: LlmModelSpec, env: EnvironmentSpec, plan: VllmMode
         gpu_memory_used_gib=round(plan.weights_gib + plan.kv_cache_gib, 3), gpu_compute_used=1.0,
         cache_size_bytes=0, memory_request_gib=plan.memory_request_gib,
         args=triton_server_args(env.triton.exit_timeout_secs, 0, 0), image=env.triton.image, python_shm_bytes=0,
-        decision=plan.decisions[0])
+        decision=plan.decisions[0],
+        rollout=choose_rollout(plan.min_replicas, replica_floor(env, model.sla.availability), 1, plan.instance_type))
 
 
 def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: list[TritonServerPlan],
                  llms: list[VllmModelPlan]) -> tuple[NodeGroupPlan, ...]:
-    """One node group per instance type: nodes for min, desired and max replicas of what lands there."""
-    pods: dict[str, dict[str, Counter[int]]] = defaultdict(lambda: {k: Counter() for k in ("min", "desired", "max")})
-    spread: dict[str, int] = defaultdict(lambda: 1)
-    workloads: dict[str, list[str]] = defaultdict(list)
-    llm_servers = {s.models[0] for s in servers if s.models and any(p.name == s.models[0] for p in llms)}
-    for s in servers:
-        _add(pods[s.instance_type], s.gpus_per_replica, 1, s.min_replicas, s.replicas, s.max_replicas)
-        spread[s.instance_type] = max(spread[s.instance_type], s.min_replicas if s.spread_zones else 1)
-        workloads[s.instance_type].append(s.name)
-    for p in llms:
-        if p.name in llm_servers:
-            continue
-        _add(pods[p.instance_type], p.gpus_per_pod, p.nodes_per_replica, p.min_replicas, p.replicas, p.max_replicas)
-        spread[p.instance_type] = max(spread[p.instance_type], p.min_replicas * p.nodes_per_replica if p.spread_zones else 1)
-        workloads[p.instance_type].append(p.name)
+    """One node group per instance type: nodes for min, desired and max (plus surge) replicas of what lands
+    there, and its zones (layout.py). Disks, allocatable and requests come once the plan exists."""
+    gpus = {i: catalogue.instances[i].gpus for i in {*(s.instance_type for s in servers), *(p.instance_type for p in llms)}}
     groups = []
-    for instance_type in sorted(pods):
+    for instance_type, layout in size_node_groups(servers, llms, gpus, env.availability_zones).items():
         inst = catalogue.instances[instance_type]
-        sizes = {k: max(nodes_for_pods(v, inst.gpus), spread[instance_type] if k != "min" or v.total() else 0)
-                 for k, v in pods[instance_type].items()}
-        groups.append(NodeGroupPlan.model_construct(  # root_volume comes once the plan exists
+        groups.append(NodeGroupPlan.model_construct(
             name=node_group_name(instance_type, env.capacity_type), instance_type=instance_type,
-            capacity_type=env.capacity_type, min_size=sizes["min"], desired_size=sizes["desired"],
-            max_size=sizes["max"], gpus_per_node=inst.gpus, gpu_memory_gib=inst.gpu_memory_gib,
-            gpu_model=inst.gpu.name, vcpu=inst.vcpu, ram_gib=inst.ram_gib,
-            workloads=tuple(sorted(workloads[instance_type]))))
+            capacity_type=env.capacity_type, min_size=layout.sizes["min"], desired_size=layout.sizes["desired"],
+            max_size=layout.sizes["max"], gpus_per_node=inst.gpus, gpu_memory_gib=inst.gpu_memory_gib,
+            gpu_model=inst.gpu.name, vcpu=inst.vcpu, ram_gib=inst.ram_gib, zones=layout.zones, zonal=layout.zonal,
+            zone_reason=layout.zone_reason, workloads=tuple(layout.workloads)))
     return tuple(groups)
-
-
-def _add(bucket: dict[str, Counter[int]], gpus: int, pods_per_replica: int, lo: int, desired: int, hi: int) -> None:
-    for key, count in (("min", lo), ("desired", desired), ("max", hi)):
-        bucket[key][gpus] += count * pods_per_replica

@@ -7,9 +7,10 @@ writes 125 MiB/s unless more is provisioned: a p5 node of a 405B model writing 7
 100 minutes, far past any startup probe. So groups whose nodes download a lot get provisioned gp3
 throughput, and every budget is computed from the bandwidth the pod really gets.
 
-gp3 rather than the instances' local NVMe: at the download rate the network is the bottleneck once gp3 is
-provisioned (1000 MiB/s), the volume works the same on AL2023 and Bottlerocket with no user data, and it
-survives the instance-store layout differing per instance type (nodeadm RAID0 is AL2023-only).
+Where the instance type has local NVMe (every GPU type in the catalogue does), the pods write there instead
+(node_volume.py): the node's bootstrap stripes it RAID0 for the kubelet and containerd, it writes at
+``INSTANCE_STORE_GIB_PER_S`` or more, costs nothing beyond the instance, and is several times the size a gp3
+volume would need. gp3 (provisioned as above) remains for types without one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ GP3_IOPS_PER_MIBPS = 4  # AWS: throughput may be at most 0.25 MiB/s per provisio
 # About 40 USD a month per node (0.04 per MiB/s above 125, 0.005 per IOPS above 3000): nothing beside a
 # GPU node whose pods download that much; below, it would buy little.
 PROVISION_FROM_GIB = 50
+# What a node's instance store (RAID0 of its NVMe disks) writes, at least: one NVMe disk of the smallest GPU
+# types writes about 1 GB/s sequentially (the EC2 storage pages' figures), larger types stripe several.
+INSTANCE_STORE_GIB_PER_S = 1.0
 
 
 def from_hub(model: VllmModelPlan) -> bool:
@@ -102,9 +106,17 @@ def iops(throughput: int) -> int:
     return max(GP3_BASELINE_IOPS, GP3_IOPS_PER_MIBPS * throughput)
 
 
+def node_disk_gib_s(plan: FleetPlan, group: str) -> float:
+    """How fast one node's pods' disk writes: its instance store, or its root volume's throughput."""
+    node_group = plan.node_group(group)
+    if node_group.ephemeral_storage_on == "instance-store":
+        return INSTANCE_STORE_GIB_PER_S
+    return node_group.root_volume_throughput_mibps / 1024
+
+
 def pod_disk_gib_s(plan: FleetPlan, group: str) -> float:
-    """One pod's share of its node's volume when every pod on the node starts at once."""
-    return throughput_mibps(plan, group) / 1024 / concurrent_pods(plan, group)
+    """One pod's share of its node's disk when every pod on the node starts at once."""
+    return node_disk_gib_s(plan, group) / concurrent_pods(plan, group)
 
 
 def pod_download_gib_s(plan: FleetPlan, group: str) -> float:

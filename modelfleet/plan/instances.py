@@ -39,6 +39,14 @@ class InstanceType:
     usd_per_hour: Mapping[str, float]  # on-demand, by region; a region missing here is "unknown"
     # Spot, by region, only where `prices refresh` fetched it; elsewhere the stack's spot assumption applies.
     spot_usd_per_hour: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # The VPC CNI's pod limit for the type (amazon-eks-ami's eni-max-pods.txt); None: unknown (110 assumed).
+    eni_max_pods: int | None = None
+    instance_store_gb: int = 0  # local NVMe in all, decimal GB as AWS states it; 0: none
+
+    @property
+    def instance_store_gib(self) -> int:
+        """The instance store in whole GiB (AWS states decimal GB), rounded down."""
+        return self.instance_store_gb * 10**9 // 2**30
 
     @property
     def gpu_memory_gib(self) -> float:
@@ -126,7 +134,8 @@ def catalogue_from_data(data: dict) -> InstanceCatalogue:
     instances = {
         name: InstanceType(name, i["family"], gpus[i["gpu"]], int(i["gpus"]), int(i["vcpu"]), float(i["ram_gib"]),
                            MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
-                           MappingProxyType({r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}))
+                           MappingProxyType({r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}),
+                           _optional_int(i.get("eni_max_pods")), int(i.get("instance_store_gb") or 0))
         for name, i in data["instances"].items()
     }
     sources = {region: MappingProxyType({kind: PriceSource(str(s["as_of"]), str(s["source"]))
@@ -157,6 +166,10 @@ def _system_instances(data: dict) -> tuple[Mapping[str, SystemInstanceType], Map
              for name, i in (data.get("types") or {}).items()}
     sources = {region: PriceSource(str(s["as_of"]), str(s["source"])) for region, s in (data.get("prices") or {}).items()}
     return MappingProxyType(types), MappingProxyType(sources)
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
 
 
 def _optional_float(value: object) -> float | None:

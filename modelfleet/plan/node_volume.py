@@ -1,16 +1,29 @@
-"""Node volumes sized and provisioned for what the pods on them write: their emptyDirs and their images.
+"""Where a GPU node's pods write, and how large and fast that disk is: their emptyDirs and their images.
 
-A GPU node's pods keep model repositories and Hugging Face caches in emptyDirs on the node's volume (the
-root volume on AL2023, the data volume on Bottlerocket); a disk too small for them gets pods evicted (or
-never scheduled) long after ``pulumi up`` succeeded, and a disk too slow for them never lets them start
-(``disk.py``).
+A GPU node's pods keep model repositories and Hugging Face caches in emptyDirs; a disk too small for them
+gets pods evicted (or never scheduled: the kubelet offers only ``0.9 x disk - 1 GiB``, kubelet.py) long
+after ``pulumi up`` succeeded, and a disk too slow for them never lets them start (``disk.py``).
+
+Layout, per node group:
+
+- **instance store** (the type has local NVMe that holds a node full of its hungriest pods, their images and
+  the DaemonSets' allowance): the node's bootstrap stripes the NVMe disks RAID0 and puts the kubelet's and
+  containerd's directories on it (AL2023: nodeadm's ``localStorage: {strategy: RAID0}``; Bottlerocket: its
+  ``apiclient ephemeral-storage init/bind`` bootstrap command), so emptyDirs and images live there. The
+  root volume then holds the OS only: the stack's floor (``deploy.nodeDiskGib``) at gp3's baseline;
+- **root volume** otherwise (the root volume on AL2023, the data volume on Bottlerocket): sized so that the
+  pods' requests, their images, the allowance and the OS stay under the kubelet's eviction threshold, and
+  provisioned for the cold starts' writes (disk.py).
 """
 
 from __future__ import annotations
 
 import math
 
+from ..spec.environment import DaemonSetAllowance
 from . import disk
+from .instances import InstanceType
+from .kubelet import DISK_EVICTION_FRACTION, KUBE_RESERVED_DISK_GIB, ephemeral_allocatable_gib
 from .types import FleetPlan, TritonServerPlan, VllmModelPlan, VolumePlan
 
 IMAGE_GIB = 40  # one serving image unpacked (Triton and vLLM are each about 20 GB) and its layers during the pull
@@ -52,16 +65,42 @@ def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:
     return per_gpu, images
 
 
-def node_disk_gib(plan: FleetPlan, group: str, floor_gib: int) -> int:
-    """Volume size of the group's nodes: a node full of its most disk-hungry pods, their images and the
-    system, rounded up to 10 GiB; never below the stack's ``deploy.nodeDiskGib``."""
-    per_gpu, images = _scratch_per_gpu(plan, group)
-    need = per_gpu * plan.node_group(group).gpus_per_node + IMAGE_GIB * len(images) + SYSTEM_GIB
-    return max(floor_gib, ROUND_GIB * math.ceil(need / ROUND_GIB))
+def serving_images_gib(plan: FleetPlan, group: str) -> int:
+    """The serving images the group's pods run, unpacked on the pods' disk."""
+    return IMAGE_GIB * len(_scratch_per_gpu(plan, group)[1])
 
 
-def size_root_volume(plan: FleetPlan, group: str, floor_gib: int) -> VolumePlan:
-    """The gp3 volume of the group's nodes: its size, and the throughput and IOPS its cold starts need."""
+def pods_disk_need_gib(plan: FleetPlan, group: str, allowance: DaemonSetAllowance) -> float:
+    """What one node full of the group's most disk-hungry pods needs on the pods' disk: their requests,
+    their images and the DaemonSets' allowance."""
+    per_gpu, _ = _scratch_per_gpu(plan, group)
+    return (per_gpu * plan.node_group(group).gpus_per_node + serving_images_gib(plan, group)
+            + allowance.ephemeral_storage_gib)
+
+
+def node_disk_gib(plan: FleetPlan, group: str, floor_gib: int, ami_type: str,
+                  allowance: DaemonSetAllowance = DaemonSetAllowance()) -> int:
+    """Root volume size of a group whose pods write to it: their needs and the OS below the kubelet's eviction
+    threshold (and the kube-reserved GiB within what is left), rounded up to 10 GiB; never below the
+    stack's ``deploy.nodeDiskGib``."""
+    need = pods_disk_need_gib(plan, group, allowance) + SYSTEM_GIB + KUBE_RESERVED_DISK_GIB
+    size = need / (1 - DISK_EVICTION_FRACTION[ami_type])
+    return max(floor_gib, ROUND_GIB * math.ceil(size / ROUND_GIB))
+
+
+def on_instance_store(plan: FleetPlan, group: str, instance: InstanceType, ami_type: str,
+                      allowance: DaemonSetAllowance) -> bool:
+    """The group's pods write to the instance store when it has one that holds what they need."""
+    store = instance.instance_store_gib
+    return store > 0 and ephemeral_allocatable_gib(store, ami_type) >= pods_disk_need_gib(plan, group, allowance)
+
+
+def size_root_volume(plan: FleetPlan, group: str, floor_gib: int, ami_type: str = "AL2023_x86_64_NVIDIA",
+                     allowance: DaemonSetAllowance = DaemonSetAllowance(), store: bool = False) -> VolumePlan:
+    """The gp3 volume of the group's nodes: the OS only (``store``: the pods write to the instance store),
+    else sized for the pods and provisioned for their cold starts."""
+    if store:
+        return VolumePlan(size_gib=floor_gib, iops=disk.GP3_BASELINE_IOPS, throughput_mibps=disk.GP3_BASELINE_MIBPS)
     throughput = disk.throughput_mibps(plan, group)
-    return VolumePlan(size_gib=node_disk_gib(plan, group, floor_gib), iops=disk.iops(throughput),
+    return VolumePlan(size_gib=node_disk_gib(plan, group, floor_gib, ami_type, allowance), iops=disk.iops(throughput),
                       throughput_mibps=throughput)

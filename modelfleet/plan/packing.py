@@ -33,6 +33,7 @@ from ..spec.pipelines import PipelineSpec
 from ..spec.units import GIB
 from .binpacking import Item, Objective, pack_optimally
 from .instances import InstanceCatalogue, InstanceType
+from .kubelet import memory_share_gib
 from .llm import Rejection
 from .names import stable_name
 from .node_price import ranking_usd_per_node_hour
@@ -83,12 +84,20 @@ def _share(sizing: ClassicSizing, capacity_gib: float) -> float:
     return max(sizing.gpu_memory_gib / capacity_gib, sizing.gpu_demand)
 
 
-def host_capacity_gib(instance: InstanceType) -> float:
-    """Host RAM one GPU's Triton server may hold weights in: its share of the node, less the system reserve
-    and Triton's own base. A packing constraint, so a full server opens another rather than disqualifying
-    the instance type (which made adding a model able to *lower* the cost)."""
+def server_ram_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
+    """Host RAM one GPU's Triton pod may request: its share of the node less the system reserve, and never more
+    than its share of what the kubelet offers beside the DaemonSet allowance (plan/kubelet.py: a 16 GiB node
+    offers 12.8 GiB to pods, less than the reserve alone leaves)."""
     ram_share = instance.ram_gib / instance.gpus
-    return ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share - TRITON_HOST_BASE_GIB
+    kubelet = memory_share_gib(instance, env.deploy.ami_type, env.deploy.daemonset_allowance, 1)
+    return min(ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share, kubelet)
+
+
+def host_capacity_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
+    """Host RAM one GPU's Triton server may hold weights in: ``server_ram_gib`` less Triton's own base. A
+    packing constraint, so a full server opens another rather than disqualifying the instance type (which
+    made adding a model able to *lower* the cost)."""
+    return server_ram_gib(instance, env) - TRITON_HOST_BASE_GIB
 
 
 def _need(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
@@ -193,15 +202,14 @@ def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], 
     names = sorted(m.name for m in members)
     anchor = min(members, key=lambda m: asks.rank[m.name])
     lo, desired, hi = _replicas(members, sizings, asks, env)
-    ram_share = instance.ram_gib / instance.gpus
     host = TRITON_HOST_BASE_GIB + sum(sizings[n].host_gib for n in names) + loading_gib(names, sizings)
-    spare = ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share - host
+    shm = sum(PYTHON_SHM_BYTES * sizings[m.name].instance_count for m in members if m.framework == "python")
+    spare = server_ram_gib(instance, env) - host - shm / GIB
     if spare < 0:
-        return Rejection(instance.name, f"{', '.join(names)} need {host:.1f} GiB of host RAM, more than the "
-                                        f"{ram_share:.0f} GiB per GPU this instance has")
+        return Rejection(instance.name, f"{', '.join(names)} need {host + shm / GIB:.1f} GiB of host RAM, more than "
+                                        f"the {server_ram_gib(instance, env):.1f} GiB a pod gets per GPU there")
     cache = int(spare * env.triton.cache_ram_fraction * GIB) // (1024**2) * (1024**2)
     cache = cache if cache >= MIN_CACHE_BYTES else 0
-    shm = sum(PYTHON_SHM_BYTES * sizings[m.name].instance_count for m in members if m.framework == "python")
     return PackedServer(
         name=name, former_name=stable_name("triton", anchor.name), models=tuple(names), min_replicas=lo, replicas=desired,
         max_replicas=hi, spread_zones=lo >= 2,
@@ -286,7 +294,7 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
                           max([in_use[1]] + [s.min_replicas for s in held if s.spread_zones]),
                           1 if env.replicas.single_replica else math.inf)
     by_name = {m.name: m for u in shared for m in u}
-    bins = sorted(_bins(shared, sizings, asks, capacity_of(instance), host_capacity_gib(instance), objective),
+    bins = sorted(_bins(shared, sizings, asks, capacity_of(instance), host_capacity_gib(instance, env), objective),
                   key=lambda names: min(asks.rank[n] for n in names))
     for index, names in enumerate(bins):
         anchor = min(names, key=lambda n: asks.rank[n])

@@ -57,12 +57,63 @@ class TensorPlan(PlanModel):
 
 
 class VolumePlan(PlanModel):
-    """A node's root volume (EBS gp3): sized for what its pods write, provisioned for how fast they write it
-    (node_volume.py); the launch template creates it and the cost prices it."""
+    """A node's root volume (EBS gp3) as node_volume.py sizes it; the node group records its three figures."""
 
     size_gib: int
     iops: int
     throughput_mibps: int
+
+
+class NodeResourcesPlan(PlanModel):
+    """CPU (cores), memory, ephemeral storage, GPUs and pods of one node: what its kubelet offers pods
+    (``allocatable``), what the stack keeps for DaemonSets, or what the busiest node's pods request."""
+
+    cpu: float
+    memory_gib: float
+    ephemeral_storage_gib: float
+    gpus: int
+    pods: int
+
+
+class ContainerResourcesPlan(PlanModel):
+    """What one container of a workload's pod requests (and is limited to), decided by the plan so that the
+    fit check and the rendered manifests read the same figures (pod_resources.py)."""
+
+    name: str
+    init: bool  # an init container: runs to completion before the others start
+    cpu_millis: int
+    memory_mib: int
+    ephemeral_storage_gib: int  # 0: none requested (it writes only to the pod's emptyDirs)
+
+
+class PodPlan(PlanModel):
+    containers: tuple[ContainerResourcesPlan, ...]
+
+    def container(self, name: str) -> ContainerResourcesPlan:
+        return next(c for c in self.containers if c.name == name)
+
+    def request(self, field: str) -> int:
+        """The pod's effective request of ``field``, as the scheduler counts it: the larger of its largest
+        init container and the sum of its other containers."""
+        init = max((getattr(c, field) for c in self.containers if c.init), default=0)
+        return max(init, sum(getattr(c, field) for c in self.containers if not c.init))
+
+
+class RolloutPlan(PlanModel):
+    """How a workload's pods are replaced on an update, and why (rollout.py)."""
+
+    max_surge: int
+    max_unavailable: int
+    reason: str
+
+
+class ZoneSizePlan(PlanModel):
+    """One zone's node group of a zonal layout (multi-node replicas): sized for whole replicas."""
+
+    zone: str
+    min_size: int
+    desired_size: int
+    max_size: int
 
 
 class NodeGroupPlan(PlanModel):
@@ -71,14 +122,33 @@ class NodeGroupPlan(PlanModel):
     capacity_type: Literal["on-demand", "spot"]
     min_size: int
     desired_size: int
-    max_size: int
+    max_size: int  # nodes for every workload's HPA max plus its rollout surge
     gpus_per_node: int
     gpu_memory_gib: float
     gpu_model: str
     vcpu: int
     ram_gib: float
-    root_volume: VolumePlan
+    # The stack's zones the group spans (zone-1 is the first zone of its subnets, in AWS's order), and the
+    # per-zone node groups of a zonal layout (empty: one group over every zone): layout.py.
+    zones: tuple[str, ...]
+    zonal: tuple[ZoneSizePlan, ...]
+    zone_reason: str
+    # Where pods write (emptyDirs, images): the instance store striped RAID0 by the node's bootstrap, or the
+    # root volume; node_volume.py.
+    ephemeral_storage_on: Literal["instance-store", "root-volume"]
+    instance_store_gib: int
+    root_volume_gib: int
+    root_volume_iops: int
+    root_volume_throughput_mibps: int
+    allocatable: NodeResourcesPlan  # per node, as its kubelet reports it (kubelet.py)
+    daemonset_allowance: NodeResourcesPlan  # per node, kept free for DaemonSets (deploy.daemonsetAllowance)
+    requested: NodeResourcesPlan  # the busiest node at HPA max plus surge, serving images included (fit.py)
     workloads: tuple[str, ...]  # Triton servers and vLLM models placed here
+
+    @property
+    def root_volume(self) -> VolumePlan:
+        return VolumePlan(size_gib=self.root_volume_gib, iops=self.root_volume_iops,
+                          throughput_mibps=self.root_volume_throughput_mibps)
 
 
 class PriorityLevelPlan(PlanModel):
@@ -185,6 +255,8 @@ class TritonServerPlan(PlanModel):
     image: str
     python_shm_bytes: int
     decision: Decision  # why this instance type, and the alternatives
+    rollout: RolloutPlan
+    pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
     # Names it had under earlier naming schemes (triton-<anchor model>): the Pulumi program aliases them, so a
     # deployed stack's resources carry over.
     former_names: tuple[str, ...] = ()
@@ -224,6 +296,8 @@ class VllmModelPlan(PlanModel):
     decisions: tuple[Decision, ...]
     quantization: str | None = None  # vLLM --quantization: the checkpoint's format, or online fp8
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
+    rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
+    pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
 
 
 class FleetPlan(PlanModel):

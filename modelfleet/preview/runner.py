@@ -38,6 +38,7 @@ class Recorded:
     aliases: tuple[dict[str, Any], ...] = ()  # alias specs, e.g. {"noParent": True}
     depends_on: tuple[str, ...] = ()
     custom: bool = True
+    retain_on_delete: bool = False
 
 
 @dataclass
@@ -70,8 +71,10 @@ class FleetMocks(pulumi.runtime.Mocks):
     """``live``: node groups the cluster runs already, as EKS describes them (default: none, a first deploy);
     ``clusters``: the EKS clusters that exist (default: the one a joining stack names)."""
 
-    def __init__(self, region: str, live: Sequence[Mapping[str, Any]] = (), clusters: Sequence[str] | None = None) -> None:
+    def __init__(self, region: str, live: Sequence[Mapping[str, Any]] = (), clusters: Sequence[str] | None = None,
+                 version: str = "1.33") -> None:
         self.region, self.live, self.clusters = region, {g["nodeGroupName"]: g for g in live}, clusters
+        self.version = version  # the existing cluster's Kubernetes version
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
@@ -85,13 +88,20 @@ class FleetMocks(pulumi.runtime.Mocks):
             state["nodeGroupName"] = f"{state['nodeGroupNamePrefix']}<suffix>"
         return f"{args.name}-id", state
 
+    def subnet_zone(self, subnet_id: str) -> str:
+        """A subnet's zone, from its last hex digit (…1 -> a, …2 -> b, …a -> d): distinct for the example
+        stacks' subnets and the mocked cluster's own."""
+        return f"{self.region}{'abcdef'[(int(subnet_id[-1], 16) - 1) % 6]}"
+
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
         if args.token == "aws:eks/getCluster:getCluster":
             name = args.args.get("name", "cluster")
             return {"name": name, "arn": f"arn:aws:eks:{self.region}:{FAKE_ACCOUNT}:cluster/{name}",
                     "endpoint": f"https://{name}.eks.{self.region}.amazonaws.com",
-                    "certificateAuthorities": [{"data": "LS0tLS1CRUdJTi0tLS0t"}], "version": "1.33",
+                    "certificateAuthorities": [{"data": "LS0tLS1CRUdJTi0tLS0t"}], "version": self.version,
                     "vpcConfig": {"subnetIds": ["subnet-0private0a", "subnet-0private0b", "subnet-0private0c"]}}, []
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            return {"id": args.args["id"], "availabilityZone": self.subnet_zone(args.args["id"])}, []
         if args.token == "aws:eks/getClusters:getClusters":
             return {"id": self.region, "names": list(self.clusters or [])}, []
         if args.token == "aws:eks/getNodeGroups:getNodeGroups":
@@ -114,7 +124,7 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
         self.result.resources.append(Recorded(
             request.type, request.name, response.urn, request.parent, inputs, bool(request.protect),
             tuple(request.ignoreChanges), tuple(json_format.MessageToDict(a.spec) for a in request.aliases),
-            tuple(request.dependencies), bool(request.custom)))
+            tuple(request.dependencies), bool(request.custom), bool(getattr(request, "retainOnDelete", False))))
         return response
 
 

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from ..errors import Issue, SpecError
+from .engine_versions import TRITON_IMAGE, VLLM_IMAGE
 from .issues import issues_from_validation
 from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
 from .values import FieldProblem, lists_as_tuples, quantity
@@ -71,7 +72,8 @@ class ReplicaPolicy(EnvFrozen):
 
 
 class TritonSettings(EnvFrozen):
-    image: str = "nvcr.io/nvidia/tritonserver:25.08-py3"  # pinned: config semantics change between releases
+    # pinned: config semantics change between releases; the release whose config schema renders the configs
+    image: str = TRITON_IMAGE
     # Fraction of a node's RAM share left after the system reserve that goes to the response cache.
     cache_ram_fraction: _bounded(0.0, 0.9, "fraction of spare node RAM for the response cache, 0 to 0.9") = 0.5
     # Triton's own default; in-flight requests drain.
@@ -82,7 +84,7 @@ class TritonSettings(EnvFrozen):
 
 
 class VllmSettings(EnvFrozen):
-    image: str = "vllm/vllm-openai:v0.11.0"
+    image: str = VLLM_IMAGE  # the release CI's real vLLM checks every argument list with (engine_versions.py)
     # Pinned because vLLM changed its default between versions (0.9 -> 0.92); never rely on it.
     gpu_memory_utilization: _bounded(0.5, 0.98, "vLLM --gpu-memory-utilization, 0.5 to 0.98") = 0.90
     enable_prefix_caching: bool = True
@@ -108,6 +110,20 @@ class ClusterSettings(EnvFrozen):
                                     AfterValidator(_x86_system_type)] = "m7i.large"
 
 
+class DaemonSetAllowance(EnvFrozen):
+    """What every GPU node keeps for DaemonSets beside the serving pods, per node.
+
+    The default covers what an EKS GPU node runs: aws-node (25m), kube-proxy (100m), the Pod Identity agent,
+    the NVIDIA device plugin (50m, 64 MiB), a Prometheus node-exporter and a log shipper (about 100m and
+    200 MiB each), with room to spare; their images and logs on the pods' disk; and 8 pods. A cluster that
+    runs more on every node (a GPU operator, a security agent) raises it: the fit check then leaves it free."""
+
+    cpu: _bounded(0, 64, "CPU cores per node, 0 to 64") = 0.5
+    memory_gib: _bounded(0, 512, "GiB per node, 0 to 512") = 1.0
+    ephemeral_storage_gib: _bounded(0, 1024, "GiB of the pods' disk per node (DaemonSet images and logs), 0 to 1,024") = 10.0
+    pods: _bounded(0, 100, "pods per node, 0 to 100", kind=int) = 8
+
+
 class DeploySettings(EnvFrozen):
     """How ``pulumi up`` creates things (no effect on the plan's decisions)."""
 
@@ -120,6 +136,11 @@ class DeploySettings(EnvFrozen):
     node_disk_gib: _bounded(50, 16_384, "GPU nodes' root volume in GiB, 50 to 16,384 (EBS gp3's largest)",
                             kind=int) = 200
     aws_cli_image: str = "public.ecr.aws/aws-cli/aws-cli:2.27.0"  # copies the model repository from S3
+    # Per-node room the fit check keeps free for DaemonSets (modelfleet/plan/fit.py).
+    daemonset_allowance: DaemonSetAllowance = DaemonSetAllowance()
+    # AL2023 NVIDIA nodes need NVIDIA's device plugin; false when the cluster already runs one (the GPU Operator
+    # or NVIDIA's own chart), so that no node gets two plugins registering the same GPUs.
+    install_device_plugin: bool = True
 
 
 class CostSettings(EnvFrozen):

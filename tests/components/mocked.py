@@ -13,7 +13,7 @@ from modelfleet.preview.runner import PreviewResult, Recorded, run_program
 from tests.conftest import ROOT
 
 TOKEN = "hf_very_secret_token"
-SUBNETS = ["subnet-0a1b2c3d", "subnet-1a2b3c4d"]
+SUBNETS = ["subnet-0a1b2c31", "subnet-1a2b3c42", "subnet-2a3b4c53"]  # in three zones (the mocks read a zone from the last digit)
 
 
 def stack_config(stack: str, **changes: Any) -> dict[str, Any]:
@@ -24,13 +24,14 @@ def stack_config(stack: str, **changes: Any) -> dict[str, Any]:
 
 def run(stack: str, root: Path = ROOT, config: dict[str, Any] | None = None, token: str | None = TOKEN,
         live: list[dict[str, Any]] = (), clusters: list[str] | None = None, dry_run: bool = True,
-        expect_error: bool = False) -> PreviewResult:
+        expect_error: bool = False, version: str = "1.33") -> PreviewResult:
     """The program for ``stack`` under mocks; ``live``: node groups EKS reports (``live_group``);
-    ``clusters``: the EKS clusters that exist (a created cluster's second deploy)."""
+    ``clusters``: the EKS clusters that exist (a created cluster's second deploy); ``version``: the existing
+    cluster's Kubernetes version."""
     secrets = {"modelfleet:hfToken": token} if token is not None else {}
     config = config if config is not None else stack_config(stack)
     # looked up when called: tests/hardening substitutes its own FleetMocks subclass
-    mocks = preview_runner.FleetMocks(str(config.get("aws:region", "us-east-1")), live, clusters)
+    mocks = preview_runner.FleetMocks(str(config.get("aws:region", "us-east-1")), live, clusters, version)
     result = run_program(str(root), stack, config, secrets, mocks=mocks, dry_run=dry_run)
     assert (result.error is not None) == expect_error, result.error
     return result

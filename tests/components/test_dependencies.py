@@ -71,7 +71,9 @@ def test_a_workload_waits_for_its_own_node_group_credentials_and_account_only(ru
         name = resource.inputs["metadata"]["name"]
         planned = next((s for s in plan.triton_servers if s.name == name), None) or plan.model(name)
         direct = {(by_urn[u].type, by_urn[u].name) for u in resource.depends_on}
-        assert {n for t, n in direct if t == NODE_GROUP} == {planned.node_group}
+        groups = {n for t, n in direct if t == NODE_GROUP}  # its plan group: every zone's group of a zonal one
+        zonal = plan.node_group(planned.node_group).zonal
+        assert groups == ({f"{planned.node_group}-{z.zone}" for z in zonal} if zonal else {planned.node_group})
         assert ("kubernetes:core/v1:ServiceAccount", f"serviceaccount-{plan.namespace}-{name}") in direct
         credentials = {t for t, _ in direct} & {"aws:eks/podIdentityAssociation:PodIdentityAssociation",
                                                 "kubernetes:core/v1:Secret"}

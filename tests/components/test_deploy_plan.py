@@ -75,7 +75,7 @@ def test_the_deploy_plan_is_deterministic_and_names_only_keys_it_defines():
     fleet = compile_deploy_plan(project.deployment("prod", stack_config("prod")))
     assert fleet == compile_deploy_plan(project.deployment("prod", stack_config("prod")))
     defined = {f"object:{o.name}" for o in fleet.cluster_objects}
-    defined |= {f"node-group:{g.name}" for g in fleet.node_groups}
+    defined |= {f"node-group:{g.plan_group or g.name}" for g in fleet.node_groups}  # a zonal group by its plan group
     for workload in (*fleet.triton_servers, *fleet.vllm_models):
         defined |= {f"object:{o.name}" for o in workload.manifests} | {f"credentials:{workload.name}"}
     named = {k for w in (*fleet.triton_servers, *fleet.vllm_models) for o in w.manifests for k in o.waits_for}

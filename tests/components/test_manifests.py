@@ -73,7 +73,9 @@ def test_triton_pod_builds_its_repository_then_serves(project, plans):
     pod = _pod(deployment)
     (init,) = pod["initContainers"]
     script = init["command"][2]
-    assert f"s3://{deploy.model_repository_bucket}/triton/{server.name}/ {MODEL_REPOSITORY_DIR}/" in script
+    # the configs of this revision: content-addressed, so an old pod never reads a newer revision's
+    assert re.search(rf"s3://{deploy.model_repository_bucket}/triton/{server.name}/[0-9a-f]{{16}}/ {MODEL_REPOSITORY_DIR}/",
+                     script)
     for name in server.models:
         assert f"{plan.model(name).artifact}/ {MODEL_REPOSITORY_DIR}/{name}/" in script
     (container,) = pod["containers"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from modelfleet.plan.disk import GP3_MAX_MIBPS, pod_disk_gib_s
+from modelfleet.plan.kubelet import ephemeral_allocatable_gib
 from modelfleet.plan.node_volume import node_disk_gib
-from modelfleet.render.k8s.vllm import startup_s
+from modelfleet.render.k8s.vllm import HF_CACHE, startup_s
 from tests.components.mocked import copy_project, example_models, k8s_objects, live_group, of_type, run, stack_config
 from tests.conftest import STACKS
 
@@ -14,72 +17,103 @@ NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 
 
+def deployed(plan) -> list[tuple[str, object, tuple[int, int, int], str | None]]:
+    """(EKS group, plan group, sizes, zone): a zonal plan group is one EKS group per zone."""
+    out = []
+    for g in plan.node_groups:
+        if g.zonal:
+            out += [(f"{g.name}-{z.zone}", g, (z.min_size, z.desired_size, z.max_size), z.zone) for z in g.zonal]
+        else:
+            out.append((g.name, g, (g.min_size, g.desired_size, g.max_size), None))
+    return out
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_node_groups_match_the_plan(runs, plans, project, stack):
     groups, plan = of_type(runs[stack], NODE_GROUP), plans[stack]
-    assert sorted(groups) == sorted(g.name for g in plan.node_groups)
-    for planned in plan.node_groups:
-        inputs = groups[planned.name].inputs
+    assert sorted(groups) == sorted(name for name, *_ in deployed(plan))
+    for name, planned, (low, desired, high), zone in deployed(plan):
+        inputs = groups[name].inputs
         assert inputs["instanceTypes"] == [planned.instance_type]
-        assert inputs["scalingConfig"] == {"minSize": planned.min_size, "desiredSize": planned.desired_size,
-                                           "maxSize": planned.max_size}
+        assert inputs["scalingConfig"] == {"minSize": low, "desiredSize": desired, "maxSize": high}
+        assert high >= 1, "EKS refuses a node group whose max is 0"
         assert inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
         assert inputs["capacityType"] == ("SPOT" if planned.capacity_type == "spot" else "ON_DEMAND")
         assert inputs["amiType"] == project.environment(stack).deploy.ami_type == "AL2023_x86_64_NVIDIA"
         assert inputs["labels"]["modelfleet.io/node-group"] == planned.name
-        assert inputs["tags"] == {**inputs["labels"], "modelfleet.io/stack": stack}
-        assert inputs["nodeGroupNamePrefix"] == f"{planned.name}-"  # replaced groups are created before deletion
-        autoscaled = planned.max_size > planned.min_size
-        assert groups[planned.name].ignore_changes == (("scalingConfig.desiredSize",) if autoscaled else ())
+        assert inputs["tags"] == {**inputs["labels"], "modelfleet.io/node-group": name, "modelfleet.io/stack": stack}
+        assert inputs["nodeGroupNamePrefix"] == f"{name}-"  # replaced groups are created before deletion
+        autoscaled = high > low
+        assert groups[name].ignore_changes == (("scalingConfig.desiredSize",) if autoscaled else ())
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_launch_templates_enforce_imdsv2_and_size_the_disk(runs, plans, project, stack):
     templates, plan = of_type(runs[stack], LAUNCH_TEMPLATE), plans[stack]
-    floor = project.environment(stack).deploy.node_disk_gib
-    for group in plan.node_groups:
-        inputs = templates[f"{group.name}-lt"].inputs
+    deploy = project.environment(stack).deploy
+    for name, group, _, _ in deployed(plan):
+        inputs = templates[f"{name}-lt"].inputs
         assert inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required",
                                              "httpPutResponseHopLimit": 1}
         (disk,) = inputs["blockDeviceMappings"]
         assert disk["deviceName"] == "/dev/xvda"
         volume = group.root_volume
-        assert disk["ebs"]["volumeSize"] == volume.size_gib == node_disk_gib(plan, group.name, floor) >= floor
+        if group.ephemeral_storage_on == "instance-store":  # the OS only: the stack's floor at gp3's baseline
+            assert (volume.size_gib, volume.throughput_mibps, volume.iops) == (deploy.node_disk_gib, 125, 3000)
+            assert "strategy: RAID0" in base64.b64decode(inputs["userData"]).decode()
+        else:
+            assert volume.size_gib == node_disk_gib(plan, group.name, deploy.node_disk_gib, deploy.ami_type) >= deploy.node_disk_gib
+            assert "userData" not in inputs
+        assert disk["ebs"]["volumeSize"] == volume.size_gib
         assert (disk["ebs"]["volumeType"], disk["ebs"]["throughput"], disk["ebs"]["iops"]) == (
             "gp3", volume.throughput_mibps, volume.iops)
         assert 125 <= volume.throughput_mibps <= GP3_MAX_MIBPS and volume.iops >= max(3000, 4 * volume.throughput_mibps)
         assert disk["ebs"]["encrypted"] == "true"
 
 
-def test_disks_hold_what_the_pods_write(runs, plans):
-    """A p5 node of the 405B model downloads the whole 756 GiB checkpoint into its emptyDir."""
+def test_the_405b_pods_fit_the_disk_the_kubelet_offers(runs, plans, project):
+    """Defect 1: each 405B pod requested 838 GiB of ephemeral storage on a 900 GiB root volume, of which
+    AL2023's kubelet offers 0.9 x 900 - 1 = 809 GiB: Pending forever. Its nodes now put the pods' writes on
+    the p5's 8 x 3.84 TB NVMe (RAID0 through nodeadm), and the request fits what the kubelet offers there."""
     plan = plans["prod"]
-    group = plan.model("llama-3-1-405b-instruct").node_group
-    applied = k8s_objects(runs["prod"])[("LeaderWorkerSet", "llama-3-1-405b-instruct")]
-    pod = applied["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
-    cache = next(v for v in pod["volumes"] if v["name"] == "hf-cache")["emptyDir"]["sizeLimit"]
-    disk = of_type(runs["prod"], LAUNCH_TEMPLATE)[f"{group}-lt"].inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"]
-    assert int(cache.removesuffix("Gi")) >= plan.model("llama-3-1-405b-instruct").weights_gib
-    assert disk >= int(cache.removesuffix("Gi")) + 40
+    model = plan.model("llama-3-1-405b-instruct")
+    group = plan.node_group(model.node_group)
+    lws = k8s_objects(runs["prod"])[("LeaderWorkerSet", model.name)]["spec"]["leaderWorkerTemplate"]
+    requested = int(lws["workerTemplate"]["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"][:-2])
+    assert requested >= model.weights_gib
+    assert group.ephemeral_storage_on == "instance-store" and group.instance_store_gib == 30720 * 10**9 // 2**30
+    offered = ephemeral_allocatable_gib(group.instance_store_gib, project.environment("prod").deploy.ami_type)
+    assert group.allocatable.ephemeral_storage_gib == pytest.approx(offered, abs=0.01)
+    assert requested + 40 + group.daemonset_allowance.ephemeral_storage_gib <= offered
+    assert ephemeral_allocatable_gib(900, "AL2023_x86_64_NVIDIA") < requested, "the old 900 GiB volume never fit"
+    templates = of_type(runs["prod"], LAUNCH_TEMPLATE)
+    for zone in group.zonal:
+        user_data = base64.b64decode(templates[f"{group.name}-{zone.zone}-lt"].inputs["userData"]).decode()
+        assert "kind: NodeConfig" in user_data and "strategy: RAID0" in user_data
 
 
 def test_the_405b_model_cold_starts_within_its_probe_budget(runs, plans):
-    """Each p5 node downloads the whole 756 GiB checkpoint into its emptyDir. At gp3's baseline 125 MiB/s
-    that alone takes 103 minutes, past any budget, and the LWS recreated the group forever; the group's
-    volume is provisioned at gp3's maximum, and the probes give the download (at the network rate or the
-    disk's, the slower) and the read-back of the node's pipeline stage."""
+    """Defect 11: the 405B downloaded 756 GiB under its startup probe's clock, and a download slower than
+    assumed killed the leader, whose restart wiped the emptyDir and began again from zero. The download now
+    runs in an init container (a failed one restarts alone, keeping the emptyDir; huggingface_hub resumes),
+    and the startup probe counts only the read-back of the pod's pipeline stage from the instance store."""
     plan = plans["prod"]
     model = plan.model("llama-3-1-405b-instruct")
-    ebs = of_type(runs["prod"], LAUNCH_TEMPLATE)[f"{model.node_group}-lt"].inputs["blockDeviceMappings"][0]["ebs"]
-    assert (ebs["throughput"], ebs["iops"]) == (1000, 4000)
     lws = k8s_objects(runs["prod"])[("LeaderWorkerSet", model.name)]["spec"]["leaderWorkerTemplate"]
-    disk_gib_s = ebs["throughput"] / 1024
-    assert disk_gib_s == pod_disk_gib_s(plan, model.node_group)  # one pod per p5 node: all of the volume
-    needed_s = 300 + model.weights_gib / min(0.5, disk_gib_s) + model.weights_gib / 2 / disk_gib_s
+    disk_gib_s = pod_disk_gib_s(plan, model.node_group)
+    assert disk_gib_s >= 1.0  # one pod per p5 node: all of its instance store
+    needed_s = 300 + model.weights_gib / 2 / disk_gib_s
     for role in ("leaderTemplate", "workerTemplate"):
-        probe = lws[role]["spec"]["containers"][0]["startupProbe"]
-        assert probe["periodSeconds"] * probe["failureThreshold"] >= needed_s >= 300 + model.weights_gib / 0.5
-    assert model.weights_gib * 1024 / 125 > startup_s(model, plan), "the baseline disk could never have made it"
+        spec = lws[role]["spec"]
+        (download,) = spec["initContainers"]
+        assert download["name"] == "model-download" and "snapshot_download" in download["command"][2]
+        assert {"name": "hf-cache", "mountPath": HF_CACHE} in download["volumeMounts"]
+        probe = spec["containers"][0]["startupProbe"]
+        assert probe["periodSeconds"] * probe["failureThreshold"] >= needed_s
+    assert model.weights_gib / 0.5 > startup_s(model, plan), "the download is no longer on the probe's clock"
+    budget = int(k8s_objects(runs["prod"])[("LeaderWorkerSet", model.name)]["metadata"]["annotations"][
+        "pulumi.com/timeoutSeconds"])
+    assert budget >= model.replicas * (model.weights_gib / 0.5 + startup_s(model, plan)), "Pulumi waits for both"
 
 
 def test_node_role_has_exactly_the_three_worker_policies(runs):
@@ -169,9 +203,44 @@ def test_protected_groups_a_deploy_would_replace_or_delete_are_named_with_their_
 def test_node_groups_go_to_the_stacks_private_subnets_or_say_where_they_go(runs, project):
     """Without cluster.subnetIds the groups get the control plane's subnets, public ones included if it has any."""
     prod = project.environment("prod").cluster.subnet_ids
-    assert prod and all(g.inputs["subnetIds"] == list(prod) for g in of_type(runs["prod"], NODE_GROUP).values())
+    groups = of_type(runs["prod"], NODE_GROUP)
+    assert prod and all(g.inputs["subnetIds"] == list(prod) for name, g in groups.items() if "-zone-" not in name)
+    # a zonal group (defect 2: multi-node replicas) gets its zone's subnet only: zone-i is the i-th zone
+    zonal = {name.rsplit("-zone-", 1)[1]: g.inputs["subnetIds"] for name, g in groups.items() if "-zone-" in name}
+    assert zonal == {str(i): [subnet] for i, subnet in enumerate(sorted(prod), 1)}
     assert not any("control plane" in text for _, text in runs["prod"].messages)
     looked_up = ["subnet-0private0a", "subnet-0private0b", "subnet-0private0c"]  # what the mocked cluster reports
     assert all(g.inputs["subnetIds"] == looked_up for g in of_type(runs["dev"], NODE_GROUP).values())
     assert any(level == "warning" and "set modelfleet:cluster.subnetIds to its private subnets" in text
                for level, text in runs["dev"].messages)
+
+
+def test_multi_node_groups_update_zone_by_zone_forced(runs, plans):
+    """Defect 4: EKS gives up draining after 15 minutes (PodEvictionFailure) while a LeaderWorkerSet's budget
+    holds every eviction as long as a recreated group reloads. A zonal group's update is forced, one
+    replica's nodes at a time, each zone's group after the previous zone's; other groups keep to their
+    budgets one node at a time."""
+    plan, groups = plans["prod"], of_type(runs["prod"], NODE_GROUP)
+    model = plan.model("llama-3-1-405b-instruct")
+    zonal = [f"{model.node_group}-{z.zone}" for z in plan.node_group(model.node_group).zonal]
+    for index, name in enumerate(zonal):
+        inputs = groups[name].inputs
+        assert inputs["forceUpdateVersion"] is True
+        assert inputs["updateConfig"] == {"maxUnavailable": model.nodes_per_replica}
+        if index:
+            assert groups[zonal[index - 1]].urn in groups[name].depends_on
+    for name, group in groups.items():
+        if name not in zonal:
+            assert group.inputs["updateConfig"] == {"maxUnavailable": 1} and "forceUpdateVersion" not in group.inputs
+
+
+def test_the_joined_clusters_version_is_read_and_features_it_lacks_refused(project):
+    """Defect 7: a joined cluster was taken to be 1.33. The program reads its version: below 1.31 the API
+    server drops podAffinity.matchLabelKeys and a LeaderWorkerSet's groups would span zones, so `pulumi up`
+    stops; another version than the stack's is a warning."""
+    old = run("prod", expect_error=True, version="1.30")
+    assert "runs Kubernetes 1.30; podAffinity.matchLabelKeys keeps each multi-node replica in one zone from 1.31" \
+        in old.error and "llama-3-1-405b-instruct" in old.error and "upgrade the cluster to 1.31" in old.error
+    newer = run("prod", version="1.34")
+    assert any(level == "warning" and 'set modelfleet:kubernetesVersion: "1.34"' in text for level, text in newer.messages)
+    assert not any("kubernetesVersion" in text for _, text in run("prod", version="1.33").messages)

@@ -24,17 +24,21 @@ def test_prod_preview_lists_what_the_plan_describes(capsys, plans):
     code, out, _ = preview(capsys, "--stack", "prod")
     assert code == 0 and time.perf_counter() - started < 20
     plan = plans["prod"]
+    names = set()
     for group in plan.node_groups:
-        line = next(line for line in out.splitlines() if re.search(rf"aws:eks:NodeGroup {group.name}\b", line))
-        assert f"{group.instance_type} ON_DEMAND" in line and "[protected" in line
-        assert f"nodes {group.min_size}/{group.desired_size}/{group.max_size}" in line
+        zones = [(f"{group.name}-{z.zone}", (z.min_size, z.desired_size, z.max_size)) for z in group.zonal]
+        for name, sizes in zones or [(group.name, (group.min_size, group.desired_size, group.max_size))]:
+            line = next(line for line in out.splitlines() if re.search(rf"aws:eks:NodeGroup {name}(\s|$)", line))
+            assert f"{group.instance_type} ON_DEMAND" in line and "[protected" in line
+            assert "nodes {}/{}/{}".format(*sizes) in line
+            names.add(name)
     for server in plan.triton_servers:
         assert f"+ TritonServer {server.name}" in out and f"$ {' '.join(server.args)}" in out
     for model in vllm_models(plan):
         kind = "LeaderWorkerSet" if model.nodes_per_replica > 1 else "Deployment"
         assert f"+ VllmDeployment {model.name}" in out and f"k8s:{kind} {plan.namespace}/{model.name}" in out
     outputs = yaml.safe_load(out.split("\noutputs:\n", 1)[1])
-    assert set(outputs["node_groups"]) == {g.name for g in plan.node_groups}
+    assert set(outputs["node_groups"]) == names
     assert outputs["monthly_cost_usd"]["desired"] > 0
     assert "hf_offline_preview_placeholder" not in out and "data: [secret]" in out
 

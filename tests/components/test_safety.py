@@ -56,7 +56,9 @@ def test_a_created_cluster_is_protected_and_runs_the_pod_identity_agent():
     assert cluster.inputs["vpcConfig"]["subnetIds"] == SUBNETS
     assert cluster.inputs["accessConfig"]["authenticationMode"] == "API"
     assert of_type(result, "aws:eks/addon:Addon")["cluster-pod-identity-agent"].inputs["addonName"] == "eks-pod-identity-agent"
-    assert {tuple(g.inputs["subnetIds"]) for g in of_type(result, "aws:eks/nodeGroup:NodeGroup").values()} == {tuple(SUBNETS)}
+    groups = of_type(result, "aws:eks/nodeGroup:NodeGroup")
+    assert {tuple(g.inputs["subnetIds"]) for n, g in groups.items() if "-zone-" not in n} == {tuple(SUBNETS)}
+    assert {tuple(g.inputs["subnetIds"]) for n, g in groups.items() if "-zone-" in n} == {(s,) for s in SUBNETS}
     assert not any(r.type == "aws:eks/cluster:Cluster" for r in run("dev").resources)
 
 

@@ -36,8 +36,9 @@ def test_every_share_zero_splits_the_server_by_gpu_memory(tiny_pair):
     a, b = plan.model("a"), plan.model("b")
     assert (a.gpu_share, b.gpu_share) == (0.0, 0.0) and a.server == b.server  # what the fuzzer found
     assert (a.gpu_memory_gib, b.gpu_memory_gib) == (0.001, 0.001)
-    group = cost.node_group(a.node_group)  # g6.xlarge, 1-1-2 nodes: 1 x (0.8048 x 730 + 16 EBS) = 603.50 at desired
-    assert (group.instance_type, group.nodes) == ("g6.xlarge", (1, 1, 2))
+    # g6.xlarge, 1-1-3 nodes (max 2 replicas and a rollout's surge one): 1 x (0.8048 x 730 + 16 EBS) = 603.50 at desired
+    group = cost.node_group(a.node_group)
+    assert (group.instance_type, group.nodes) == ("g6.xlarge", (1, 1, 3))
     for name in ("a", "b"):
         model = cost.model(name)
         assert model.monthly_usd.desired == pytest.approx((0.8048 * H + 16) / 2)  # 301.75 each: 0.001 of 0.002 GiB

@@ -59,29 +59,26 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     repo = pull_request(tmp_path)
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
-    # The new 70B is a Hugging Face checkpoint each node downloads (131 GiB), so its node group's volumes are
-    # provisioned for it: 220 GiB x 0.08 + (4,000 - 3,000) IOPS x 0.005 + (1,000 - 125) MiB/s x 0.04 = 57.60 USD
-    # a month per node, where the group had 200 GiB at the included IOPS and throughput (16.00).
-    # prod: 16 sequences / 8 per replica = 2 replicas of tp=4 on g6e.12xlarge: 2 x (10.49264 x 730 + 57.60)
-    # = 15,434.45, plus the existing 70B's 4 nodes' volumes, 4 x (57.60 - 16.00) = 166.40: +15,600.85.
-    # dev: 1 replica on spot at 50%: 1 x (5.24632 x 730 + 57.60) = 3,887.41, plus 1 x 41.60: +3,929.01.
-    # staging as prod: +15,600.85. In all: 2 x 15,600.8544 + 3,929.0136 = 35,130.72.
-    assert "| prod (on-demand) | 197,491.66 | 213,092.51 | **+15,600.85 (+7.9%)** |" in comment
-    assert "| dev (spot, assumed 50% of on-demand) | 5,236.34 | 9,165.36 | **+3,929.01 (+75.0%)** |" in comment
-    assert "| staging (on-demand) | 116,909.26 | 132,510.11 | **+15,600.85 (+13.3%)** |" in comment
-    assert "### modelfleet cost: +35,130.72 USD/month across 3 environment(s)\n" in comment
+    # The new 70B is a Hugging Face checkpoint each node downloads (131 GiB) to its instance store (a
+    # g6e.12xlarge has 3.8 TB of NVMe), so the group's root volumes stay at 200 GiB and the baseline (16.00 USD a
+    # month; they were provisioned for the download, 57.60, and rolled the existing 70B's nodes, before).
+    # prod: 16 sequences / 8 per replica = 2 replicas of tp=4 on g6e.12xlarge: 2 x (10.49264 x 730 + 16.00)
+    # = +15,351.25; max 3 replicas and a rollout surge: 7 -> 11 nodes, +4 x 7,675.63 = +30,702.51.
+    # dev: 1 replica on spot at 50%: 1 x (5.24632 x 730 + 16.00) = +3,845.81.
+    # staging as prod: +15,351.25. In all: 2 x 15,351.2544 + 3,845.8136 = 34,548.32.
+    assert "| prod (on-demand) | 197,107.66 | 212,458.91 | **+15,351.25 (+7.8%)** |" in comment
+    assert "| dev (spot, assumed 50% of on-demand) | 5,236.34 | 9,082.16 | **+3,845.81 (+73.4%)** |" in comment
+    assert "| staging (on-demand) | 116,717.26 | 132,068.51 | **+15,351.25 (+13.2%)** |" in comment
+    assert "### modelfleet cost: +34,548.32 USD/month across 3 environment(s)\n" in comment
     assert "dev at assumed spot prices (see the row)" in comment
-    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 USD/h + EBS 16.00 -> 57.60 USD/month per node; each node's "
-            "volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s -> 220 GiB gp3 at 4000 IOPS, 1000 MiB/s): nodes 2-4-6 -> 4-6-9 "
-            "(min-desired-max) = +15,600.85 at desired; `pulumi up` replaces the group's running nodes") in comment
-    assert ("| `llama-3-3-70b-instruct` | +166.40 | 30,868.91 |") in comment  # 4 x (7,659.63 + 57.60)
-    assert ("each node's volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s (16.00 USD/month) -> 220 GiB gp3 at 4000 IOPS, "
-            "1000 MiB/s (57.60 USD/month)") in comment
-    # 16 sequences x 30 tokens/s (the spec's default rate) = 480 tokens/s on 15,434.45 / 730 USD/h
-    assert f"USD {15_434.4544 / 730 / (480 * 3600) * 1e6:.3g} per million tokens at 16 seq x 30 tok/s (default) |" \
+    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 USD/h + EBS 16.00 USD/month per node): nodes 2-4-7 -> 4-6-11 "
+            "(min-desired-max) = +15,351.25 at desired") in comment
+    assert "`llama-3-3-70b-instruct`" not in comment and "replaces the group's running nodes" not in comment
+    # 16 sequences x 30 tokens/s (the spec's default rate) = 480 tokens/s on 15,351.25 / 730 USD/h
+    assert f"USD {15_351.2544 / 730 / (480 * 3600) * 1e6:.3g} per million tokens at 16 seq x 30 tok/s (default) |" \
         in comment  # 12.2
     # dev runs one replica of max_num_seqs 8: priced at the 8 sequences it serves, and flagged
-    assert (f"USD {3_887.4136 / 730 / (240 * 3600) * 1e6:.3g} per million tokens at 8 seq x 30 tok/s (default) ⚠️ "
+    assert (f"USD {3_845.8136 / 730 / (240 * 3600) * 1e6:.2f} per million tokens at 8 seq x 30 tok/s (default) ⚠️ "
             "under-provisioned: 1 replica(s) x max_num_seqs 8 serve 8 of the 16 sequences at peak |") in comment
     lines = comment.splitlines()
     assert lines[0] == "<!-- modelfleet-cost -->" and lines[5].startswith("| environment | before | after |")
@@ -100,7 +97,7 @@ def test_a_base_file_works_like_a_ref(tmp_path, capsys):
     base.write_text(git(repo, "show", "main:models.yaml"))
     assert main(["--project", str(repo), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 197,491.66 -> 213,092.51 (+15,600.85); min/max change +15,517.65 / +23,401.28" in out
+    assert "prod (on-demand): 197,107.66 -> 212,458.91 (+15,351.25); min/max change +15,351.25 / +30,702.51" in out
     assert "base stacks: the working tree's (a base file is only models.yaml)" in out
 
 
@@ -138,16 +135,15 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # with the 70B: instance-hours 212,218.9132 on-demand -> half of it on spot at the assumed 50%, 106,109.4566,
-    # and the volumes, not discounted: 2 + 3 nodes x 16.00, 6 x 57.60 (see the 70B test), 4 x 112.00 = 873.60
-    assert "| prod (spot, assumed 50% of on-demand) | 197,491.66 | 106,983.06 | **-90,508.60 (-45.8%)** |" in comment
-    # the switch alone: -196,899.6588 / 2; then the 70B at spot prices: 2 x (5.24632 x 730 + 57.60) = 7,774.83
-    # and the existing 70B's 4 nodes' bigger volumes, 4 x 41.60 = 166.40
+    # and the volumes, not discounted: 15 nodes x 16.00 = 240.00
+    assert "| prod (spot, assumed 50% of on-demand) | 197,107.66 | 106,349.46 | **-90,758.20 (-46.0%)** |" in comment
+    # the switch alone: -(197,107.6588 - 13 x 16.00) / 2; then the 70B at spot prices: 2 x (5.24632 x 730 + 16.00)
     assert "- stack settings: -98,449.83 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
-    assert "- models.yaml: +7,941.23 at desired" in comment
-    # 4 x (5.24632 x 730 + 57.60) = 15,549.65, from 30,702.51
-    assert ("`llama-3-3-70b-instruct` | -15,152.85 | 15,549.65 | USD 6.16 per million tokens at 32 seq x 30 tok/s "
+    assert "- models.yaml: +7,691.63 at desired" in comment
+    # 4 x (5.24632 x 730 + 16.00) = 15,383.25, from 30,702.51
+    assert ("`llama-3-3-70b-instruct` | -15,319.25 | 15,383.25 | USD 6.10 per million tokens at 32 seq x 30 tok/s "
             "(default) | USD per node-hour 10.49264 (on-demand) -> 5.24632 (spot assumed at 50% of on-demand "
-            "10.49264); each node's volume") in comment
+            "10.49264) —") in comment
 
 
 def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
@@ -163,13 +159,13 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     (repo / "prices.yaml").write_text(table.replace("{us-east-1: 10.49264}", "{us-east-1: 10.6}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 197,491.6588 + 313.4912 = 197,805.15
-    assert "prod (on-demand): 197,491.66 -> 197,805.15 (+313.49)" in out
+    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 197,107.6588 + 313.4912 = 197,421.15
+    assert "prod (on-demand): 197,107.66 -> 197,421.15 (+313.49)" in out
     assert "  cause price table: +313.49 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 10.6 USD/h)" in out
     assert "base price table: main:prices.yaml" in out
     assert "- USD per node-hour 10.49264 (on-demand) -> 10.6 (on-demand)" in out
-    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 -> 10.6 USD/h + EBS 16.00 USD/month per node): nodes 2-4-6 "
-            "-> 2-4-6 (min-desired-max) = +313.49 at desired") in out
+    assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 -> 10.6 USD/h + EBS 16.00 USD/month per node): nodes 2-4-7 "
+            "-> 2-4-7 (min-desired-max) = +313.49 at desired") in out
 
     # dearer still, and the compiler moves the 70B to p4d.24xlarge: 2 x 21.957642 x 730 = 32,058.16 a month
     # against 4 x 11.0 x 730 = 32,120.00 on g6e.12xlarge; the move is the price table's doing. With the nodes'
@@ -180,17 +176,17 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     assert "  cause price table: +1,387.65 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 11.0 USD/h)" in out
     assert "- instance type g6e.12xlarge -> p4d.24xlarge" in out
 
-    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 9 nodes at 200 GiB and 4 at 900 GiB at desired:
-    # (9 x 200 + 4 x 900) x 0.02 = +108.00
+    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 13 nodes at 200 GiB at desired:
+    # 13 x 200 x 0.02 = +52.00
     old = "usd_per_gib_month: {us-east-1: 0.08}"
     assert old in table
     (repo / "prices.yaml").write_text(table.replace(old, "usd_per_gib_month: {us-east-1: 0.1}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 197,491.66 -> 197,599.66 (+108.00)" in out
-    assert "  cause price table: +108.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
-    assert ("- each node's volume 900 GiB gp3 at 4000 IOPS, 1000 MiB/s (112.00 USD/month) -> 900 GiB gp3 at 4000 "
-            "IOPS, 1000 MiB/s (130.00 USD/month)") in out
+    assert "prod (on-demand): 197,107.66 -> 197,159.66 (+52.00)" in out
+    assert "  cause price table: +52.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
+    assert ("- each node's volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s (16.00 USD/month) -> 200 GiB gp3 at 3000 "
+            "IOPS, 125 MiB/s (20.00 USD/month)") in out
 
 
 def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
@@ -203,13 +199,13 @@ def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # staging's settings under new names; models.yaml's `staging:` patches do not apply to them, so they
-    # cost what prod does at prod's sizes: 197,491.66 (a budget of 150,000 in warn mode)
-    assert "| perf (new stack; on-demand) | — | 197,491.66 | **+197,491.66** | ⚠️ 132% of 150,000.00" in comment
-    assert "| qa (stack removed; on-demand) | 197,491.66 | — | **-197,491.66 (-100.0%)** | - |" in comment
-    assert "| prod (on-demand) | 197,491.66 | 197,491.66 | no change |" in comment
+    # cost what prod does at prod's sizes: 197,107.66 (a budget of 150,000 in warn mode)
+    assert "| perf (new stack; on-demand) | — | 197,107.66 | **+197,107.66** | ⚠️ 131% of 150,000.00" in comment
+    assert "| qa (stack removed; on-demand) | 197,107.66 | — | **-197,107.66 (-100.0%)** | - |" in comment
+    assert "| prod (on-demand) | 197,107.66 | 197,107.66 | no change |" in comment
     assert comment.splitlines()[1] == ("### modelfleet cost: 0.00 USD/month across 5 environment(s) — ⚠️ over budget "
                                        "(warn only): perf")  # perf and qa cancel out
-    assert ("| `llama-3-1-405b-instruct` (added) | +161,164.80 | 161,164.80 | USD 128 per million tokens at 16 seq x "
+    assert ("| `llama-3-1-405b-instruct` (added) | +160,780.80 | 160,780.80 | USD 127 per million tokens at 16 seq x "
             "30 tok/s (default) | new stack — ") in comment
 
 
@@ -236,7 +232,7 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)
     assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in comment
-    assert "| prod (on-demand) | 197,491.66 | 358,656.46 | **+161,164.80 (+81.6%)** |" in comment  # 4 x 40,291.20
+    assert "| prod (on-demand) | 197,107.66 | 357,888.46 | **+160,780.80 (+81.6%)** |" in comment  # 4 x 40,195.20
     assert f"dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in captured.err
     assert "cost: 1 stack(s) do not compile: dev; the report above shows them" in captured.err
     assert "nothing was written" not in captured.err
@@ -284,7 +280,7 @@ def test_instance_type_and_sharding_changes_are_explained(tmp_path):
     assert "instance type g6e.xlarge -> g6e.12xlarge" in change.reasons
     assert "tensor parallel 1 -> 2" in change.reasons
     assert any(r.startswith("replicas ") for r in change.reasons)
-    assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h + EBS 16.00 USD/month per node): nodes 2-3-5 -> 0-0-0" in n
+    assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h + EBS 16.00 USD/month per node): nodes 2-3-6 -> 0-0-0" in n
                for n in diff.node_groups)
 
 
@@ -293,9 +289,9 @@ def test_removed_model_gives_back_its_cost(tmp_path):
     start = text.index("  - name: llama-3-1-405b-instruct")
     diff = _changed(tmp_path, text[start:], "")
     (change,) = diff.changes
-    # 4 p5.48xlarge nodes, each with its 900 GiB volume provisioned for the 405B's cold start (112.00)
-    assert change.status == "removed" and change.delta_usd == pytest.approx(-4 * (55.04 * 730 + 112))  # -161,164.80
-    assert diff.delta.desired == pytest.approx(-161_164.80)
+    # 4 p5.48xlarge nodes, each with its 200 GiB root volume (the checkpoint is on the instance store: 16.00)
+    assert change.status == "removed" and change.delta_usd == pytest.approx(-4 * (55.04 * 730 + 16))  # -160,780.80
+    assert diff.delta.desired == pytest.approx(-160_780.80)
 
 
 def test_triton_neighbours_are_named_when_a_server_changes(tmp_path):
@@ -325,7 +321,7 @@ def test_creating_the_cluster_shows_its_system_nodes_and_control_plane(tmp_path,
     out = capsys.readouterr().out
     # 0.10 x 730 = 73.00 for the control plane; 2 x (0.1008 x 730 + 50 GiB x 0.08) = 155.168 for the system
     # nodes (4 at max: 310.336)
-    assert "prod (on-demand): 197,491.66 -> 197,719.83 (+228.17); min/max change +228.17 / +383.34" in out
+    assert "prod (on-demand): 197,107.66 -> 197,335.83 (+228.17); min/max change +228.17 / +383.34" in out
     assert "cause stack settings: +228.17 at desired (modelfleet:cluster.create: unset -> true; " in out
     assert ("  cluster: system nodes, on-demand (m7i.large, 0.1008 USD/h + EBS 4.00 USD/month per node): nodes 0-0-0 "
             "-> 2-2-4 (min-desired-max) = +155.17 at desired\n") in out

@@ -6,8 +6,8 @@ on-demand (stacks/Pulumi.dev.yaml modelfleet:cost.spotPriceRatio).
 
 Each node also pays for its EBS gp3 volume a month (us-east-1: 0.08 USD per GiB, 0.005 per IOPS above 3,000,
 0.04 per MiB/s above 125; the same on spot): the example's nodes have 200 GiB at the included 3,000 IOPS and
-125 MiB/s = 16.00 USD, except the 405B's p5 nodes, provisioned for its cold start: 900 GiB x 0.08 = 72.00
-+ 1,000 IOPS x 0.005 = 5.00 + 875 MiB/s x 0.04 = 35.00 -> 112.00 USD.
+125 MiB/s = 16.00 USD. Their pods write to the instance store (every catalogue GPU type has NVMe), so the root
+volume is the stack's floor for the OS; the 405B's p5 nodes had 900 GiB at 1,000 MiB/s (112.00 USD) before.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.conftest import ROOT
 PRICE = {"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6e.xlarge": 1.861, "g6e.12xlarge": 10.49264,
          "p5.48xlarge": 55.04}
 H = 730
-EBS = {"g4dn.xlarge": 16.0, "g5.xlarge": 16.0, "g6e.xlarge": 16.0, "g6e.12xlarge": 16.0, "p5.48xlarge": 112.0}
+EBS = {"g4dn.xlarge": 16.0, "g5.xlarge": 16.0, "g6e.xlarge": 16.0, "g6e.12xlarge": 16.0, "p5.48xlarge": 16.0}
 
 
 def per_node(instance_type: str, ratio: float = 1.0) -> float:
@@ -54,8 +54,9 @@ def _group(cost, instance_type):
 
 def test_prod_node_groups(costed):
     cost = costed["prod"].cost
-    expected = {  # instance type: (min, desired, max nodes) from `plan --stack prod`
-        "g5.xlarge": (2, 2, 3), "g6e.12xlarge": (2, 4, 6), "g6e.xlarge": (2, 3, 5), "p5.48xlarge": (4, 4, 6)}
+    # instance type: (min, desired, max nodes) from `plan --stack prod`; max holds the HPA's max plus one
+    # replica's rollout surge of each workload (the 405B: 3 replicas + 1, 2 nodes each)
+    expected = {"g5.xlarge": (2, 2, 4), "g6e.12xlarge": (2, 4, 7), "g6e.xlarge": (2, 3, 6), "p5.48xlarge": (4, 4, 8)}
     for instance_type, nodes in expected.items():
         group = _group(cost, instance_type)
         assert group.nodes == nodes
@@ -64,20 +65,21 @@ def test_prod_node_groups(costed):
         for level, count in zip(("min", "desired", "max"), nodes):
             assert group.monthly_usd.at(level) == pytest.approx(count * per_node(instance_type))
     # g5.xlarge 2 x (1.006 x 730 + 16) = 1,500.76; g6e.12xlarge 4 x (10.49264 x 730 + 16) = 30,702.5088;
-    # g6e.xlarge 3 x (1.861 x 730 + 16) = 4,123.59; p5.48xlarge 4 x (55.04 x 730 + 112) = 161,164.80
+    # g6e.xlarge 3 x (1.861 x 730 + 16) = 4,123.59; p5.48xlarge 4 x (55.04 x 730 + 16) = 160,780.80: its pods
+    # write to the 8 NVMe disks, so the root volume holds the OS only (it was 900 GiB at 1000 MiB/s, 112 a month)
     assert _group(cost, "g6e.12xlarge").monthly_usd.desired == pytest.approx(30_702.5088)
-    assert _group(cost, "p5.48xlarge").monthly_usd.max == pytest.approx(6 * 40_291.20)  # 241,747.20
-    assert _group(cost, "p5.48xlarge").volume == "900 GiB gp3 at 4000 IOPS, 1000 MiB/s"
+    assert _group(cost, "p5.48xlarge").monthly_usd.max == pytest.approx(8 * 40_195.20)  # 321,561.60
+    assert _group(cost, "p5.48xlarge").volume == "200 GiB gp3 at 3000 IOPS, 125 MiB/s"
     assert _group(cost, "g5.xlarge").volume == "200 GiB gp3 at 3000 IOPS, 125 MiB/s"
 
 
 def test_prod_total_at_min_desired_max(costed):
     total = costed["prod"].cost.monthly_usd
-    assert total.desired == pytest.approx(1_500.76 + 30_702.5088 + 4_123.59 + 161_164.80)  # 197,491.6588
-    assert total.min == pytest.approx(1_500.76 + 15_351.2544 + 2_749.06 + 161_164.80)  # 180,765.8744
-    assert total.max == pytest.approx(2_251.14 + 46_053.7632 + 6_872.65 + 241_747.20)  # 296,924.7532
-    # of which EBS at desired: 9 nodes x 16.00 + 4 x 112.00 = 592.00 (0.3%)
-    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 592.0
+    assert total.desired == pytest.approx(1_500.76 + 30_702.5088 + 4_123.59 + 160_780.80)  # 197,107.6588
+    assert total.min == pytest.approx(1_500.76 + 15_351.2544 + 2_749.06 + 160_780.80)  # 180,381.8744
+    assert total.max == pytest.approx(3_001.52 + 53_729.3904 + 8_247.18 + 321_561.60)  # 386,539.6904
+    # of which EBS at desired: 13 nodes x 16.00 = 208.00 (0.1%)
+    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 208.0
     assert costed["prod"].cost.control_plane_monthly_usd is None  # the stack joins an existing cluster
 
 
@@ -92,8 +94,8 @@ def test_llms_own_their_node_groups_and_cost_per_million_tokens(costed):
     assert "960 tokens/s" in llama70.unit_cost.assumption
     assert llama70.unit_cost.basis == "32 seq x 30 tok/s (default)" and llama70.unit_cost.shortfall is None
     llama405 = cost.model("llama-3-1-405b-instruct")  # 2 replicas x 2 nodes of 8 H100
-    assert llama405.monthly_usd.desired == pytest.approx(4 * per_node("p5.48xlarge"))  # 161,164.80
-    assert llama405.unit_cost.value == pytest.approx(161_164.80 / 730 / (16 * 30 * 3600) * 1e6)  # 127.76
+    assert llama405.monthly_usd.desired == pytest.approx(4 * per_node("p5.48xlarge"))  # 160,780.80
+    assert llama405.unit_cost.value == pytest.approx(160_780.80 / 730 / (16 * 30 * 3600) * 1e6)  # 127.46
 
 
 def test_a_profiled_decode_rate_replaces_the_default(tmp_path):
@@ -187,13 +189,13 @@ def test_a_created_cluster_adds_its_control_plane_and_system_nodes(project, cata
     # 2 x (0.1008 x 730 + 50 x 0.08) = 155.168 at min and desired, 4 x 77.584 = 310.336 at max
     assert (system.monthly_usd.min, system.monthly_usd.desired, system.monthly_usd.max) == (
         pytest.approx(155.168), pytest.approx(155.168), pytest.approx(310.336))
-    assert cost.monthly_usd.desired == pytest.approx(197_491.6588 + 73.0 + 155.168)  # 197,719.8268
-    assert cost.monthly_usd.min == pytest.approx(180_765.8744 + 73.0 + 155.168)  # 180,994.0424
-    assert cost.monthly_usd.max == pytest.approx(296_924.7532 + 73.0 + 310.336)  # 297,308.0892
+    assert cost.monthly_usd.desired == pytest.approx(197_107.6588 + 73.0 + 155.168)  # 197,335.8268
+    assert cost.monthly_usd.min == pytest.approx(180_381.8744 + 73.0 + 155.168)  # 180,610.0424
+    assert cost.monthly_usd.max == pytest.approx(386_539.6904 + 73.0 + 310.336)  # 386,923.0264
     assert "system nodes us-east-1 (on-demand): AWS Pricing API (AmazonEC2, Linux, Shared, On-Demand), via " \
            "Karpenter's generated price table, as of 2026-01-19" in cost.price_basis
     # models pay for their GPUs only: the cluster's own costs are the environment's
-    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(197_491.6588)
+    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(197_107.6588)
 
 
 def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):

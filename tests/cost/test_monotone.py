@@ -160,8 +160,9 @@ def test_known_cases_found_by_the_property(catalogue, case):
     check_opposites(env, before, after)
 
 
-# Found by a search like the property above: a dedicated model and a 99.9% one on g6e.xlarge (3-6-10 nodes); a
-# third moves the group to g6.xlarge (4-15-24), cheaper at min although dearer at desired and max.
+# Found by a search like the property above: a dedicated model and a 99.9% one on g6e.xlarge (3-6-12 nodes, max
+# with each server's rollout surge); a third moves the group to g6.xlarge (4-15-27), cheaper at min and max
+# although dearer at desired.
 REPACKED = [classic("m0", 5.0, dedicated=True, p99_ms=30, measured_on="l4"),
             classic("m1", 5.0, rps=900.0, availability=99.9, p99_ms=30, measured_on="l4")]
 
@@ -172,15 +173,17 @@ def test_an_addition_that_lowers_min_is_said_in_the_diff(catalogue):
     after = price(models_yaml(blocks + [block(classic("added", 5.0, dedicated=True, p99_ms=30, measured_on="l4"))]),
                   PROD, catalogue)
     groups = lambda costed: [(g.instance_type, g.nodes) for g in costed.cost.node_groups]  # noqa: E731
-    assert groups(before) == [("g6e.xlarge", (3, 6, 10))] and groups(after) == [("g6.xlarge", (4, 15, 24))]
+    assert groups(before) == [("g6e.xlarge", (3, 6, 12))] and groups(after) == [("g6.xlarge", (4, 15, 27))]
     added = diff(before, after, PROD)
     # every node with its 16.00 USD volume: min 3 x (1.861 x 730 + 16) = 4,123.59 -> 4 x (0.8048 x 730 + 16)
     # = 2,414.02; desired 6 x 1,374.53 = 8,247.18 -> 15 x 603.504 = 9,052.56
     assert added.delta.min == pytest.approx(2_414.016 - 4_123.59)
     assert added.delta.desired == pytest.approx(9_052.56 - 8_247.18)
-    assert added.notes == ("cheaper at min replicas (-1,709.57) although models were only added: the compiler "
-                           "re-packed the others (see the node groups); only the cost at desired replicas never "
-                           "drops when a model is added",)
+    # max: 12 x 1,374.53 = 16,494.36 -> 27 x 603.504 = 16,294.608
+    assert added.delta.max == pytest.approx(27 * 603.504 - 12 * 1_374.53)
+    assert added.notes == ("cheaper at min replicas (-1,709.57) and at max replicas (-199.75) although models were "
+                           "only added: the compiler re-packed the others (see the node groups); only the cost at "
+                           "desired replicas never drops when a model is added",)
 
 
 def test_a_pinned_neighbour_keeps_the_availability_replicas(catalogue):

@@ -64,7 +64,8 @@ def test_every_precision_compiles_to_flags_the_installed_vllm_knows(dtype, quant
 
 def test_online_fp8_is_spelled_for_the_installed_release():
     """The installed vLLM refuses online quantization through `fp8` (it wants fp8_per_tensor) and the compiler
-    writes fp8_per_tensor for it; the pinned image's release (before 0.20) gets `fp8`."""
+    writes fp8_per_tensor for it, and for the default image, which is the same release (engine_versions.py); a
+    stack pinning a release before 0.20 gets `fp8`."""
     from vllm.model_executor.layers.quantization.fp8 import Fp8Config
 
     major, minor = _installed()
@@ -72,9 +73,10 @@ def test_online_fp8_is_spelled_for_the_installed_release():
     with pytest.raises(ValueError, match="fp8_per_tensor"):
         Fp8Config(is_checkpoint_fp8_serialized=False)
     assert _quantization(_compiled("fp8", None, f"vllm/vllm-openai:v{major}.{minor}.0")) == "fp8_per_tensor"
-    pinned = EnvironmentSpec(name="prod", region="us-east-1").vllm.image
-    assert vllm_version(pinned) < (0, 20)
-    assert _quantization(_compiled("fp8", None, pinned)) == "fp8"
+    default = EnvironmentSpec(name="prod", region="us-east-1").vllm.image
+    assert vllm_version(default) == (major, minor), "the deployed image is the release CI runs"
+    assert _quantization(_compiled("fp8", None, default)) == "fp8_per_tensor"
+    assert _quantization(_compiled("fp8", None, "vllm/vllm-openai:v0.11.0")) == "fp8"
 
 
 def _quantization(args: tuple[str, ...]) -> str:

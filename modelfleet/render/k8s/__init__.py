@@ -21,14 +21,14 @@ from ...spec.environment import DeploySettings
 from ..fleet import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
 from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
-from .triton import model_repository_prefix, render_triton_manifests, repository_objects
+from .triton import model_repository_prefix, render_triton_manifests, repository_files, repository_objects
 from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
 from .yaml_dump import dump_yaml
 
 __all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "dump_yaml", "from_hub", "hf_secret_metadata",
            "hf_secret_name", "model_repository_bucket", "model_repository_prefix",
            "render_cluster_manifests", "render_fleet_manifests", "render_kubernetes", "render_triton_manifests",
-           "render_vllm_manifests", "repository_objects", "vllm_models", "workload_endpoints"]
+           "render_vllm_manifests", "repository_files", "repository_objects", "vllm_models", "workload_endpoints"]
 
 CLUSTER = "cluster"  # the workload name of the cluster-wide objects (namespace, device plugin)
 
@@ -47,11 +47,12 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings,
     """Objects grouped by workload ("cluster", each Triton server, each vLLM model), each in apply order.
     ``repositories``: the rendered Triton repositories (rendered here when not given)."""
     files = render_triton_repositories(plan) if repositories is None else repositories
-    groups: dict[str, list[dict[str, Any]]] = {CLUSTER: render_cluster_manifests(plan, deploy.ami_type)}
+    groups: dict[str, list[dict[str, Any]]] = {CLUSTER: render_cluster_manifests(plan, deploy.ami_type,
+                                                                                    deploy.install_device_plugin)}
     bucket = model_repository_bucket(plan, deploy)
     for server in plan.triton_servers:
         groups[server.name] = render_triton_manifests(plan, server, bucket, deploy.aws_cli_image,
-                                                      repository_objects(files, server))
+                                                      repository_files(files, server))
     for model in vllm_models(plan):
         groups[model.name] = render_vllm_manifests(plan, model)
     return groups

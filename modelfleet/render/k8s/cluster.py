@@ -72,9 +72,10 @@ def device_plugin(plan: FleetPlan) -> dict[str, Any]:
                                   "spec": _device_plugin_pod(plan)}}}
 
 
-def render_cluster_manifests(plan: FleetPlan, ami_type: str) -> list[dict[str, Any]]:
-    """The namespace, and the device plugin (with its network policy) when the nodes' AMI lacks it."""
+def render_cluster_manifests(plan: FleetPlan, ami_type: str, install_device_plugin: bool = True) -> list[dict[str, Any]]:
+    """The namespace, and the device plugin (with its network policy) when the nodes' AMI lacks it and the
+    stack has not said the cluster runs one already (``deploy.installDevicePlugin: false``)."""
     objects = [namespace(plan)]
-    if ami_type in AMIS_WITHOUT_DEVICE_PLUGIN and plan.node_groups:
+    if install_device_plugin and ami_type in AMIS_WITHOUT_DEVICE_PLUGIN and plan.node_groups:
         objects += [device_plugin(plan), device_plugin_network_policy()]
     return objects

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ...plan.node_volume import disk_gib
-from ...plan.types import FleetPlan
+from ...plan.types import ContainerResourcesPlan, FleetPlan, RolloutPlan
 
 GPU_RESOURCE = "nvidia.com/gpu"
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -72,18 +72,22 @@ def zone_spread(match: dict[str, str], rolling: bool = True) -> list[dict[str, A
     return [constraint]
 
 
-def surge_possible(plan: FleetPlan, node_group: str, nodes_per_replica: int = 1) -> bool:
-    """A rollout may add a replica before removing one only when the group can grow past its desired size
-    by the replica's nodes (the cluster autoscaler adds them); else a GPU pod waits for GPUs that never come."""
-    group = plan.node_group(node_group)
-    return group.max_size - group.desired_size >= nodes_per_replica
+def rolling_update(rollout: RolloutPlan) -> dict[str, Any]:
+    """The plan's choice (modelfleet.plan.rollout): surge one replica into the node group's headroom above
+    the HPA's max, or replace one at a time where availability allows."""
+    return {"maxSurge": rollout.max_surge, "maxUnavailable": rollout.max_unavailable}
 
 
-def rolling_update(plan: FleetPlan, node_group: str, nodes_per_replica: int = 1) -> dict[str, Any]:
-    """Surge one replica when there is room for it, else replace one at a time."""
-    if surge_possible(plan, node_group, nodes_per_replica):
-        return {"maxSurge": 1, "maxUnavailable": 0}
-    return {"maxSurge": 0, "maxUnavailable": 1}
+def resources(container: ContainerResourcesPlan, gpus: int = 0, cpu_limit_millis: int | None = None) -> dict[str, Any]:
+    """A container's requests and limits, as the plan decided them (modelfleet.plan.pod_resources)."""
+    memory = f"{container.memory_mib}Mi"
+    requests: dict[str, Any] = {"cpu": f"{container.cpu_millis}m", "memory": memory}
+    limits: dict[str, Any] = {"cpu": f"{cpu_limit_millis or container.cpu_millis}m", "memory": memory}
+    if container.ephemeral_storage_gib:
+        requests["ephemeral-storage"] = f"{container.ephemeral_storage_gib}Gi"
+    if gpus:
+        requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = gpus
+    return {"requests": requests, "limits": limits}
 
 
 def pod_security(run_as_user: int | None) -> dict[str, Any]:
@@ -102,16 +106,42 @@ def container_security(read_only_root: bool, non_root: bool) -> dict[str, Any]:
     return context
 
 
-def http_probes(port: str, live: str, ready: str, startup_budget_s: int) -> dict[str, Any]:
-    """Liveness and readiness, and a startup probe that gives a cold start ``startup_budget_s``."""
+# Readiness takes a pod out of its Service within 15 s of not answering; liveness restarts it only after
+# LIVENESS_WINDOW_S of silence. An engine at saturation answers its health endpoint late (vLLM's /health runs on
+# the API server's event loop, which a full batch of tokenising and detokenising keeps busy; Triton's HTTP
+# threads queue behind inference requests), and a restart there throws away a loaded model under the very
+# load that made it slow: so a busy engine is taken out of rotation, never killed. A multi-node replica's
+# restart recreates its whole group (RecreateGroupOnPodRestart) and reloads on every node: longer still.
+READINESS = {"periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 5}
+LIVENESS_WINDOW_S = {False: 120, True: 300}  # keyed by multi-node
+LIVENESS_PERIOD_S, LIVENESS_TIMEOUT_S = 15, 10
+# Before SIGTERM: the endpoint controller and every node's kube-proxy drop the terminating pod from its
+# Service within a few seconds; until then new requests still arrive and must be served, not refused.
+PRE_STOP_S = 15
+
+
+def liveness(check: dict[str, Any], multi_node: bool = False) -> dict[str, Any]:
+    return {**check, "periodSeconds": LIVENESS_PERIOD_S, "timeoutSeconds": LIVENESS_TIMEOUT_S,
+            "failureThreshold": math.ceil(LIVENESS_WINDOW_S[multi_node] / LIVENESS_PERIOD_S)}
+
+
+def http_probes(port: str, live: str, ready: str, startup_budget_s: int, multi_node: bool = False) -> dict[str, Any]:
+    """Liveness far more tolerant than readiness, and a startup probe that gives a cold start
+    ``startup_budget_s`` (liveness and readiness start once it passes)."""
     def get(path: str) -> dict[str, Any]:
         return {"httpGet": {"path": path, "port": port}}
 
     return {
-        "startupProbe": {**get(ready), "periodSeconds": 10, "failureThreshold": max(3, math.ceil(startup_budget_s / 10))},
-        "livenessProbe": {**get(live), "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5},
-        "readinessProbe": {**get(ready), "periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 5},
+        "startupProbe": {**get(ready), "periodSeconds": 10, "timeoutSeconds": 5,
+                         "failureThreshold": max(3, math.ceil(startup_budget_s / 10))},
+        "livenessProbe": liveness(get(live), multi_node),
+        "readinessProbe": {**get(ready), **READINESS},
     }
+
+
+def pre_stop() -> dict[str, Any]:
+    """Keep serving while the pod leaves its Service's endpoints, then let SIGTERM start the engine's drain."""
+    return {"preStop": {"exec": {"command": ["/bin/sh", "-c", f"sleep {PRE_STOP_S}"]}}}
 
 
 def memory_volume(name: str, size_bytes: int) -> dict[str, Any]:
@@ -122,11 +152,12 @@ def disk_volume(name: str, size_gib: float) -> dict[str, Any]:
     return {"name": name, "emptyDir": {"sizeLimit": f"{disk_gib(size_gib)}Gi"}}
 
 
-def pdb(name: str, plan: FleetPlan, min_replicas: int, match: dict[str, str] | None = None) -> dict[str, Any]:
-    """Voluntary disruptions (node drains, upgrades) never take the last HA replica; one at a time else."""
-    budget = {"minAvailable": min_replicas - 1} if min_replicas >= 2 else {"maxUnavailable": 1}
+def pdb(name: str, plan: FleetPlan, match: dict[str, str] | None = None) -> dict[str, Any]:
+    """Voluntary disruptions (node drains, upgrades) take at most one replica at a time: with
+    ``minAvailable: min_replicas - 1`` a workload the HPA had scaled to 4 of a minimum of 2 could lose 3 at
+    once. One is also the most an availability floor of two zones survives."""
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata(name, plan, "pdb"),
-            "spec": {**budget, "selector": {"matchLabels": match or selector(name)}}}
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": match or selector(name)}}}
 
 
 def group_pdb(name: str, plan: FleetPlan) -> dict[str, Any]:

@@ -1,8 +1,13 @@
 """Kubernetes objects for one Triton server: identity, Deployment, Service, PDB, HPA, metrics, network.
 
 The model repository is assembled in an emptyDir at /models before Triton starts: an init container
-copies the server's config.pbtxt objects (its prefix in the model-repository bucket) and each model's
-version folders from where the artifact already lives, then tritonserver runs with the plan's arguments.
+copies the server's config.pbtxt objects and each model's version folders from where the artifact already
+lives, then tritonserver runs with the plan's arguments.
+
+The configs live under a content-addressed prefix, ``triton/<server>/<revision>/``, the revision being the
+first 16 hex digits of the repository's SHA-256: a new revision is new keys, and the old keys are kept
+(the program retains them), so a pod of the old revision that restarts mid-rollout, or a rollback, reads
+the configs its template names, never the newest ones.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from ...plan.engine_args import (
     TRITON_METRICS_PORT,
     startup_budget_s,
 )
-from ...plan.node_volume import repository_gib, triton_scratch_gib
-from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
+from ...plan.node_volume import repository_gib
+from ...plan.types import FleetPlan, PodPlan, TritonModelPlan, TritonServerPlan
 from . import common as c
 
 TRITON_UID = 1000  # the image's triton-server user (the image has no USER line, so the pod says it)
@@ -33,12 +38,12 @@ SKIPS = {"CKV_K8S_40": "the Triton image's own user triton-server is uid 1000; a
 
 
 def model_repository_prefix(server: TritonServerPlan) -> str:
-    """Where the server's config.pbtxt objects live in the model-repository bucket (= the render path)."""
+    """Where the server's config.pbtxt files are rendered (``render``'s path), and its revisions' S3 prefix."""
     return f"triton/{server.name}"
 
 
-def repository_objects(files: Mapping[str, bytes], server: TritonServerPlan) -> dict[str, bytes]:
-    """S3 key -> content: what ``render`` wrote under triton/<server>/ (configs, vLLM-backend model.json),
+def repository_files(files: Mapping[str, bytes], server: TritonServerPlan) -> dict[str, bytes]:
+    """Render path -> content: what ``render`` wrote under triton/<server>/ (configs, vLLM-backend model.json),
     but not server.json, which describes the Deployment rather than the repository."""
     prefix = model_repository_prefix(server) + "/"
     return {key: content for key, content in sorted(files.items())
@@ -46,17 +51,31 @@ def repository_objects(files: Mapping[str, bytes], server: TritonServerPlan) -> 
 
 
 def repository_digest(objects: Mapping[str, bytes]) -> str:
-    """Changes with any config: on the pod template, it rolls the pods (Triton reads configs at start only)."""
+    """Changes with any config: on the pod template, it rolls the pods (Triton reads configs at start only).
+    Over the paths inside the server's directory, so a renamed server keeps its revision (and its aliases
+    carry its S3 objects over)."""
     digest = hashlib.sha256()
     for key, content in sorted(objects.items()):
-        digest.update(f"{key}\0{len(content)}\0".encode() + content)
+        inner = key.split("/", 2)[2] if key.count("/") >= 2 else key
+        digest.update(f"{inner}\0{len(content)}\0".encode() + content)
     return digest.hexdigest()
 
 
-def sync_script(bucket: str, server: TritonServerPlan, plan: FleetPlan) -> str:
-    """The init container's shell: the server's configs, then each model's versions from where they live."""
-    steps = [f"aws s3 sync --only-show-errors {shlex.quote(f's3://{bucket}/{model_repository_prefix(server)}/')} "
-             f"{MODEL_REPOSITORY_DIR}/"]
+def revision_prefix(server: TritonServerPlan, repository: Mapping[str, bytes]) -> str:
+    """The S3 prefix of this revision of the server's configs (content-addressed: see the module docstring)."""
+    return f"{model_repository_prefix(server)}/{repository_digest(repository)[:16]}"
+
+
+def repository_objects(files: Mapping[str, bytes], server: TritonServerPlan) -> dict[str, bytes]:
+    """S3 key -> content of this revision: each rendered file under the revision's prefix."""
+    repository = repository_files(files, server)
+    prefix, revision = model_repository_prefix(server), revision_prefix(server, repository)
+    return {revision + key.removeprefix(prefix): content for key, content in repository.items()}
+
+
+def sync_script(bucket: str, server: TritonServerPlan, plan: FleetPlan, revision: str) -> str:
+    """The init container's shell: the revision's configs, then each model's versions from where they live."""
+    steps = [f"aws s3 sync --only-show-errors {shlex.quote(f's3://{bucket}/{revision}/')} {MODEL_REPOSITORY_DIR}/"]
     for name in server.models:
         model = plan.model(name)
         if isinstance(model, TritonModelPlan):
@@ -83,44 +102,44 @@ def shm_bytes(server: TritonServerPlan, plan: FleetPlan) -> int:
     return max(MIN_SHM_BYTES, 2 * server.python_shm_bytes)
 
 
-def _container(server: TritonServerPlan, plan: FleetPlan, cpu: str, scratch: int) -> dict[str, Any]:
-    memory = f"{math.ceil(server.memory_request_gib * 1024)}Mi"
+def _container(server: TritonServerPlan, plan: FleetPlan, pod: PodPlan) -> dict[str, Any]:
     return {
         "name": "triton", "image": server.image, "imagePullPolicy": "IfNotPresent",
         "command": [server.args[0]], "args": list(server.args[1:]),
         "env": [{"name": "HOME", "value": "/tmp"}],  # the root filesystem is read-only
         "ports": [{"name": "http", "containerPort": TRITON_HTTP_PORT}, {"name": "grpc", "containerPort": TRITON_GRPC_PORT},
                   {"name": "metrics", "containerPort": TRITON_METRICS_PORT}],
-        "resources": {"requests": {"cpu": cpu, "memory": memory, "ephemeral-storage": f"{scratch}Gi",
-                                   c.GPU_RESOURCE: server.gpus_per_replica},
-                      "limits": {"cpu": cpu, "memory": memory, c.GPU_RESOURCE: server.gpus_per_replica}},
+        "resources": c.resources(pod.container("triton"), server.gpus_per_replica),
         **c.http_probes("http", "/v2/health/live", "/v2/health/ready", startup_s(server, plan)),
+        "lifecycle": c.pre_stop(),
         "securityContext": c.container_security(read_only_root=True, non_root=True),
         "volumeMounts": [{"name": "models", "mountPath": MODEL_REPOSITORY_DIR}, {"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "tmp", "mountPath": "/tmp"}],
     }
 
 
-def _init_container(script: str, image: str, region: str) -> dict[str, Any]:
+def _init_container(script: str, image: str, region: str, pod: PodPlan) -> dict[str, Any]:
     return {"name": "model-repository", "image": image, "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", script],
-            "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+            "resources": c.resources(pod.container("model-repository"), cpu_limit_millis=1000),
             "securityContext": c.container_security(read_only_root=True, non_root=True),
             "env": [{"name": "AWS_REGION", "value": region}, {"name": "HOME", "value": "/tmp"}],
             "volumeMounts": [{"name": "models", "mountPath": MODEL_REPOSITORY_DIR}, {"name": "tmp", "mountPath": "/tmp"}]}
 
 
-def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str) -> dict[str, Any]:
+def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str, revision: str) -> dict[str, Any]:
     group = plan.node_group(server.node_group)
-    cpu = str(max(1, group.vcpu // group.gpus_per_node - 1))  # the node's CPU share, one core left to the system
+    assert server.pod is not None  # the compiler sets every workload's pod
     pod: dict[str, Any] = {
         "serviceAccountName": server.name, "automountServiceAccountToken": False,
         "securityContext": c.pod_security(TRITON_UID), **c.gpu_placement(group.instance_type, group.capacity_type),
-        "initContainers": [_init_container(sync_script(bucket, server, plan), aws_cli_image, plan.region)],
-        "containers": [_container(server, plan, cpu, triton_scratch_gib(server, plan))],
+        "initContainers": [_init_container(sync_script(bucket, server, plan, revision), aws_cli_image, plan.region,
+                                           server.pod)],
+        "containers": [_container(server, plan, server.pod)],
         "volumes": [c.disk_volume("models", repository_gib(server, plan)), c.memory_volume("dshm", shm_bytes(server, plan)),
                     c.disk_volume("tmp", 1)],
-        "terminationGracePeriodSeconds": _exit_timeout_s(server) + 10,  # Triton drains, then the kubelet kills
+        # the preStop pause, then Triton drains in flight requests, then the kubelet kills
+        "terminationGracePeriodSeconds": c.PRE_STOP_S + _exit_timeout_s(server) + 10,
     }
     if server.spread_zones:
         pod["topologySpreadConstraints"] = c.zone_spread(c.selector(server.name))
@@ -136,14 +155,16 @@ def await_budget_s(server: TritonServerPlan, plan: FleetPlan) -> int:
     return c.await_budget_s(server.replicas, copy_s(server, plan) + startup_s(server, plan))
 
 
-def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str, digest: str) -> dict[str, Any]:
+def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str,
+               repository: Mapping[str, bytes]) -> dict[str, Any]:
     skips = c.checkov_skips(SKIPS | c.image_skips(server.image))
     meta = c.metadata(server.name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
-    template = {"metadata": {"labels": c.labels(server.name, "triton"), "annotations": {**skips, REPOSITORY_DIGEST: digest}},
-                "spec": _pod(server, plan, bucket, aws_cli_image)}
+    annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository)}
+    template = {"metadata": {"labels": c.labels(server.name, "triton"), "annotations": annotations},
+                "spec": _pod(server, plan, bucket, aws_cli_image, revision_prefix(server, repository))}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
             "spec": {"replicas": server.replicas, "selector": {"matchLabels": c.selector(server.name)},
-                     "strategy": {"type": "RollingUpdate", "rollingUpdate": c.rolling_update(plan, server.node_group)},
+                     "strategy": {"type": "RollingUpdate", "rollingUpdate": c.rolling_update(server.rollout)},
                      "template": template}}
 
 
@@ -163,15 +184,16 @@ def autoscaling_metrics(server: TritonServerPlan, plan: FleetPlan) -> list[dict[
 
 def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: str, aws_cli_image: str,
                             repository: Mapping[str, bytes]) -> list[dict[str, Any]]:
-    """Everything one Triton server needs, in apply order. ``bucket`` holds ``repository`` (its S3 objects)."""
+    """Everything one Triton server needs, in apply order. ``repository``: its rendered files
+    (``repository_files``), which ``bucket`` holds under the revision's prefix."""
     target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": server.name}
     ports = [("http", TRITON_HTTP_PORT), ("grpc", TRITON_GRPC_PORT), ("metrics", TRITON_METRICS_PORT)]
     scaler = c.autoscaler(server.name, plan, target, autoscaling_metrics(server, plan),
                           (server.min_replicas, server.max_replicas))
     objects = [c.service_account(server.name, plan),
-               deployment(server, plan, bucket, aws_cli_image, repository_digest(repository)),
+               deployment(server, plan, bucket, aws_cli_image, repository),
                c.service(server.name, plan, "triton", ports, await_budget_s(server, plan)),
-               c.pdb(server.name, plan, server.min_replicas),
+               c.pdb(server.name, plan),
                c.network_policy(server.name, plan, [p for _, p in ports]),
                c.service_monitor(server.name, plan, "metrics")]
     return objects + ([scaler] if scaler else [])

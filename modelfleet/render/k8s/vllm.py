@@ -26,6 +26,9 @@ RAY_PORT = 6379
 WAITING_METRIC = "vllm:num_requests_waiting"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+# What the download fetches: vLLM loads safetensors (never the repositories' original/*.pth copies, which
+# would double a Llama 405B's 756 GiB) and reads the configs, tokenizer and chat template beside them.
+DOWNLOAD_PATTERNS = ("*.safetensors", "*.json", "*.model", "*.txt", "*.jinja")
 SKIPS = {
     "CKV_K8S_23": "the vLLM image runs as root (no non-root user in vllm/vllm-openai)",
     "CKV_K8S_40": "the vLLM image runs as root (no non-root user in vllm/vllm-openai)",
@@ -43,15 +46,22 @@ def hf_secret_metadata(plan: FleetPlan, model: VllmModelPlan) -> dict[str, Any]:
 
 
 def startup_s(model: VllmModelPlan, plan: FleetPlan) -> int:
-    """A cold start's budget. Hub model: every node downloads the whole checkpoint at the network rate or
-    its share of the node's disk, whichever is slower, then reads its pipeline stage back from that disk.
-    s3:// model: runai_streamer streams each node's stage straight to its GPUs at the network rate."""
+    """A cold start's budget, from the moment the serving container starts.
+
+    Hub model: the ``model-download`` init container has already put the checkpoint on the node's disk
+    (outside the probes' clock), so each pod reads its pipeline stage back at its share of the disk.
+    s3:// model: runai_streamer streams the checkpoint straight to the GPUs, and every tensor-parallel rank
+    reads all of it (vLLM shards after reading): a pod reads ``gpus_per_pod`` x the checkpoint over the
+    node's network."""
     if not from_hub(model):
-        return startup_budget_s(model.weights_gib / model.nodes_per_replica)
-    download = disk.vllm_download_gib(model)
-    disk_gib_s = disk.pod_disk_gib_s(plan, model.node_group)
-    read_back_s = math.ceil(download / model.pipeline_parallel_size / disk_gib_s)
-    return startup_budget_s(download, min(disk.DOWNLOAD_GIB_PER_S, disk_gib_s)) + read_back_s
+        return startup_budget_s(disk.checkpoint_gib(model) * model.gpus_per_pod)
+    stage = disk.vllm_download_gib(model) / model.pipeline_parallel_size
+    return startup_budget_s(stage, disk.pod_disk_gib_s(plan, model.node_group))
+
+
+def download_s(model: VllmModelPlan, plan: FleetPlan) -> int:
+    """The init container's download of a hub checkpoint, at the network rate or the pod's disk share."""
+    return math.ceil(disk.vllm_download_gib(model) / disk.pod_download_gib_s(plan, model.node_group))
 
 
 def _env(model: VllmModelPlan, plan: FleetPlan) -> list[dict[str, str]]:
@@ -63,25 +73,38 @@ def _env(model: VllmModelPlan, plan: FleetPlan) -> list[dict[str, str]]:
     return env
 
 
+def _download_container(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
+    """Downloads the checkpoint into the HF cache before vLLM starts. A failed or killed download restarts
+    only this container: the emptyDir outlives it, and huggingface_hub resumes the files it had, so a slow
+    download is never started over from zero, nor counted against the serving container's startup probe."""
+    assert model.pod is not None
+    script = (f"from huggingface_hub import snapshot_download; snapshot_download({model.artifact!r}, "
+              f"allow_patterns={list(DOWNLOAD_PATTERNS)!r})")
+    return {"name": "model-download", "image": model.image, "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", "-c", script], "env": _env(model, plan),
+            "resources": c.resources(model.pod.container("model-download")),
+            "securityContext": c.container_security(read_only_root=False, non_root=False),
+            "volumeMounts": [{"name": "hf-cache", "mountPath": HF_CACHE},
+                             {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}]}
+
+
 def _container(model: VllmModelPlan, plan: FleetPlan, command: list[str], leader: bool) -> dict[str, Any]:
-    group = plan.node_group(model.node_group)
-    cpu = str(max(1, group.vcpu * model.gpus_per_pod // group.gpus_per_node - 2))
-    memory = f"{math.ceil(model.memory_request_gib * 1024)}Mi"
+    assert model.pod is not None  # the compiler sets every workload's pod
+    multi_node = model.nodes_per_replica > 1
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": HF_CACHE}]
     if from_hub(model):
         mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
     container: dict[str, Any] = {
         "name": "vllm", "image": model.image, "imagePullPolicy": "IfNotPresent", "command": command,
         "env": _env(model, plan),
-        "resources": {"requests": {"cpu": cpu, "memory": memory, "ephemeral-storage": f"{hf_cache_gib(model) + 1}Gi",
-                                   c.GPU_RESOURCE: model.gpus_per_pod},
-                      "limits": {"cpu": cpu, "memory": memory, c.GPU_RESOURCE: model.gpus_per_pod}},
+        "resources": c.resources(model.pod.container("vllm"), model.gpus_per_pod),
         "securityContext": c.container_security(read_only_root=False, non_root=False),
         "volumeMounts": mounts,
     }
     if leader:
         container["ports"] = [{"name": "http", "containerPort": VLLM_PORT}]
-        container.update(c.http_probes("http", "/health", "/health", startup_s(model, plan)))
+        container.update(c.http_probes("http", "/health", "/health", startup_s(model, plan), multi_node))
+        container["lifecycle"] = c.pre_stop()
     else:
         container["ports"] = [{"name": "ray", "containerPort": RAY_PORT}]
         container.update(_ray_worker_probes(model, plan))
@@ -93,7 +116,7 @@ def _ray_worker_probes(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
     check = {"exec": {"command": ["/bin/sh", "-c", f"ray health-check --address=$LWS_LEADER_ADDRESS:{RAY_PORT}"]},
              "timeoutSeconds": 10}
     return {"startupProbe": {**check, "periodSeconds": 10, "failureThreshold": max(3, math.ceil(startup_s(model, plan) / 10))},
-            "livenessProbe": {**check, "periodSeconds": 15, "failureThreshold": 3},
+            "livenessProbe": c.liveness(check, multi_node=True),
             "readinessProbe": {**check, "periodSeconds": 15, "failureThreshold": 3}}
 
 
@@ -105,8 +128,11 @@ def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role:
     pod: dict[str, Any] = {
         "serviceAccountName": model.name, "automountServiceAccountToken": False,
         "securityContext": c.pod_security(None), **c.gpu_placement(group.instance_type, group.capacity_type),
-        "containers": [container], "volumes": volumes, "terminationGracePeriodSeconds": 60,
+        "containers": [container], "volumes": volumes,
+        "terminationGracePeriodSeconds": c.PRE_STOP_S + 60,  # the preStop pause, then in-flight requests finish
     }
+    if from_hub(model):
+        pod["initContainers"] = [_download_container(model, plan)]
     if role is not None:  # a group's pods share a zone, whichever lands first
         pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": c.selector(model.name)}, "matchLabelKeys": [GROUP_KEY],
@@ -125,13 +151,18 @@ def _template(model: VllmModelPlan, plan: FleetPlan, command: list[str], role: s
 
 
 def await_budget_s(model: VllmModelPlan, plan: FleetPlan) -> int:
-    return c.await_budget_s(model.replicas, startup_s(model, plan))
+    return c.await_budget_s(model.replicas, _cold_start_s(model, plan))
+
+
+def _cold_start_s(model: VllmModelPlan, plan: FleetPlan) -> int:
+    return (download_s(model, plan) if from_hub(model) else 0) + startup_s(model, plan)
 
 
 def workload(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
     annotations = c.checkov_skips(SKIPS | c.image_skips(model.image)) | {c.AWAIT_TIMEOUT: str(await_budget_s(model, plan))}
     meta = c.metadata(model.name, plan, "vllm", annotations)
-    rolling = c.rolling_update(plan, model.node_group, model.nodes_per_replica)
+    assert model.rollout is not None  # served by vLLM itself
+    rolling = c.rolling_update(model.rollout)
     if model.nodes_per_replica == 1:
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
                 "spec": {"replicas": model.replicas, "selector": {"matchLabels": c.selector(model.name)},
@@ -163,8 +194,8 @@ def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[st
     scaler = c.autoscaler(model.name, plan, {"apiVersion": api, "kind": kind, "name": model.name},
                           [autoscaling_metric(model)], (model.min_replicas, model.max_replicas))
     objects = [c.service_account(model.name, plan), workload(model, plan),
-               c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, startup_s(model, plan)), leaders),
-               c.group_pdb(model.name, plan) if multi_node else c.pdb(model.name, plan, model.min_replicas),
+               c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, _cold_start_s(model, plan)), leaders),
+               c.group_pdb(model.name, plan) if multi_node else c.pdb(model.name, plan),
                c.network_policy(model.name, plan, [VLLM_PORT], peers=multi_node),
                c.service_monitor(model.name, plan, "http")]
     return objects + ([scaler] if scaler else [])

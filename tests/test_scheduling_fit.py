@@ -1,0 +1,242 @@
+"""Every pod schedules on a real EKS cluster (issue 12): the kubelet's allocatable as the AMIs compute it, the
+fit check, and the rendered manifests read against the node groups they land on."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from modelfleet.errors import CompileError
+from modelfleet.plan.compiler import compile_fleet
+from modelfleet.plan.kubelet import allocatable, ephemeral_allocatable_gib, kube_reserved_cpu_millis, max_pods
+from modelfleet.plan.types import FleetPlan
+from modelfleet.render.k8s import render_fleet_manifests
+from modelfleet.spec.environment import DeploySettings, EnvironmentSpec
+from modelfleet.spec.models import FleetSpec, LlmModelSpec
+from tests.conftest import STACKS
+from tests.cost.fleets import ENVIRONMENTS, fleets
+
+AL2023 = "AL2023_x86_64_NVIDIA"
+UNITS = {"Mi": 1 / 1024, "Gi": 1.0, "m": 1 / 1000}
+
+
+def quantity(value) -> float:
+    """A Kubernetes quantity in cores or GiB ("3420m", "7926Mi", "5Gi", 8)."""
+    text = str(value)
+    for suffix, scale in UNITS.items():
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * scale
+    return float(text)
+
+
+# --------------------------------------------------------------------------- the kubelet, as the AMIs set it up
+def test_kubelet_reserves_as_nodeadm_computes_them(catalogue):
+    """The issue's figures: a p5.48xlarge offers about 191.45 of its 192 vCPU, a g5.xlarge 3.92 of 4;
+    memory loses 255 MiB + 11 MiB per pod of maxPods and the 100 MiB eviction threshold."""
+    p5, g5 = catalogue.instances["p5.48xlarge"], catalogue.instances["g5.xlarge"]
+    assert kube_reserved_cpu_millis(192) == 60 + 10 + 10 + 470 and kube_reserved_cpu_millis(4) == 80
+    assert allocatable(p5, AL2023, 30000).cpu_millis == 191_450
+    assert allocatable(g5, AL2023, 232).cpu_millis == 3_920
+    assert max_pods(p5) == 100  # its ENI limit, under the managed node groups' cap of 250 above 30 vCPU
+    assert max_pods(catalogue.instances["g5.12xlarge"]) == 250  # 737 by ENIs, capped
+    assert max_pods(g5) == 58
+    assert allocatable(g5, AL2023, 232).memory_mib == math.floor(16 * 1024 * 0.925) - (11 * 58 + 255) - 100
+
+
+def test_the_kubelet_offers_0_9_of_the_disk_less_1_gib():
+    assert ephemeral_allocatable_gib(900, AL2023) == pytest.approx(809.0)  # the 405B's old volume
+    assert ephemeral_allocatable_gib(1000, "BOTTLEROCKET_x86_64_NVIDIA") == pytest.approx(849.0)  # imagefs 15%
+
+
+# --------------------------------------------------------------------------- the example stacks
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_node_group_fits_at_hpa_max_plus_surge(plans, stack):
+    """Done means: the prod, staging and dev renders pass the fit check (the plan records each group's
+    busiest node), and every node keeps the DaemonSet allowance free."""
+    for group in plans[stack].node_groups:
+        a, r = group.allocatable, group.requested
+        assert r.cpu <= a.cpu and r.memory_gib <= a.memory_gib and r.gpus <= a.gpus and r.pods <= a.pods, group.name
+        assert r.ephemeral_storage_gib <= a.ephemeral_storage_gib, group.name
+        assert a.cpu - (r.cpu - group.daemonset_allowance.cpu) >= group.daemonset_allowance.cpu - 1e-9
+
+
+def test_cpu_requests_leave_the_daemonset_allowance(plans, project):
+    """Defect 10: the p5 pods requested 190 of about 191.45 allocatable vCPU (1.45 left for every DaemonSet),
+    the Triton pod on g5.xlarge 3 of 3.92. Each now requests its GPUs' share of allocatable less the allowance."""
+    plan = plans["prod"]
+    manifests = render_fleet_manifests(plan, project.environment("prod").deploy)
+    allowance = project.environment("prod").deploy.daemonset_allowance.cpu
+    lws = next(o for o in manifests["llama-3-1-405b-instruct"] if o["kind"] == "LeaderWorkerSet")
+    cpu = quantity(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+    assert cpu == pytest.approx(191.45 - allowance) and 191.45 - cpu >= allowance - 1e-9
+    triton = next(o for o in manifests["triton-g5-xlarge"] if o["kind"] == "Deployment")
+    cpu = quantity(triton["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+    assert cpu == pytest.approx(3.92 - allowance)
+
+
+def test_an_allowance_the_nodes_cannot_spare_is_a_located_error(project, catalogue):
+    """A cluster whose DaemonSets need 4 cores per node cannot run a 4-vCPU node's serving pod: the compile
+    says which workload, node group, resource and by how much, and what to change."""
+    env = project.environment("prod")
+    deploy = env.deploy.model_copy(update={"daemonset_allowance": env.deploy.daemonset_allowance.model_copy(
+        update={"cpu": 3.9})})
+    with pytest.raises(CompileError) as caught:
+        compile_fleet(project.fleet(), env.model_copy(update={"deploy": deploy}), catalogue)
+    messages = [str(i) for i in caught.value.issues]
+    assert any("triton-g5-xlarge: a pod cannot schedule on gpu-g5-xlarge-od (g5.xlarge)" in m
+               and "CPU cores > 0.02" in m and "daemonsetAllowance" in m for m in messages), messages
+    assert all(i.path.startswith("models[") for i in caught.value.issues)
+
+
+def test_rollouts_surge_into_room_the_node_group_has(plans, catalogue):
+    """Defect 3: each HPA's maxReplicas was its node group's max, so at peak a rollout's surge pod never got a
+    GPU. Now the plan decides per workload, and the group's max holds the HPA max plus every surge."""
+    for stack in STACKS:
+        plan = plans[stack]
+        for group in plan.node_groups:
+            gpus = 0
+            for name in group.workloads:
+                workload = next((s for s in plan.triton_servers if s.name == name), None) or plan.model(name)
+                per_replica = workload.gpus_per_replica
+                assert workload.rollout.max_surge + workload.rollout.max_unavailable == 1
+                gpus += (workload.max_replicas + workload.rollout.max_surge) * per_replica
+            assert group.max_size * group.gpus_per_node >= gpus, (stack, group.name)
+    model = plans["prod"].model("llama-3-1-405b-instruct")
+    assert model.rollout.max_surge == 1 and "availability floor of 2" in model.rollout.reason
+
+
+def test_the_405b_replicas_sit_whole_in_one_zone_each(plans):
+    """Defect 2: one Auto Scaling group over three subnets spreads a 2-node replica's nodes 2/1/1. Its group
+    is now one node group per zone, each sized for whole replicas, the HPA minimum's in different zones."""
+    plan = plans["prod"]
+    model = plan.model("llama-3-1-405b-instruct")
+    group = plan.node_group(model.node_group)
+    assert [z.zone for z in group.zonal] == ["zone-1", "zone-2", "zone-3"] and "per zone" in group.zone_reason
+    for zone in group.zonal:
+        assert zone.min_size % 2 == zone.desired_size % 2 == zone.max_size % 2 == 0
+    assert sum(1 for z in group.zonal if z.min_size) == model.min_replicas == 2
+    assert sum(z.max_size for z in group.zonal) == (model.max_replicas + 1) * 2 == group.max_size
+    single = plan.node_group(plan.model("llama-3-1-8b-instruct").node_group)
+    assert single.zonal == () and single.zones == ("zone-1", "zone-2", "zone-3")
+
+
+def test_pdbs_let_one_pod_go_at_a_time(plans, project):
+    """Defect 6: minAvailable = min_replicas - 1 let 3 of 4 70B pods go at once."""
+    for stack in STACKS:
+        for objects in render_fleet_manifests(plans[stack], project.environment(stack).deploy).values():
+            for budget in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
+                assert budget["spec"] == {"maxUnavailable": 1, "selector": budget["spec"]["selector"]}
+
+
+def test_probes_tolerate_a_busy_engine_and_pods_drain(plans, project):
+    """Defect 5: vLLM's liveness was 5 s x 3 on /health, and nothing drained. Liveness now waits minutes
+    (five for a multi-node group, whose restart reloads every node) where readiness waits 15 s; every
+    serving container sleeps in preStop while its endpoints go, within its grace period."""
+    manifests = render_fleet_manifests(plans["prod"], project.environment("prod").deploy)
+    for name, objects in manifests.items():
+        for workload in (o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet")):
+            templates = ([workload["spec"]["template"]] if workload["kind"] == "Deployment" else
+                         [workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]])
+            for template in templates:
+                (container,) = template["spec"]["containers"]
+                live, ready = container["livenessProbe"], container["readinessProbe"]
+                live_s = live["periodSeconds"] * live["failureThreshold"]
+                assert live_s >= 8 * ready["periodSeconds"] * ready["failureThreshold"], name
+                assert live_s >= (300 if workload["kind"] == "LeaderWorkerSet" else 120)
+                assert container["lifecycle"]["preStop"]["exec"]["command"][-1] == "sleep 15"
+                assert template["spec"]["terminationGracePeriodSeconds"] > 15
+
+
+def test_the_device_plugin_can_be_left_to_the_cluster(plans, project):
+    """Defect 9: a cluster that runs NVIDIA's GPU Operator would get a second device plugin."""
+    deploy = project.environment("prod").deploy
+    kinds = lambda d: [o["kind"] for o in render_fleet_manifests(plans["prod"], d)["cluster"]]  # noqa: E731
+    assert "DaemonSet" in kinds(deploy)
+    assert "DaemonSet" not in kinds(deploy.model_copy(update={"install_device_plugin": False}))
+
+
+def test_streamed_weights_are_budgeted_for_every_rank(plans, project):
+    """Defect 11: with runai_streamer every tensor-parallel rank reads the whole checkpoint, which the startup
+    budget counted once: 4x short for the 70B on 4 GPUs."""
+    from modelfleet.render.k8s.vllm import startup_s
+    model = plans["prod"].model("llama-3-3-70b-instruct")
+    assert model.artifact.startswith("s3://") and model.gpus_per_pod == 4
+    assert startup_s(model, plans["prod"]) >= 300 + 4 * model.weights_gib / 0.5
+
+
+# --------------------------------------------------------------------------- the property
+def _pods(manifests: dict) -> list[tuple[str, dict, int, int, str]]:
+    """(workload, pod spec, pods at HPA max plus surge, pods per replica, node group instance type)."""
+    out = []
+    for name, objects in manifests.items():
+        hpa = next((o for o in objects if o["kind"] == "HorizontalPodAutoscaler"), None)
+        for obj in objects:
+            if obj["kind"] == "Deployment":
+                spec, size = obj["spec"]["template"]["spec"], 1
+                surge = obj["spec"]["strategy"]["rollingUpdate"]["maxSurge"]
+            elif obj["kind"] == "LeaderWorkerSet":
+                spec, size = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"], obj["spec"]["leaderWorkerTemplate"]["size"]
+                surge = obj["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["maxSurge"]
+            else:
+                continue
+            replicas = hpa["spec"]["maxReplicas"] if hpa else obj["spec"]["replicas"]
+            out.append((name, spec, (replicas + surge) * size, size, spec["nodeSelector"]["node.kubernetes.io/instance-type"]))
+    return out
+
+
+def _request(spec: dict, resource: str) -> float:
+    """The pod's effective request, as the scheduler counts it."""
+    def of(c):
+        return quantity(c.get("resources", {}).get("requests", {}).get(resource, 0))
+    return max(max((of(c) for c in spec.get("initContainers", [])), default=0), sum(of(c) for c in spec["containers"]))
+
+
+def check_fleet_fits(plan: FleetPlan, deploy: DeploySettings) -> None:
+    manifests = render_fleet_manifests(plan, deploy)
+    groups = {g.instance_type: g for g in plan.node_groups}
+    gpus_at_max: dict[str, int] = {}
+    for name, spec, pods, size, instance_type in _pods(manifests):
+        group = groups[instance_type]
+        free = group.allocatable.model_copy()
+        allowance = group.daemonset_allowance
+        gpus = int(_request(spec, "nvidia.com/gpu"))
+        share = gpus / group.gpus_per_node
+        assert _request(spec, "cpu") <= (free.cpu - allowance.cpu) * share + 1e-6, (name, group.name)
+        assert _request(spec, "memory") <= (free.memory_gib - allowance.memory_gib) * share + 0.01, (name, group.name)
+        assert _request(spec, "ephemeral-storage") * group.gpus_per_node / gpus <= (
+            free.ephemeral_storage_gib - allowance.ephemeral_storage_gib), (name, group.name)
+        gpus_at_max[group.name] = gpus_at_max.get(group.name, 0) + pods * gpus
+        if size > 1:  # a multi-node replica: its group is one node group per zone, each for whole replicas
+            assert group.zonal and all(z.max_size % size == 0 for z in group.zonal), name
+    for group in plan.node_groups:
+        assert group.max_size * group.gpus_per_node >= gpus_at_max.get(group.name, 0), group.name
+    for objects in manifests.values():
+        for budget in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
+            assert budget["spec"].get("maxUnavailable", 0) >= 1
+
+
+FIT_MESSAGES = ("cannot schedule", "a node full of", "cannot hold the HPA max", "whole")
+BIG = LlmModelSpec.model_validate({
+    "name": "big", "type": "llm", "artifact": "meta-llama/Llama-3.1-405B-Instruct", "size": {"dtype": "bf16"},
+    "architecture": "llama-3.1-405b", "sla": {"max_context_tokens": 8192, "peak_concurrent_sequences": 16,
+                                              "p99_ttft_ms": 4000, "availability": 99.9}})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models=fleets(max_models=5), env=st.sampled_from(ENVIRONMENTS), big=st.booleans(),
+       zones=st.integers(2, 3))
+def test_random_fleets_fit_their_node_groups(catalogue, models, env, big, zones):
+    """For random fleets and stacks: every rendered pod fits its node group's allocatable less the allowance
+    at HPA max plus surge, multi-node replicas get a node group per zone, and every PDB allows an eviction."""
+    env = EnvironmentSpec.model_validate({**env.model_dump(), "availability_zones": zones,
+                                          "instance_families": (*env.instance_families, "p5")})
+    fleet = FleetSpec(models=(*models, *((BIG,) if big else ())))
+    try:
+        plan = compile_fleet(fleet, env, catalogue)
+    except CompileError as error:  # an SLA no allowed GPU meets, say; never a placement that cannot schedule
+        assert not [i for i in error.issues if any(s in i.message for s in FIT_MESSAGES)], error
+        assume(False)
+    check_fleet_fits(plan, env.deploy)
