@@ -25,7 +25,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_validate_example():
     result = run("validate")
     assert result.returncode == 0, result.stderr
-    assert "7 models valid" in result.stdout
+    assert "8 models valid" in result.stdout
 
 
 def test_plan_json_contract():
@@ -159,7 +159,8 @@ def _stack_tag(line: str) -> str:
     return match.group(0) if match else ""
 
 
-def test_validate_names_the_stacks_it_compiled():
+def test_validate_names_the_stacks_it_compiled(project):
     result = run("validate")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.endswith("7 models valid; every stack compiles: dev, prod, staging\n")
+    count = len(project.fleet().models)
+    assert result.stdout.endswith(f"{count} models valid; every stack compiles: dev, prod, staging\n")

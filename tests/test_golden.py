@@ -47,13 +47,22 @@ def test_every_config_parses_through_tritons_schema(plans, stack):
         assert config.name == relative.split("/")[-2], "name must equal the model's directory"
         if config.backend == "vllm":
             continue
-        policy = config.dynamic_batching.default_queue_policy
-        assert config.HasField("dynamic_batching")
-        assert policy.timeout_action == mc.ModelQueuePolicy.REJECT
-        assert policy.default_timeout_microseconds > 0
-        assert 0 < policy.max_queue_size
-        assert config.dynamic_batching.max_queue_delay_microseconds > 0
+        if config.platform == "ensemble":  # every step is a model of the same server's repository
+            server = relative.rsplit("/", 2)[0]
+            assert all(f"{server}/{step.model_name}/config.pbtxt" in configs for step in config.ensemble_scheduling.step)
+            continue
         assert config.instance_group[0].kind == mc.ModelInstanceGroup.KIND_GPU
+        if config.HasField("sequence_batching"):  # no queue policy exists there: idle release and the controls
+            assert config.sequence_batching.max_sequence_idle_microseconds > 0
+            assert [c.name for c in config.sequence_batching.control_input] == ["START", "END", "READY", "CORRID"]
+            continue
+        assert config.HasField("dynamic_batching")
+        assert config.dynamic_batching.max_queue_delay_microseconds > 0
+        policies = [config.dynamic_batching.default_queue_policy, *config.dynamic_batching.priority_queue_policy.values()]
+        for policy in policies:
+            assert policy.timeout_action == mc.ModelQueuePolicy.REJECT
+            assert policy.default_timeout_microseconds > 0
+            assert 0 < policy.max_queue_size
 
 
 def test_prod_queue_policy_is_derived_from_the_sla(plans):

@@ -43,6 +43,13 @@ def format_plan(plan: FleetPlan) -> str:
     decisions = {s.decision.reason: s.decision for s in plan.triton_servers}
     for decision in decisions.values():
         lines += _decision_lines(decision, "    ")
+    if plan.pipelines:
+        lines += ["", "pipelines (Triton ensembles):"]
+    for p in plan.pipelines:
+        lines.append(f"  {p.name} [on {p.server}] {' -> '.join(s.model for s in p.steps)}, p99 {p.p99_latency_ms:g} ms, "
+                     f"{p.peak_rps:g} req/s at peak (on top of each step's own)")
+        for d in p.decisions:
+            lines += _decision_lines(d, "      ")
     lines += ["", "models:"]
     for m in plan.models:
         lines += _model_lines(m)
@@ -66,8 +73,8 @@ def _node_lines(g: NodeGroupPlan) -> list[str]:
 def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     if isinstance(m, TritonModelPlan):
         head = (f"  {m.name} [triton on {m.server}, {m.instance_type} x{m.replicas}] batch {m.max_batch_size}, "
-                f"window {m.max_queue_delay_us} us, queue timeout {m.queue_timeout_us} us (REJECT), "
-                f"queue <= {m.max_queue_size}, cache {'on' if m.response_cache else 'off'}, {gpu_amount(m.gpu_share)}")
+                f"window {m.max_queue_delay_us} us, {_queueing(m)}, cache {'on' if m.response_cache else 'off'}, "
+                + (f"{m.instance_count} CPU instance(s)" if m.device == "cpu" else gpu_amount(m.gpu_share)))
     else:
         head = (f"  {m.name} [{m.serving} on {m.instance_type}, tp={m.tensor_parallel_size} "
                 f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
@@ -85,6 +92,15 @@ def gpu_amount(share: float) -> str:
     if share >= 1:
         return "1 GPU" if round(share, 1) == 1 else f"{share:.1f} GPUs"
     return f"{share:.1%} of a GPU" if share < 0.01 else f"{share:.0%} of a GPU"
+
+
+def _queueing(m: TritonModelPlan) -> str:
+    if m.sequence is not None:
+        return (f"sequence batcher ({m.sequence.strategy}, {m.sequence.slots} slots, idle release after "
+                f"{m.sequence.idle_timeout_us // 1000} ms)")
+    levels = "".join(f", {lv.name} {lv.queue_timeout_us} us" for lv in m.priority_levels)
+    return (f"queue timeout {m.queue_timeout_us} us (REJECT{levels}), queue <= {m.max_queue_size}"
+            + (", streaming" if m.decoupled else ""))
 
 
 def _decision_lines(decision: Decision, indent: str, shown: int = 4) -> list[str]:

@@ -8,6 +8,7 @@ from ..errors import CompileError, Issue
 from ..spec.environment import EnvironmentSpec
 from ..spec.load import apply_environment
 from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
+from .classic import compile_classic
 from .engine_args import triton_server_args, vllm_serve_args, vllm_shm_gib
 from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
@@ -16,14 +17,11 @@ from .layout import size_node_groups
 from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
 from .names import node_group_name, stable_name
 from .node_disks import with_node_disks
-from .packing import ClassicPlacement, pack_on
+from .pipelines import pipelines_in
 from .pod_resources import with_pods
 from .precision import llm_weights_gib
-from .rollout import choose_rollout
-from .sizing import availability_floor
-from .triton import triton_model_plan
-from .triton_policy import check_budget, size_classic
-from .types import Alternative, Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
+from .rollout import choose_rollout, replica_floor
+from .types import Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
 
@@ -56,8 +54,9 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         if server is not None:
             llm_servers.append(server)
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
-    triton_models, servers = _compile_classic(classic, env, catalogue, issues, warnings,
-                                              gpus_in_use(llm_servers, vllm_plans))
+    pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
+    triton_models, servers, pipeline_plans = compile_classic(classic, pipelines, env, catalogue, issues, warnings,
+                                                             gpus_in_use(llm_servers, vllm_plans))
     servers += llm_servers
     if issues:
         raise CompileError(issues)
@@ -68,6 +67,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         triton_servers=tuple(sorted(servers, key=lambda s: s.name)),
         models=tuple(sorted([*triton_models, *vllm_plans], key=lambda m: m.name)),
         warnings=tuple(sorted(warnings, key=lambda w: (w.model, w.message))),
+        pipelines=tuple(sorted(pipeline_plans, key=lambda p: p.name)),
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
     if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):
@@ -75,13 +75,6 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     if zones := zone_warnings(plan):
         plan = plan.model_copy(update={"warnings": tuple(sorted((*plan.warnings, *zones), key=lambda w: (w.model, w.message)))})
     return plan
-
-
-def _floor(env: EnvironmentSpec, availability: float) -> int:
-    """Replicas the availability SLA demands (1 in a single-replica environment)."""
-    if env.replicas.single_replica:
-        return 1
-    return availability_floor(availability, env.replicas.ha_availability, env.replicas.ha3_availability)
 
 
 def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
@@ -96,71 +89,6 @@ def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> d
         held, most = used.get(instance_type, (0, 0))
         used[instance_type] = (held + gpus, max(most, spread))
     return used
-
-
-def _idle_room(placement: ClassicPlacement) -> str:
-    if placement.usd_per_hour >= placement.standalone_usd_per_hour - 1e-9:
-        return ""
-    return f" ({placement.standalone_usd_per_hour:.2f} on nodes of their own; cheaper beside the LLMs there)"
-
-
-def _compile_classic(classic: list[Indexed], env: EnvironmentSpec, catalogue: InstanceCatalogue,
-                     issues: list[Issue], warnings: list[Warning_],
-                     in_use: dict[str, tuple[int, int]]) -> tuple[list, list]:
-    if not classic:
-        return [], []
-    specs = [m for _, m in classic]
-    sizings: dict = {}  # per GPU model, shared by every instance size of that GPU
-    results = [pack_on(specs, env, catalogue, inst, in_use.get(inst.name, (0, 0)), sizings)
-               for inst in catalogue.in_families(env.instance_families)]
-    fits = sorted((r for r in results if isinstance(r, ClassicPlacement)),
-                  key=lambda p: (p.usd_per_hour, p.instance.gpus, p.instance.name))
-    if not fits:
-        issues.extend(_classic_infeasible(classic, env, catalogue, results))
-        return [], []
-    chosen = fits[0]
-    decision = Decision(
-        choice=chosen.instance.name,
-        reason=f"cheapest way to host every Triton model: {len(chosen.servers)} server(s) packed onto "
-               f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h (each node at its {env.capacity_type} price "
-               "with its root volume, as the cost preview prices it)" + _idle_room(chosen),
-        rejected=tuple(Alternative(option=r.instance.name, reason=f"costs {r.usd_per_hour:.2f} USD/h on {r.nodes[1]} node(s)"
-                                   + _idle_room(r), usd_per_hour=round(r.usd_per_hour, 4)) for r in fits[1:])
-        + tuple(Alternative(option=r.option, reason=r.reason) for r in results if not isinstance(r, ClassicPlacement)))
-    group = node_group_name(chosen.instance.name, env.capacity_type)
-    plans, servers = [], []
-    by_name = {m.name: (i, m) for i, m in classic}
-    for packed in chosen.servers:
-        plans += [triton_model_plan(by_name[n][1], by_name[n][0], packed, chosen, group, issues, warnings)
-                  for n in packed.models]
-        servers.append(TritonServerPlan(
-            name=packed.name, node_group=group, instance_type=chosen.instance.name, replicas=packed.replicas,
-            min_replicas=packed.min_replicas, max_replicas=packed.max_replicas, spread_zones=packed.spread_zones,
-            gpus_per_replica=1, models=packed.models, gpu_memory_used_gib=packed.gpu_memory_used_gib,
-            gpu_compute_used=packed.gpu_compute_used, cache_size_bytes=packed.cache_size_bytes,
-            memory_request_gib=packed.memory_request_gib,
-            args=triton_server_args(env.triton.exit_timeout_secs, packed.cache_size_bytes, packed.python_shm_bytes),
-            image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision,
-            former_names=() if packed.former_name == packed.name else (packed.former_name,),
-            rollout=choose_rollout(packed.min_replicas, _floor(env, max(by_name[n][1].sla.availability for n in packed.models)),
-                                   1, chosen.instance.name)))
-    return plans, servers
-
-
-def _classic_infeasible(classic: list[Indexed], env: EnvironmentSpec, catalogue: InstanceCatalogue,
-                        results: list) -> list[Issue]:
-    """Why no instance type hosts the Triton models: per model when its SLA is too tight even on the
-    fastest allowed GPU (the fix is in its SLA), else one issue with the instance types' reasons."""
-    instances = catalogue.in_families(env.instance_families)
-    if instances:
-        fastest = max(instances, key=lambda i: (i.gpu.fp16_tflops, i.name)).gpu
-        tight = [check_budget(m, size_classic(m, fastest, catalogue, env.triton.target_utilization), i)
-                 for i, m in classic]
-        if any(tight):
-            return [t for t in tight if t is not None]
-    reasons = "; ".join(sorted({r.reason for r in results})[:3]) or "no instance families allowed"
-    return [Issue("", 0, 0, "models", f"no allowed instance type can host the Triton models: {reasons}",
-                  "allow a family with larger GPUs (e.g. g6e) or declare smaller models")]
 
 
 def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, decision: Decision, *,
@@ -195,7 +123,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1), image=env.vllm.image,
         decisions=(decision, _precision_decision(chosen)), quantization=precision.quantization_flag,
         checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
-        rollout=None if serving == "triton" else choose_rollout(lo, _floor(env, model.sla.availability), chosen.pp,
+        rollout=None if serving == "triton" else choose_rollout(lo, replica_floor(env, model.sla.availability), chosen.pp,
                                                                  chosen.instance.name))
     if serving != "triton":
         return plan, None
@@ -239,7 +167,7 @@ def _triton_llm_server(model: LlmModelSpec, env: EnvironmentSpec, plan: VllmMode
         cache_size_bytes=0, memory_request_gib=plan.memory_request_gib,
         args=triton_server_args(env.triton.exit_timeout_secs, 0, 0), image=env.triton.image, python_shm_bytes=0,
         decision=plan.decisions[0],
-        rollout=choose_rollout(plan.min_replicas, _floor(env, model.sla.availability), 1, plan.instance_type))
+        rollout=choose_rollout(plan.min_replicas, replica_floor(env, model.sla.availability), 1, plan.instance_type))
 
 
 def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: list[TritonServerPlan],

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import ClassicModelSpec
+from ..spec.pipelines import PipelineSpec
 from ..spec.units import GIB
 from .binpacking import Item, Objective, pack_optimally
 from .instances import InstanceCatalogue, InstanceType
@@ -36,8 +37,9 @@ from .kubelet import memory_share_gib
 from .llm import Rejection
 from .names import stable_name
 from .node_price import ranking_usd_per_node_hour
+from .pipelines import PipelineSizing, StepBudget, size_on, together
 from .sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor, nodes_for_pods
-from .triton_policy import ClassicSizing, size_classic, within_budget
+from .triton_policy import ClassicSizing, within_budget
 
 # Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
 SYSTEM_RESERVE_GIB = 1.5
@@ -74,6 +76,8 @@ class ClassicPlacement:
     nodes: tuple[int, int, int]  # min, desired, max
     usd_per_hour: float  # what the servers add to the node group (see pack_on)
     standalone_usd_per_hour: float  # their own nodes' price, were the group theirs alone
+    specs: dict[str, ClassicModelSpec]  # as served: with their pipelines' load and p99 shares
+    budgets: dict[str, tuple[StepBudget, ...]]  # pipeline -> its steps' shares of its p99
 
 
 def _share(sizing: ClassicSizing, capacity_gib: float) -> float:
@@ -129,20 +133,40 @@ class _Asks:
         return cls(rank, {name: -r[0] for name, r in rank.items()}, {m.name: _floor(m, env) for m in models})
 
 
-def _bins(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks, capacity: float,
+def _bins(units: list[list[ClassicModelSpec]], sizings: dict[str, ClassicSizing], asks: _Asks, capacity: float,
           host_capacity: float, objective: Objective) -> list[list[str]]:
     """Shared servers, packed optimally (binpacking.py: GPU memory and host RAM bound a server, its compute
     sets its replicas; first-fit decreasing is not monotone, so adding a model could lower the cost).
 
-    Models that need more replicas come first, so they share servers among themselves and models needing
-    fewer fill the room left (riding along costs no GPU)."""
-    order = sorted(models, key=lambda m: asks.rank[m.name])
-    items = [Item(m.name, (sizings[m.name].gpu_memory_gib, sizings[m.name].gpu_demand, sizings[m.name].host_gib),
-                  asks.need[m.name], asks.floor[m.name]) for m in order]
+    A unit is one model, or the steps of a pipeline (they must share a server): it is packed as one item,
+    named after its anchor, with its members' sizes summed. Units that need more replicas come first, so
+    they share servers among themselves and units needing fewer fill the room left (riding along costs no
+    GPU)."""
+    order = sorted(units, key=lambda u: asks.rank[u[0].name])
+    items = [Item(u[0].name, tuple(sum(s) for s in zip(*(_sizes(sizings[m.name]) for m in u))),  # type: ignore[arg-type]
+                  max(asks.need[m.name] for m in u), max(asks.floor[m.name] for m in u)) for u in order]
+    members = {u[0].name: [m.name for m in u] for u in units}
     # Room for the load-time copies of the largest models is kept on every server, whatever it holds.
-    host_room = host_capacity - loading_gib([m.name for m in models], sizings)
+    host_room = host_capacity - loading_gib([m.name for u in units for m in u], sizings)
     # Compute per replica is one GPU: the sizings already hold it to the environment's target utilisation.
-    return [sorted(names) for names in pack_optimally(items, (capacity, 1.0, host_room), objective)]
+    return [sorted(n for anchor in names for n in members[anchor])
+            for names in pack_optimally(items, (capacity, 1.0, host_room), objective)]
+
+
+def _sizes(sizing: ClassicSizing) -> tuple[float, float, float]:
+    return sizing.gpu_memory_gib, sizing.gpu_demand, sizing.host_gib
+
+
+def _units(models: list[ClassicModelSpec], together: tuple[tuple[str, ...], ...],
+           asks: _Asks) -> list[list[ClassicModelSpec]]:
+    """The models as packing units: each group of ``together`` present here is one, every other model its
+    own; each unit's members in packing order (the first is its anchor)."""
+    by_name = {m.name: m for m in models}
+    grouped = [[by_name[n] for n in group if n in by_name] for group in together]
+    grouped = [g for g in grouped if g]
+    inside = {m.name for g in grouped for m in g}
+    units = grouped + [[m] for m in models if m.name not in inside]
+    return [sorted(u, key=lambda m: asks.rank[m.name]) for u in units]
 
 
 def packing_rank(model: ClassicModelSpec, sizings: dict[str, ClassicSizing], capacity: float,
@@ -196,23 +220,27 @@ def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], 
 
 def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: InstanceCatalogue,
             instance: InstanceType, in_use: tuple[int, int] = (0, 0),
-            sizing_cache: dict[str, dict[str, ClassicSizing]] | None = None) -> ClassicPlacement | Rejection:
+            sizing_cache: dict[str, PipelineSizing] | None = None, pipelines: tuple[PipelineSpec, ...] = (),
+            keep_together: bool = True) -> ClassicPlacement | Rejection:
     """Pack every classic model onto GPUs of ``instance``; a Rejection says which model does not fit.
 
     ``in_use``: GPUs other workloads (LLMs) hold on this instance type and the zone spread they force. The
     packing minimises, and ``usd_per_hour`` is, what the servers add to that node group: choosing by the
-    standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost."""
+    standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost.
+    ``pipelines``: their steps' load and p99 shares (plan/pipelines.py), and their steps kept on one server
+    (unless ``keep_together`` is false: the plan prices what the constraint costs that way)."""
     capacity = capacity_of(instance)
     cache = sizing_cache if sizing_cache is not None else {}
     if instance.gpu.key not in cache:  # sizing depends on the GPU model only, not on the instance size
-        cache[instance.gpu.key] = {m.name: size_classic(m, instance.gpu, catalogue, env.triton.target_utilization)
-                                   for m in models}
-    sizings = cache[instance.gpu.key]
+        cache[instance.gpu.key] = size_on(models, list(pipelines), instance.gpu, catalogue,
+                                          env.triton.target_utilization)
+    sized = cache[instance.gpu.key]
+    sizings, specs = sized.sizings, sized.specs
     too_big = sorted(n for n, s in sizings.items() if s.gpu_memory_gib > capacity)
     if too_big:
         return Rejection(instance.name, f"{too_big[0]} needs {sizings[too_big[0]].gpu_memory_gib:.1f} GiB, "
                                         f"more than the {capacity:.1f} GiB a {instance.gpu.name} has free")
-    too_slow = sorted(m.name for m in models if not within_budget(m, sizings[m.name]))
+    too_slow = sorted(m.name for m in models if not within_budget(specs[m.name], sizings[m.name]))
     if too_slow:
         slow = sizings[too_slow[0]]
         why = ("leaving no queueing budget in its p99" if slow.queue_timeout_us <= 0 else
@@ -221,8 +249,9 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
                                         f"{instance.gpu.name}, {why}")
     asks = _Asks.of(models, sizings, capacity, env)
     servers: list[PackedServer] = []
+    groups = together(list(pipelines)) if keep_together else ()
     for pool, members in _pools(models, instance):
-        packed = _pack_pool(pool, members, sizings, asks, env, instance, in_use, servers)
+        packed = _pack_pool(pool, members, sizings, asks, env, instance, in_use, servers, groups)
         if isinstance(packed, Rejection):
             return packed
         servers += packed
@@ -231,7 +260,7 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
                   for attr in ("min_replicas", "replicas", "max_replicas"))
     price = ranking_usd_per_node_hour(catalogue, instance, env)
     return ClassicPlacement(instance, tuple(servers), sizings, nodes,  # type: ignore[arg-type]
-                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price)
+                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price, specs, sized.budgets)
 
 
 def default_pool(instance: InstanceType) -> str:
@@ -249,20 +278,22 @@ def _pools(models: list[ClassicModelSpec], instance: InstanceType) -> list[tuple
 
 def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks,
                env: EnvironmentSpec, instance: InstanceType, in_use: tuple[int, int],
-               placed: list[PackedServer]) -> list[PackedServer] | Rejection:
-    """One pool's servers: a server per model that needs a GPU of its own, the others packed together; the
-    packing counts the GPUs other pools and workloads already hold on this instance type (``placed``,
-    ``in_use``). Named as the module docstring says."""
-    alone = [m for m in models if sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu]
-    alone_names = {m.name for m in alone}
-    shared = [m for m in models if m.name not in alone_names]
-    groups = [([m], stable_name(f"triton-{pool}", m.name)) for m in alone]
+               placed: list[PackedServer], together: tuple[tuple[str, ...], ...] = ()) -> list[PackedServer] | Rejection:
+    """One pool's servers: a server per unit (a model, or a pipeline's steps) with a member that needs a GPU
+    of its own, the others packed together; the packing counts the GPUs other pools and workloads already hold on this
+    instance type (``placed``, ``in_use``). Named as the module docstring says."""
+    units = _units(models, together, asks)
+    # A unit with a member that needs a GPU of its own goes alone (all of a pipeline's steps with it); a unit
+    # of small models is packed like one, however much compute it sums to (the packing sets its replicas).
+    alone = [u for u in units if any(sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu for m in u)]
+    shared = [u for u in units if not any(u is a for a in alone)]
+    groups = [(u, stable_name(f"triton-{pool}", u[0].name)) for u in alone]
     held = placed + [s for s in (_server(g, sizings, asks, env, instance, n) for g, n in groups)
                      if isinstance(s, PackedServer)]
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in held),
                           max([in_use[1]] + [s.min_replicas for s in held if s.spread_zones]),
                           1 if env.replicas.single_replica else math.inf)
-    by_name = {m.name: m for m in shared}
+    by_name = {m.name: m for u in shared for m in u}
     bins = sorted(_bins(shared, sizings, asks, capacity_of(instance), host_capacity_gib(instance, env), objective),
                   key=lambda names: min(asks.rank[n] for n in names))
     for index, names in enumerate(bins):

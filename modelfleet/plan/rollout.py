@@ -15,7 +15,16 @@ zones). Otherwise a rollout would take the fleet below the floor the SLA is plan
 
 from __future__ import annotations
 
+from ..spec.environment import EnvironmentSpec
+from .sizing import availability_floor
 from .types import RolloutPlan
+
+
+def replica_floor(env: EnvironmentSpec, availability: float) -> int:
+    """Replicas the availability SLA demands (1 in a single-replica environment)."""
+    if env.replicas.single_replica:
+        return 1
+    return availability_floor(availability, env.replicas.ha_availability, env.replicas.ha3_availability)
 
 
 def choose_rollout(min_replicas: int, floor: int, nodes_per_replica: int, instance_type: str) -> RolloutPlan:

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 from ..errors import Issue
-from ..spec.models import ClassicModelSpec, TensorSpec
+from ..spec.models import ClassicModelSpec
 from .packing import ClassicPlacement, PackedServer
+from .scheduling import scheduling
+from .tensors import tensors
 from .triton_policy import BACKENDS, check_budget, triton_decision
-from .types import TensorPlan, TritonModelPlan, Warning_
-
-TRITON_DTYPES = {
-    "bool": "TYPE_BOOL", "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",
-    "uint64": "TYPE_UINT64", "int8": "TYPE_INT8", "int16": "TYPE_INT16", "int32": "TYPE_INT32",
-    "int64": "TYPE_INT64", "fp16": "TYPE_FP16", "bf16": "TYPE_BF16", "fp32": "TYPE_FP32", "fp64": "TYPE_FP64",
-    "string": "TYPE_STRING",
-}
-
-
-def _tensors(specs: tuple[TensorSpec, ...]) -> tuple[TensorPlan, ...]:
-    return tuple(TensorPlan(name=t.name, data_type=TRITON_DTYPES[t.dtype], dims=t.dims) for t in specs)
-
+from .types import Decision, TritonModelPlan, Warning_
 
 def _cache(model: ClassicModelSpec, server: PackedServer, warnings: list[Warning_]) -> bool:
-    """Cache deterministic models unless opted out, and only when the server has a cache to use."""
+    """Cache deterministic models unless opted out, and only when the server has a cache to use. Never a
+    streaming or stateful model: Triton's cache serves neither (the spec refuses asking for it)."""
+    if model.streaming or model.stateful is not None:
+        return False
     wanted = model.overrides.response_cache if model.overrides.response_cache is not None else model.deterministic
     if wanted and server.cache_size_bytes == 0:
         warnings.append(Warning_(model=model.name, message="response cache wanted but the node has no spare RAM "
@@ -53,11 +46,19 @@ def _warn_overloaded(model: ClassicModelSpec, demand: float, server: PackedServe
 
 
 def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer, placement: ClassicPlacement,
-                      node_group: str, issues: list[Issue], warnings: list[Warning_]) -> TritonModelPlan:
+                      node_group: str, issues: list[Issue], warnings: list[Warning_],
+                      pipeline_p99: str | None = None, step: Decision | None = None) -> TritonModelPlan:
+    """``model`` as served (with its pipelines' load and p99 shares, explained by ``step``); ``pipeline_p99``:
+    the path of the pipeline p99 its budget comes from, where that binds (a budget problem is located there)."""
     sizing = placement.sizings[model.name]
     problem = check_budget(model, sizing, index)
     if problem is not None:
-        issues.append(problem)
+        issues.append(problem if pipeline_p99 is None else Issue(
+            "", 0, 0, pipeline_p99, f"{problem.message} (its share of the pipeline's p99)",
+            "raise the pipeline's p99, or measure the steps' profile.compute_ms"))
+    fields, decisions = scheduling(model, sizing, index, issues)
+    # The queue derivation's decision, except for the sequence batcher, which has no queue policy to explain.
+    queueing = () if model.stateful is not None else (triton_decision(model, sizing),)
     _warn(model, sizing.assumed, warnings)
     _warn_overloaded(model, sizing.gpu_demand, server, warnings)
     backend, platform = BACKENDS[model.framework]
@@ -68,10 +69,11 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
         gpu_share=round(max(sizing.gpu_memory_gib / capacity, sizing.gpu_demand / max(server.replicas, 1)), 4),
         weights_gib=round(sizing.weights_gib, 4), gpu_memory_gib=round(sizing.gpu_memory_gib, 4),
         backend=backend, platform=platform, artifact=model.artifact, max_batch_size=sizing.max_batch_size,
-        instance_count=sizing.instance_count, queue_timeout_us=sizing.queue_timeout_us,
+        instance_count=sizing.instance_count, queue_timeout_us=fields.pop("queue_timeout_us", sizing.queue_timeout_us),
         max_queue_delay_us=sizing.max_queue_delay_us, max_queue_size=sizing.max_queue_size,
         response_cache=_cache(model, server, warnings), versions=model.versions,
-        inputs=_tensors(model.inputs), outputs=_tensors(model.outputs), peak_rps=model.sla.peak_rps,
+        inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),
-        compute_ms=sizing.compute_ms, decisions=(triton_decision(model, sizing),),
+        compute_ms=sizing.compute_ms, decisions=(*queueing, *decisions, *((step,) if step else ())),
+        **fields,
     )

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from ..errors import Issue
 from ..spec.models import ClassicModelSpec
 from .instances import GpuType, InstanceCatalogue
+from .sequences import sequence_instances
 from .sizing import CLASSIC_ACTIVATION_FACTOR, CLASSIC_WORKSPACE_GIB, weights_gib
 from .types import Decision
 
@@ -123,7 +124,6 @@ def size_classic(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatal
                  target_utilization: float) -> ClassicSizing:
     batch = model.overrides.max_batch_size if model.overrides.max_batch_size is not None else (
         DEFAULT_MAX_BATCH[model.type])
-    count = model.overrides.instance_count or 1
     assumed: list[str] = []
     compute_ms = _compute_ms_on(model, gpu, catalogue)
     if model.profile.compute_ms is None:
@@ -135,6 +135,7 @@ def size_classic(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatal
         # A full batch cannot finish faster than the measured throughput allows; a profile saying otherwise
         # would leave too little of the p99 budget for execution.
         compute_ms = max(compute_ms, round(1000.0 * max(batch, 1) / rps, 3))
+    count = sequence_instances(model, batch)  # the override; for a stateful model, enough sequence slots
     window, timeout, queue = queue_policy(model, batch, compute_ms, rps * count)
     demand = model.sla.peak_rps / (rps * count * target_utilization)
     weights = model_weights_gib(model)

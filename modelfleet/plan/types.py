@@ -151,6 +151,27 @@ class NodeGroupPlan(PlanModel):
                           throughput_mibps=self.root_volume_throughput_mibps)
 
 
+class PriorityLevelPlan(PlanModel):
+    """One priority class of a model: Triton's level (1 = served first) and its own queue policy."""
+
+    name: str
+    level: int
+    share: float  # of the model's peak_rps
+    p99_latency_ms: float
+    queue_timeout_us: int
+    max_queue_size: int
+
+
+class SequencePlan(PlanModel):
+    """Triton's sequence batcher for a stateful model (control inputs START, END, READY, CORRID)."""
+
+    strategy: Literal["direct", "oldest"]
+    idle_timeout_us: int  # max_sequence_idle_microseconds: a sequence idle this long is released
+    max_sequences: int  # as declared
+    slots: int  # sequences served at once: max_batch_size (at least 1) x instances (direct), candidates (oldest)
+    max_queue_delay_us: int
+
+
 class TritonModelPlan(PlanModel):
     name: str
     serving: Literal["triton"] = "triton"
@@ -179,6 +200,38 @@ class TritonModelPlan(PlanModel):
     p99_latency_ms: float
     rps_per_instance: float  # on this GPU, after scaling from the measured GPU
     compute_ms: float
+    decisions: tuple[Decision, ...]
+    device: Literal["gpu", "cpu"] = "gpu"  # KIND_GPU or KIND_CPU instances
+    priority_levels: tuple[PriorityLevelPlan, ...] = ()  # highest first; empty: one queue
+    default_priority_level: int = 0  # the level of a request that names none (0 when there are no levels)
+    sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
+    decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
+    preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+
+
+class PipelineStepPlan(PlanModel):
+    """One step of an ensemble: its model, which ensemble tensors feed it and which it produces, its share."""
+
+    model: str
+    input_map: tuple[tuple[str, str], ...]  # (the model's input, the ensemble tensor)
+    output_map: tuple[tuple[str, str], ...]  # (the model's output, the ensemble tensor)
+    budget_ms: float  # its share of the pipeline's p99 (plan/pipelines.py)
+    queue_timeout_us: int  # as compiled for the model (the tighter of its own p99 and this share)
+
+
+class PipelinePlan(PlanModel):
+    """A pipeline served as a Triton ensemble on the server of its steps."""
+
+    name: str
+    server: str
+    node_group: str
+    instance_type: str
+    max_batch_size: int  # the smallest of its steps' (Triton requires no more)
+    inputs: tuple[TensorPlan, ...]
+    outputs: tuple[TensorPlan, ...]
+    steps: tuple[PipelineStepPlan, ...]  # in an order that runs (each after what it reads)
+    p99_latency_ms: float
+    peak_rps: float
     decisions: tuple[Decision, ...]
 
 
@@ -258,6 +311,7 @@ class FleetPlan(PlanModel):
     triton_servers: tuple[TritonServerPlan, ...]
     models: tuple[TritonModelPlan | VllmModelPlan, ...]
     warnings: tuple[Warning_, ...]
+    pipelines: tuple[PipelinePlan, ...] = ()  # Triton ensembles, by name
 
     def model(self, name: str) -> TritonModelPlan | VllmModelPlan:
         return self._by_name("models")[name]
@@ -267,3 +321,6 @@ class FleetPlan(PlanModel):
 
     def server(self, name: str) -> TritonServerPlan:
         return self._by_name("triton_servers")[name]
+
+    def pipeline(self, name: str) -> PipelinePlan:
+        return self._by_name("pipelines")[name]

@@ -13,7 +13,8 @@ from __future__ import annotations
 import keyword
 import re
 
-from ..plan.types import FleetPlan, TensorPlan, TritonModelPlan
+from ..plan.types import FleetPlan, PipelinePlan, TensorPlan, TritonModelPlan
+from .client_options import STREAM_HELPER, option_attributes, option_doc, option_params, option_values
 
 WIRE_TYPES = {"TYPE_BOOL": "BOOL", "TYPE_UINT8": "UINT8", "TYPE_UINT16": "UINT16", "TYPE_UINT32": "UINT32",
               "TYPE_UINT64": "UINT64", "TYPE_INT8": "INT8", "TYPE_INT16": "INT16", "TYPE_INT32": "INT32",
@@ -31,7 +32,8 @@ must not be shared between threads: use one per thread.
     import tritonclient.http as httpclient
     client = httpclient.InferenceServerClient("127.0.0.1:8000")
     request = {example}.request(...)
-    result = {example}.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs))
+    result = {example}.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs,
+                                           **request.options))
 
 A 503 "Request timeout expired" (gRPC UNAVAILABLE) means the request waited longer in Triton's queue than
 its SLA allows and was rejected rather than answered late.
@@ -39,7 +41,7 @@ its SLA allows and was rejected rather than answered late.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -60,6 +62,7 @@ class Request:
     model_name: str
     inputs: list[Any]  # protocol.InferInput
     outputs: list[Any]  # protocol.InferRequestedOutput
+    options: dict[str, Any] = field(default_factory=dict)  # infer's keyword arguments: priority, sequence id
 
 
 def _dtype_ok(tensor: Tensor, value: np.ndarray) -> bool:
@@ -104,20 +107,20 @@ class {cls}Result:
 class {cls}:
     """{name} ({type}, Triton server {server}).
 
-    SLA p99 {p99:g} ms: a request queued longer than {timeout_us} us is rejected (503), not answered late.
+    {sla_doc}{options_doc}
     """
 
     name: ClassVar[str] = "{name}"
     max_batch_size: ClassVar[int] = {max_batch}
     inputs: ClassVar[tuple[Tensor, ...]] = {inputs}
-    outputs: ClassVar[tuple[Tensor, ...]] = {outputs}
+    outputs: ClassVar[tuple[Tensor, ...]] = {outputs}{attributes}
 
     @classmethod
-    def request(cls, {params}, *, protocol: ModuleType = _http) -> Request:
+    def request(cls, {params}, *, protocol: ModuleType = _http{option_params}) -> Request:
         """{args_doc}"""
         values = {values}
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
-                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs])
+                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs], {option_values})
 
     @staticmethod
     def decode(result: Any) -> {cls}Result:
@@ -153,7 +156,31 @@ def _tuple(items: list[str]) -> str:
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
-def render_model(model: TritonModelPlan) -> str:
+def _sla_doc(model: TritonModelPlan) -> str:
+    if model.sequence is not None:
+        return f"SLA p99 {model.p99_latency_ms:g} ms (the sequence batcher has no queue timeout: slots are sized for it)."
+    return (f"SLA p99 {model.p99_latency_ms:g} ms: a request queued longer than {model.queue_timeout_us} us is "
+            "rejected (503), not answered late.")
+
+
+def render_model(model: TritonModelPlan | PipelinePlan) -> str:
+    if isinstance(model, PipelinePlan):
+        return render_pipeline(model)
+    return _render_class(model, model.type, model.server, _sla_doc(model), option_doc(model),
+                         option_attributes(model), option_params(model), option_values(model))
+
+
+def render_pipeline(pipeline: PipelinePlan) -> str:
+    """A pipeline's ensemble is called like a model: its own tensors, one request through every step."""
+    steps = " -> ".join(step.model for step in pipeline.steps)
+    sla = (f"Pipeline {steps}, SLA p99 {pipeline.p99_latency_ms:g} ms, split across the steps (each rejects a request "
+           "queued past its share: 503).")
+    return _render_class(pipeline, "pipeline", pipeline.server, sla, "", "\n    stateful: ClassVar[bool] = False\n    streaming: ClassVar[bool] = False",
+                         "", "{}")
+
+
+def _render_class(model: TritonModelPlan | PipelinePlan, kind: str, server: str, sla_doc: str, options_doc: str,
+                  attributes: str, params_extra: str, values_expr: str) -> str:
     batched = model.max_batch_size > 0
     cls = class_name(model.name)
     params = [identifier(t.name) for t in model.inputs]
@@ -165,18 +192,19 @@ def render_model(model: TritonModelPlan) -> str:
     fields = "\n".join(f"    {identifier(t.name)}: np.ndarray  # {WIRE_TYPES[t.data_type]} {_shape(t, batched)}"
                        for t in model.outputs)
     decoded = ", ".join(f'{identifier(t.name)}=_output(result, "{t.name}")' for t in model.outputs)
-    return MODEL.format(cls=cls, name=model.name, type=model.type, server=model.server, p99=model.p99_latency_ms,
-                        timeout_us=model.queue_timeout_us, max_batch=model.max_batch_size,
-                        inputs=_tensors(model.inputs), outputs=_tensors(model.outputs),
-                        params=", ".join(f"{p}: np.ndarray" for p in params), args_doc=docs,
-                        values=_tuple(params), fields=fields,
-                        decoded=decoded)
+    return MODEL.format(cls=cls, name=model.name, type=kind, server=server, sla_doc=sla_doc, options_doc=options_doc,
+                        max_batch=model.max_batch_size, inputs=_tensors(model.inputs), outputs=_tensors(model.outputs),
+                        attributes=attributes, params=", ".join(f"{p}: np.ndarray" for p in params),
+                        option_params=params_extra, option_values=values_expr, args_doc=docs, values=_tuple(params),
+                        fields=fields, decoded=decoded)
 
 
 def render_client(plan: FleetPlan) -> str:
-    """The client module's source for every classic Triton model of ``plan`` (sorted by name)."""
-    models = sorted((m for m in plan.models if isinstance(m, TritonModelPlan)), key=lambda m: m.name)
+    """The client module's source for every classic Triton model and pipeline of ``plan`` (sorted by name)."""
+    classic = [m for m in plan.models if isinstance(m, TritonModelPlan)]
+    models = sorted([*classic, *plan.pipelines], key=lambda m: m.name)
     example = class_name(models[0].name) if models else "Model"
     body = "".join(render_model(m) for m in models)
     names = _tuple([class_name(m.name) for m in models]) if models else "()"
-    return HEADER.format(stack=plan.environment, example=example) + body + f"\n\nMODELS = {names}\n"
+    helper = STREAM_HELPER if any(m.decoupled for m in classic) else ""
+    return HEADER.format(stack=plan.environment, example=example) + helper + body + f"\n\nMODELS = {names}\n"

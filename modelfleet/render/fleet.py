@@ -6,6 +6,8 @@ Layout of ``render --out DIR``::
     triton/<server>/server.json                server command line, replicas, node group
     triton/<server>/<model>/config.pbtxt       Triton model configuration (protobuf text format)
     triton/<server>/<model>/1/model.json       only for LLMs served by Triton's vLLM backend
+    triton/<server>/<pipeline>/config.pbtxt    a pipeline's ensemble, on its steps' server
+    triton/<server>/<pipeline>/1/README.txt    its version folder (Triton needs one; S3 has no empty folders)
     vllm/<model>.json                          vllm serve arguments, GPUs per pod, shared memory
     .modelfleet-render                         added by write_tree: marks the directory as replaceable
 """
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
 from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
+from .ensemble import VERSION_NOTE, ensemble_config
 from .triton import model_config, render_config, vllm_backend_config, vllm_backend_model_json
 
 if TYPE_CHECKING:  # annotations only: cost prices node volumes with k8s.storage, and k8s renders through here
@@ -61,6 +64,9 @@ def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
             elif isinstance(model, VllmModelPlan):
                 files[f"triton/{server.name}/{name}/config.pbtxt"] = render_config(vllm_backend_config(model)).encode()
                 files[f"triton/{server.name}/{name}/1/model.json"] = vllm_backend_model_json(model).encode()
+    for pipeline in plan.pipelines:
+        files[f"triton/{pipeline.server}/{pipeline.name}/config.pbtxt"] = render_config(ensemble_config(pipeline)).encode()
+        files[f"triton/{pipeline.server}/{pipeline.name}/1/README.txt"] = VERSION_NOTE.encode()
     return files
 
 

@@ -30,7 +30,8 @@ from typing import Literal, NamedTuple
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ..errors import CompileError, Issue
-from ..plan.types import FleetPlan, TritonModelPlan, TritonServerPlan
+from ..plan.types import FleetPlan, PipelinePlan, TritonModelPlan, TritonServerPlan
+from ..render.ensemble import ensemble_config
 from ..render.triton import model_config, render_config
 from ..spec.units import GIB
 from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
@@ -40,7 +41,7 @@ LOCAL_CACHE_CAP_BYTES = 256 * 1024**2
 # Flags of the compiled command line that a local server sets itself (LocalTritonServer: loopback, free ports).
 LOCAL_OWNED_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=", "--cache-config=")
 
-Source = Literal["artifact", "onnx-runner", "synthetic"]
+Source = Literal["artifact", "onnx-runner", "synthetic", "ensemble"]
 # The file each backend loads from a version folder (Triton's default_model_filename), see REFERENCE.md.
 MODEL_FILES = {"python": "model.py", "onnxruntime": "model.onnx", "tensorrt": "model.plan", "pytorch": "model.pt",
                "tensorflow": "model.savedmodel", "openvino": "model.xml"}
@@ -157,11 +158,12 @@ def plan_local_repository(plan: FleetPlan, artifact_root: Path, available_backen
             model = plan.model(name)
             if isinstance(model, TritonModelPlan):
                 models.append(_local_model(model, Path(artifact_root), available_backends))
+    models += [_local_ensemble(p) for p in plan.pipelines if p.server in {s.name for s in chosen}]
     if not models:
         raise CompileError([Issue("", 0, 0, "serve", f"stack {plan.environment} has no classic Triton models to serve",
                                   "add a classic model to models.yaml or pick another stack")])
     args, notes = local_server_args(chosen, any(m.response_cache for m in models))
-    lacking = sorted({m.backend for m in models if m.backend not in available_backends})
+    lacking = sorted({m.backend for m in models if m.backend not in available_backends and m.source != "ensemble"})
     adaptations = ["instance_group: KIND_GPU -> KIND_CPU for every model (no GPU here; instance counts unchanged)",
                    *notes, "endpoints: loopback on free ports instead of 8000/8001/8002"]
     if len(chosen) > 1:
@@ -189,6 +191,15 @@ def _local_model(model: TritonModelPlan, root: Path, available: frozenset[str]) 
                       local_dir=local_dir, versions=versions, note=note,
                       config_text=render_config(local_model_config(model)), compute_ms=model.compute_ms,
                       rps_per_instance=model.rps_per_instance, response_cache=model.response_cache)
+
+
+def _local_ensemble(pipeline: PipelinePlan) -> LocalModel:
+    """A pipeline's ensemble, unchanged: it has no instances to move to the CPU, and no files."""
+    steps = " -> ".join(step.model for step in pipeline.steps)
+    return LocalModel(name=pipeline.name, server=pipeline.server, backend="ensemble", source="ensemble",
+                      local_dir=None, versions=(1,), note=f"ensemble {steps}, as compiled",
+                      config_text=render_config(ensemble_config(pipeline)), compute_ms=0.0, rps_per_instance=0.0,
+                      response_cache=False)
 
 
 def write_local_repository(local: LocalRepository, repository: Path, backends: Path) -> Path:
@@ -219,6 +230,9 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def _write_version(model: LocalModel, target: Path, version: int) -> None:
+    if model.source == "ensemble":
+        target.mkdir(parents=True)  # Triton needs the version folder; an ensemble has nothing in it
+        return
     if model.local_dir is not None:
         shutil.copytree(model.local_dir / str(version), target, ignore=shutil.ignore_patterns("__pycache__"))
         return

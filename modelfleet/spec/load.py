@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from ..errors import Issue, ModelfleetError, SpecError
 from . import models as S
 from .issues import issues_from_validation
+from .pipelines import PipelineSlaSpec, apply_pipeline_environment, pipeline_problems
 from .yaml_source import Document, Path, load_yaml, parse_path, parse_yaml
 
 ModelSpec = S.ClassicModelSpec | S.LlmModelSpec
@@ -75,6 +76,29 @@ def _patch_remap(where: Path, index: int, patch: S.EnvironmentPatch) -> Any:
     return remap
 
 
+def _check_pipelines(doc: Document, fleet: S.FleetSpec, known: tuple[str, ...] | None) -> list[Issue]:
+    """Each pipeline against the models it names (spec/pipelines.py), and its per-stack patches."""
+    models = {m.name: m for m in fleet.models}
+    issues: list[Issue] = []
+    taken = set(models)
+    for index, pipeline in enumerate(fleet.pipelines):
+        issues += [doc.issue(path, message, fix) for path, message, fix in
+                   pipeline_problems(pipeline, index, models, taken)]
+        taken.add(pipeline.name)
+        for env_name in pipeline.environments:
+            where: Path = ("pipelines", index, "environments", env_name)
+            if known is not None and env_name not in known:
+                close = difflib.get_close_matches(env_name, known, n=1)
+                issues.append(doc.issue(where, f"no stack named {env_name!r}",
+                                        f"did you mean `{close[0]}`?" if close else f"use one of: {', '.join(known)}"))
+                continue
+            try:
+                apply_pipeline_environment(pipeline, env_name)
+            except ValidationError as exc:
+                issues += issues_from_validation(doc, exc, prefix=where + ("sla",), root=PipelineSlaSpec)
+    return issues
+
+
 # ---------------------------------------------------------------------------------------------- entry points
 def _duplicate_names(doc: Document) -> list[Issue]:
     models = doc.data.get("models") if isinstance(doc.data, dict) else None
@@ -105,6 +129,7 @@ def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None
     except ValidationError as exc:
         raise SpecError(issues + issues_from_validation(doc, exc)) from None
     issues += _check_environments(doc, fleet, known_environments)
+    issues += _check_pipelines(doc, fleet, known_environments)
     if issues:
         raise SpecError(issues)
     return fleet

@@ -26,7 +26,10 @@ from pydantic import (
     model_validator,
 )
 
+from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, ArchitecturePreset
+from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
+from .triton_options import CpuProfileSpec, Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
@@ -48,48 +51,15 @@ from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem:
 )
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, strict=True,
-                              allow_inf_nan=False)
-
-
-# A list field: YAML's lists are taken (strict mode alone takes only tuples) while each item stays strict.
-# Field-level, so validation stays in pydantic's core: a model-level converter cost 15% of `validate`.
-LIST = {"strict": False}
-
-
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 DnsLabel = Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
 
 CLASSIC_TYPES = ("vision", "nlp", "tabular", "audio", "embedding", "recommender", "other")
 ClassicType = Literal["vision", "nlp", "tabular", "audio", "embedding", "recommender", "other"]
 Framework = Literal["onnx", "tensorrt", "pytorch", "tensorflow", "openvino", "python"]
-TensorDtype = Literal[
-    "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
-    "fp16", "bf16", "fp32", "fp64", "string",
-]  # fmt: skip
 GpuModel = Literal["t4", "a10g", "l4", "l40s", "a100", "h100", "h200"]
 
 # ---------------------------------------------------------------------------------------------- shared parts
-class TensorSpec(Frozen):
-    """One input or output tensor of a Triton model. ``dims`` exclude the batch dimension; -1 = variable."""
-
-    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.:\-]*$", max_length=128)]
-    dtype: TensorDtype
-    dims: Annotated[tuple[Annotated[int, Field(strict=True, ge=-1, le=MAX_DIM)], ...], Field(
-        **LIST, min_length=1, max_length=8,
-        description=f"sizes without the batch dimension: positive, or -1 for variable; each at most {MAX_DIM:,} "
-                    "(int32, what TensorRT and most backends address); at most 8 dimensions")]
-
-    @field_validator("dims")
-    @classmethod
-    def _dims_positive(cls, dims: tuple[int, ...]) -> tuple[int, ...]:
-        if 0 in dims:
-            raise FieldProblem((), f"dims must be positive or -1 (variable), got {list(dims)}",
-                               "write each dimension's size, or -1 where it varies")
-        return dims
-
-
 class SizeSpec(Frozen):
     """How big the model is: ``params`` with a ``dtype`` (weights = params x bytes), or ``memory_gib``.
 
@@ -142,6 +112,20 @@ class ClassicSlaSpec(Frozen):
     peak_rps: quantity(0.001, MAX_PEAK_RPS, "requests per second at peak, 0.001 to 10,000,000 per model (split "
                                              "a larger load across several models)", low_inclusive=True)
     availability: Availability = 99.9  # most production endpoints promise "three nines"
+    # Priority classes, ranked by p99 (triton_options.PrioritySpec); None: one class, one queue.
+    priorities: Optional[dict[str, PrioritySpec]] = None
+    # The class of a request that names none. None: the last (lowest) one, so unlabelled traffic can never
+    # delay a class that asked to go first.
+    default_priority: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _priorities(self) -> ClassicSlaSpec:
+        check_priorities(self.priorities, self.p99_latency_ms)
+        if self.default_priority is not None and self.default_priority not in (self.priorities or {}):
+            raise FieldProblem(("default_priority",), f"{self.default_priority!r} is not one of the priority classes",
+                               f"use one of: {', '.join(self.priorities)}" if self.priorities else
+                               "declare sla.priorities, or drop default_priority")
+        return self
 
 
 class ClassicProfileSpec(Frozen):
@@ -156,6 +140,12 @@ class ClassicProfileSpec(Frozen):
                           optional=True) = None
     gpu_memory_gib: quantity(0.001, 1024, "GPU memory one model instance uses, measured, in GiB; 0.001 to 1,024",
                               low_inclusive=True, optional=True) = None
+    # The batch size the measurement found most efficient (e.g. a TensorRT engine's optimisation profile):
+    # becomes dynamic_batching.preferred_batch_size when it fits max_batch_size. None: Triton's default.
+    efficient_batch_size: quantity(1, 4096, "the most efficient batch size measured, 1 to 4,096; Triton then "
+                                   "executes a batch of this size as soon as it is formed", low_inclusive=True,
+                                   kind=int, optional=True) = None
+    cpu: Optional[CpuProfileSpec] = None  # measured on a CPU node (KIND_CPU); see triton_options
 
 
 class ClassicOverridesSpec(Frozen):
@@ -201,9 +191,20 @@ class ClassicModelSpec(Frozen):
     # own costs GPUs that sharing would save: plan shows each server's members.
     pool: Annotated[Optional[DnsLabel], Field(description="Triton server pool: models of a pool share servers "
                                                           "only with each other; servers are named triton-<pool>")] = None
+    # gpu or cpu (KIND_CPU on a CPU node group). None: a GPU, except a tabular or python model with a
+    # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA.
+    device: Optional[Device] = None
+    stateful: Optional[StatefulSpec] = None  # Triton's sequence batcher (triton_options.StatefulSpec)
+    # A python-backend model that sends several responses per request (decoupled); its SLA is the first one.
+    streaming: bool = False
     profile: ClassicProfileSpec = ClassicProfileSpec()
     overrides: ClassicOverridesSpec = ClassicOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options(self) -> ClassicModelSpec:
+        check_model_options(self)
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> ClassicModelSpec:
@@ -432,6 +433,9 @@ class FleetSpec(Frozen):
 
     models: Annotated[tuple[ModelSpec, ...], Field(**LIST, min_length=1, max_length=100_000)]
     # Unique names are checked by the loader, which can point at the second occurrence's line.
+    # Chains of the models above served as Triton ensembles (spec/pipelines.py); checked against the models
+    # by the loader, which can point at each step.
+    pipelines: Annotated[tuple[PipelineSpec, ...], Field(**LIST, max_length=10_000)] = ()
 
     def model(self, name: str) -> ClassicModelSpec | LlmModelSpec:
         return next(m for m in self.models if m.name == name)

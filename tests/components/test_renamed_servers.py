@@ -29,8 +29,9 @@ def as_named_before(plan: FleetPlan) -> FleetPlan:
                    else m for m in plan.models)
     groups = tuple(g.model_copy(update={"workloads": tuple(sorted(former.get(w, w) for w in g.workloads))})
                    for g in plan.node_groups)
+    pipelines = tuple(p.model_copy(update={"server": former.get(p.server, p.server)}) for p in plan.pipelines)
     return plan.model_copy(update={"triton_servers": tuple(sorted(servers, key=lambda s: s.name)), "models": models,
-                                   "node_groups": groups})
+                                   "node_groups": groups, "pipelines": pipelines})
 
 
 @pytest.fixture(scope="module")

@@ -231,9 +231,9 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     assert "— ❌ does not compile: dev" in comment.splitlines()[1]
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)
-    assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[7]: big-405b-copy: " in comment
+    assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in comment
     assert "| prod (on-demand) | 197,107.66 | 357,888.46 | **+160,780.80 (+81.6%)** |" in comment  # 4 x 40,195.20
-    assert f"dev: {repo}/models.yaml:{line}:5: models[7]: big-405b-copy: " in captured.err
+    assert f"dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in captured.err
     assert "cost: 1 stack(s) do not compile: dev; the report above shows them" in captured.err
     assert "nothing was written" not in captured.err
 
@@ -242,7 +242,7 @@ def test_an_invalid_models_yaml_still_gets_a_report(tmp_path, capsys):
     repo = pull_request(tmp_path, change="  - name: Not_A_Dns_Label\n")
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "text"]) == 2
     out = capsys.readouterr().out
-    assert out.count("DOES NOT COMPILE") == 3 and "models[7].name: 'Not_A_Dns_Label' is not in the expected format" in out
+    assert out.count("DOES NOT COMPILE") == 3 and "models[8].name: 'Not_A_Dns_Label' is not in the expected format" in out
 
 
 # ---------------------------------------------------------------------------------------------- reasons
@@ -295,12 +295,14 @@ def test_removed_model_gives_back_its_cost(tmp_path):
 
 
 def test_triton_neighbours_are_named_when_a_server_changes(tmp_path):
-    diff = _changed(tmp_path, "      peak_rps: 300\n      availability: 99.9\n",
-                    "      peak_rps: 1500\n      availability: 99.9\n")  # resnet50 needs GPUs of its own
+    old = "      peak_rps: 100               # direct callers; the image-classification pipeline adds its own 200\n"
+    diff = _changed(tmp_path, old + "      availability: 99.9\n",
+                    "      peak_rps: 1300\n      availability: 99.9\n")  # resnet50 needs GPUs of its own
     names = {c.name: c for c in diff.changes}
-    assert names["resnet50-classifier"].reasons[0] == "sla.peak_rps 300.0 -> 1500.0"
+    assert names["resnet50-classifier"].reasons[0] == "sla.peak_rps 100.0 -> 1300.0"
     assert "text-embedder" in names and not names["text-embedder"].edited
-    assert any("no longer with resnet50-classifier" in r for r in names["text-embedder"].reasons)
+    # the classifier leaves with its pipeline partner, the preprocessor (a pipeline's steps share a server)
+    assert "no longer with image-preprocessor, resnet50-classifier" in names["text-embedder"].reasons
 
 
 # ---------------------------------------------------------------------------------------------- a created cluster

@@ -113,18 +113,20 @@ def test_a_profiled_decode_rate_replaces_the_default(tmp_path):
 
 def test_shared_triton_gpus_are_split_by_gpu_share(costed):
     plan, cost = costed["prod"].plan, costed["prod"].cost
-    # triton-g5-xlarge holds all four models: 2 replicas x 1 GPU, the 2 g5.xlarge GPUs in use.
-    # fraud-scorer: 2,000 / (20,000 x 0.7) = 0.1429 GPUs of compute over 2 replicas = 0.0714 of each
+    # triton-g5-xlarge holds all five classic models: 2 replicas x 1 GPU, the 2 g5.xlarge GPUs in use.
+    # fraud-scorer: 2,000 / (20,000 x 0.7) = 0.1429 GPUs of compute over 2 replicas = 0.0714 of each;
+    # session-recommender: 200 / (3,000 x 2 instances x 0.7) = 0.0476 over 2 = 0.0238; the preprocessor and the
+    # classifier carry 100 req/s of their own + 200 of the image-classification pipeline (300 / (700 x 0.7) / 2).
     shares = {"fraud-scorer": 0.0714, "image-preprocessor": 0.3061, "resnet50-classifier": 0.2381,
-              "text-embedder": 0.2286}  # sum 0.8442
+              "session-recommender": 0.0238, "text-embedder": 0.2286}  # sum 0.868
     assert {name: plan.model(name).gpu_share for name in shares} == shares
     server_usd = 2 * per_node("g5.xlarge")  # 1,500.76
     fraud = cost.model("fraud-scorer")
-    assert fraud.monthly_usd.desired == pytest.approx(server_usd * 0.0714 / 0.8442)  # 126.93
-    assert cost.model("image-preprocessor").monthly_usd.desired == pytest.approx(server_usd * 0.3061 / 0.8442)
-    assert "gpu_share 0.0714 of 0.8442" in fraud.attribution
-    # 2,000 inferences/s = 7,200,000 per hour; 126.93 / 730 USD per hour
-    assert fraud.unit_cost.value == pytest.approx(server_usd * 0.0714 / 0.8442 / 730 / 7_200_000 * 1000)
+    assert fraud.monthly_usd.desired == pytest.approx(server_usd * 0.0714 / 0.868)  # 123.45
+    assert cost.model("image-preprocessor").monthly_usd.desired == pytest.approx(server_usd * 0.3061 / 0.868)
+    assert "gpu_share 0.0714 of 0.868" in fraud.attribution
+    # 2,000 inferences/s = 7,200,000 per hour; 123.45 / 730 USD per hour
+    assert fraud.unit_cost.value == pytest.approx(server_usd * 0.0714 / 0.868 / 730 / 7_200_000 * 1000)
 
 
 def test_model_costs_add_up_to_the_node_groups(costed):

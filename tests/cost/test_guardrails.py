@@ -160,7 +160,7 @@ OLD_VLLM = {"image": "vllm/vllm-openai:v0.11.0"}  # a stack pinning a release th
 
 def test_max_gpus_per_model(project):
     (issue,) = _violations(project, "prod", vllm=OLD_VLLM, policies={"max_gpus_per_model": 32})
-    assert issue.path == "models[6]"  # llama-3-1-405b-instruct, 7th in models.yaml
+    assert issue.path == "models[7]"  # llama-3-1-405b-instruct, 8th in models.yaml
     assert issue.message == ("llama-3-1-405b-instruct: holds 48 GPUs at max replicas (3 x 16 NVIDIA H100); "
                              "policy maxGpusPerModel of prod is 32")
     assert issue.fix == (
@@ -264,7 +264,7 @@ def test_no_on_demand_p5_in_dev_fails_at_the_models_line(tmp_path, capsys):
     assert main(["--project", str(tmp_path), "plan", "--stack", "dev"]) == 2
     err = capsys.readouterr().err
     line = next(i for i, row in enumerate(text.splitlines(), 1) if "name: llama-3-3-70b-instruct" in row)
-    assert (f"models.yaml:{line}:5: models[5]: llama-3-3-70b-instruct: runs on on-demand p5.48xlarge; policy forbid: "
+    assert (f"models.yaml:{line}:5: models[6]: llama-3-3-70b-instruct: runs on on-demand p5.48xlarge; policy forbid: "
             "no on-demand p4d/p4de/p5/p5en in dev (on-demand A100/H100/H200 capacity is reserved for production) "
             "(use spot capacity (modelfleet:capacityType: spot), pin overrides.instance_type to an allowed type, "
             "or disable the model here (environments: {dev: {enabled: false}}))") in err

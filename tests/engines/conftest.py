@@ -37,6 +37,8 @@ REQUIRE_ENGINES = "MODELFLEET_REQUIRE_ENGINES"
 ENGINES = ("triton", "vllm")
 EXAMPLES = ROOT / "examples"
 PREPROCESSOR = "acme-ml-models/triton/image-preprocessor"
+SESSIONS = "acme-ml-models/triton/session-recommender"
+PYTHON_MODELS = (PREPROCESSOR, SESSIONS)  # the example's python-backend models: committed model.py files
 
 
 def required_engines(value: str | None = None) -> frozenset[str]:
@@ -121,15 +123,15 @@ def generator() -> ModuleType:
 
 
 def make_artifact_root(target: Path, onnx_models: tuple[str, ...], preprocessor: bool) -> Path:
-    """A local artifact root like examples/s3 with only the named ONNX models (and maybe the preprocessor).
+    """A local artifact root like examples/s3 with only the named ONNX models (and, with ``preprocessor``, the
+    example's python models: the preprocessor and the session recommender).
 
     Why not examples/s3 itself: tests must not depend on set-up having run, and leaving artifacts out is how
     the synthetic stand-ins are exercised.
     """
     generator().write_artifacts(target, onnx_models)
-    if preprocessor:
-        shutil.copytree(EXAMPLES / "s3" / PREPROCESSOR, target / PREPROCESSOR,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    for model in PYTHON_MODELS if preprocessor else ():
+        shutil.copytree(EXAMPLES / "s3" / model, target / model, ignore=shutil.ignore_patterns("__pycache__"))
     return target
 
 

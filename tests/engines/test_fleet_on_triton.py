@@ -24,7 +24,7 @@ httpclient = engine_import("triton", "tritonclient.http")
 grpcclient = engine_import("triton", "tritonclient.grpc")
 from google.protobuf import json_format  # noqa: E402
 from tritonclient.grpc import model_config_pb2 as mc  # noqa: E402
-from tritonclient.utils import InferenceServerException  # noqa: E402
+from tritonclient.utils import InferenceServerException, triton_to_np_dtype  # noqa: E402
 
 from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
 from modelfleet.plan.types import TritonModelPlan  # noqa: E402
@@ -72,30 +72,40 @@ def sample(model, rng: np.random.Generator, batch: int = 2) -> list[np.ndarray]:
     return values
 
 
-def infer(server, model, values: list[np.ndarray], protocol: ModuleType = httpclient):
-    """One request through the generated client class, on a fresh client (never shared across threads)."""
+SEQUENCES = iter(range(1, 1 << 30))  # a fresh sequence id per one-request sequence
+
+
+def infer(server, model, values: list[np.ndarray], protocol: ModuleType = httpclient, **options):
+    """One request through the generated client class, on a fresh client (never shared across threads). A
+    stateful model's request is a whole sequence of its own unless ``options`` say otherwise."""
     url = server.http_url.removeprefix("http://") if protocol is httpclient else server.grpc_url
     client = protocol.InferenceServerClient(url)
+    if model.stateful and not options:
+        options = {"sequence_id": next(SEQUENCES), "start": True, "end": True}
     try:
-        request = model.request(*values, protocol=protocol)
-        return model.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs))
+        request = model.request(*values, protocol=protocol, **options)
+        return model.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs,
+                                         **request.options))
     finally:
         client.close()
 
 
 def test_every_compiled_classic_model_loads_and_answers(fleet, dev_plan) -> None:
     server, local, _, client_module = fleet
-    compiled = sorted(m.name for m in dev_plan.models if isinstance(m, TritonModelPlan))
+    compiled = sorted([m.name for m in dev_plan.models if isinstance(m, TritonModelPlan)]
+                      + [p.name for p in dev_plan.pipelines])
     assert sorted(m.name for m in local.models) == sorted(m.name for m in client_module.MODELS) == compiled
     assert {m.name: m.source for m in local.models} == {
-        "fraud-scorer": "onnx-runner", "image-preprocessor": "artifact", "resnet50-classifier": "onnx-runner",
-        "text-embedder": "onnx-runner"}
+        "fraud-scorer": "onnx-runner", "image-classification": "ensemble", "image-preprocessor": "artifact",
+        "resnet50-classifier": "onnx-runner", "session-recommender": "artifact", "text-embedder": "onnx-runner"}
     rng = np.random.default_rng(0)
     for model in client_module.MODELS:
-        result = infer(server, model, sample(model, rng, batch=2))
+        batch = 1 if model.stateful else 2  # the sequence batcher takes one request per sequence step
+        result = infer(server, model, sample(model, rng, batch=batch))
         for tensor in model.outputs:
             value = getattr(result, tensor.name)
-            assert value.shape == (2, *tensor.dims) and value.dtype == np.float32, (model.name, value.shape)
+            assert value.shape == (batch, *tensor.dims), (model.name, value.shape)
+            assert value.dtype == np.dtype(triton_to_np_dtype(tensor.datatype)), (model.name, value.dtype)
             assert np.isfinite(value).all()
 
 
@@ -106,11 +116,12 @@ def served_config(server, name: str) -> mc.ModelConfig:
         return json_format.ParseDict(json.loads(response.read()), mc.ModelConfig(), ignore_unknown_fields=True)
 
 
-def without_server_defaults(config: mc.ModelConfig) -> mc.ModelConfig:
+def without_server_defaults(config: mc.ModelConfig, compiled: mc.ModelConfig) -> mc.ModelConfig:
     """Undo the one normalisation tritonserver 2.51 applies to our configs (here and in the cluster alike):
     an unset ``dynamic_batching.preferred_batch_size`` is reported as ``[max_batch_size]``."""
     config = mc.ModelConfig.FromString(config.SerializeToString())
-    if list(config.dynamic_batching.preferred_batch_size) == [config.max_batch_size]:
+    unset = not compiled.dynamic_batching.preferred_batch_size
+    if unset and list(config.dynamic_batching.preferred_batch_size) == [config.max_batch_size]:
         del config.dynamic_batching.preferred_batch_size[:]
     return config
 
@@ -121,16 +132,22 @@ def test_the_server_runs_the_compiled_queue_policy_batching_cache_and_tensors(fl
     compiled = {path.split("/")[-2]: parse_config(text.decode()) for path, text in render_fleet(dev_plan).items()
                 if path.endswith("config.pbtxt")}
     for model in local.models:
-        live = without_server_defaults(served_config(server, model.name))
         want = compiled[model.name]
-        assert not want.dynamic_batching.preferred_batch_size  # so the normalisation undone above is Triton's
-        assert [(g.kind, g.count) for g in live.instance_group] == [
-            (mc.ModelInstanceGroup.KIND_CPU, g.count) for g in want.instance_group]
+        live = without_server_defaults(served_config(server, model.name), want)
+        if model.source != "ensemble":  # an ensemble has no instances; Triton reports none
+            assert [(g.kind, g.count) for g in live.instance_group] == [
+                (mc.ModelInstanceGroup.KIND_CPU, g.count) for g in want.instance_group]
         for field in ("dynamic_batching", "response_cache", "max_batch_size", "input", "output", "backend",
-                      "version_policy"):
+                      "version_policy", "ensemble_scheduling", "model_transaction_policy", "sequence_batching"):
             assert getattr(live, field) == getattr(want, field), (model.name, field)
-        assert live.dynamic_batching.default_queue_policy.default_timeout_microseconds == (
-            dev_plan.model(model.name).queue_timeout_us)
+        planned = dev_plan.model(model.name) if model.source != "ensemble" else None
+        if planned is None or planned.sequence is not None:
+            continue
+        levels = {level: policy.default_timeout_microseconds
+                  for level, policy in live.dynamic_batching.priority_queue_policy.items()}
+        assert levels == {lv.level: lv.queue_timeout_us for lv in planned.priority_levels}
+        if not planned.priority_levels:
+            assert live.dynamic_batching.default_queue_policy.default_timeout_microseconds == planned.queue_timeout_us
 
 
 def test_onnx_models_answer_exactly_like_onnxruntime(fleet) -> None:
@@ -214,3 +231,43 @@ def test_generated_client_from_a_thread_pool_over_http_and_grpc(fleet) -> None:
     assert {model.name for model, _ in answered} == {model.name for model in client_module.MODELS}
     for model, result in answered:
         assert [getattr(result, t.name).shape for t in model.outputs] == [(1, *t.dims) for t in model.outputs]
+
+
+def test_the_image_pipeline_answers_end_to_end_through_its_ensemble(fleet, dev_plan) -> None:
+    """One request to the ensemble runs the preprocessor and the classifier inside the server: its answer is the
+    classifier's own on the preprocessor's own output (both called directly here), and each step executed."""
+    server, _, _, client_module = fleet
+    pipeline = client_module.ImageClassification
+    assert [s.model for s in dev_plan.pipeline(pipeline.name).steps] == ["image-preprocessor", "resnet50-classifier"]
+    rng = np.random.default_rng(5)
+    images = np.array([[ppm(rng.integers(0, 256, (40, 60, 3)))], [ppm(rng.integers(0, 256, (300, 200, 3)))]],
+                      dtype=np.object_)
+    before = scrape_metrics(server.metrics_url)
+    answer = infer(server, pipeline, [images], protocol=grpcclient).probabilities
+    after = scrape_metrics(server.metrics_url)
+    steps = {name: metric_value(after, "nv_inference_request_success", model=name)
+             - metric_value(before, "nv_inference_request_success", model=name)
+             for name in ("image-classification", "image-preprocessor", "resnet50-classifier")}
+    assert steps == {"image-classification": 1, "image-preprocessor": 1, "resnet50-classifier": 1}
+    direct = infer(server, client_module.Resnet50Classifier,
+                   [infer(server, client_module.ImagePreprocessor, [images]).images]).probabilities
+    assert answer.shape == (2, 1000)
+    np.testing.assert_allclose(answer, direct, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(answer.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_the_session_recommender_keeps_each_sessions_state(fleet) -> None:
+    """Two sessions interleaved: each answer is the mean of that session's items so far (the model's state per
+    sequence id), a new START begins afresh, and a request after END without START is refused by Triton."""
+    server, _, _, client_module = fleet
+    model = client_module.SessionRecommender
+    rng = np.random.default_rng(6)
+    items = {7001: rng.standard_normal((3, 1, 16)).astype(np.float32),
+             7002: rng.standard_normal((3, 1, 16)).astype(np.float32)}
+    for step in range(3):
+        for session, embeddings in items.items():
+            result = infer(server, model, [embeddings[step]], sequence_id=session, start=step == 0, end=step == 2)
+            assert result.events.tolist() == [[step + 1]]
+            np.testing.assert_allclose(result.session_profile[0], embeddings[: step + 1, 0].mean(axis=0), rtol=1e-5)
+    with pytest.raises(InferenceServerException, match="START"):
+        infer(server, model, [items[7001][0]], sequence_id=7001)

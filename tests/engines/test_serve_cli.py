@@ -79,7 +79,8 @@ def serve_process(dev_plan, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[s
 
 def test_serve_prints_adaptations_and_endpoints_answers_and_stops_on_sigterm(serve_process, dev_plan) -> None:
     process, output = serve_process
-    count = sum(len(dev_plan.server(name).models) for name in servers_of(dev_plan))
+    count = sum(len(dev_plan.server(name).models) for name in servers_of(dev_plan)) + sum(
+        p.server in servers_of(dev_plan) for p in dev_plan.pipelines)  # an ensemble is a model to Triton
     text = output.until(READY_LINE, 120)
     assert "instance_group: KIND_GPU -> KIND_CPU" in text
     assert "capped to 256 MiB" in text

@@ -44,7 +44,11 @@ def test_written_configs_equal_the_compiled_ones_except_instance_group(plans, st
     repository = write_local_repository(local, tmp_path / "repo", tmp_path / "backends")
     compiled = compiled_configs(plan)
     classic = sorted(m.name for m in plan.models if isinstance(m, TritonModelPlan))
-    assert sorted(p.name for p in repository.iterdir()) == classic
+    ensembles = sorted(p.name for p in plan.pipelines)
+    assert sorted(p.name for p in repository.iterdir()) == sorted(classic + ensembles)
+    for name in ensembles:  # served exactly as compiled: an ensemble has no instances to move
+        assert parse_config((repository / name / "config.pbtxt").read_text()) == compiled[name]
+        assert sorted(p.name for p in (repository / name).iterdir()) == ["1", "config.pbtxt"]
     for name in classic:
         written = parse_config((repository / name / "config.pbtxt").read_text())
         want = compiled[name]
@@ -60,8 +64,8 @@ def test_each_model_runs_its_local_artifact_or_a_labelled_synthetic_stand_in(dev
     local = plan_local_repository(dev_plan, artifacts, PYTHON_ONLY)
     by_name = {m.name: m for m in local.models}
     assert {n: m.source for n, m in by_name.items()} == {
-        "fraud-scorer": "synthetic", "image-preprocessor": "artifact", "resnet50-classifier": "onnx-runner",
-        "text-embedder": "synthetic"}
+        "fraud-scorer": "synthetic", "image-classification": "ensemble", "image-preprocessor": "artifact",
+        "resnet50-classifier": "onnx-runner", "session-recommender": "artifact", "text-embedder": "synthetic"}
     assert local.synthetic == ("fraud-scorer", "text-embedder")
     assert all(by_name[n].note.startswith("SYNTHETIC stand-in") for n in local.synthetic)
     assert local.python_based_backends == ("onnxruntime",)
@@ -100,7 +104,8 @@ def test_server_flags_are_the_compiled_ones_with_a_capped_cache_and_local_ports(
 def test_one_compiled_server_can_be_chosen_and_unknown_names_are_errors(dev_plan, artifacts) -> None:
     server = dev_plan.server(dev_plan.model("resnet50-classifier").server)
     local = plan_local_repository(dev_plan, artifacts, PYTHON_ONLY, (server.name,))
-    assert [m.name for m in local.models] == sorted(server.models)
+    ensembles = [p.name for p in dev_plan.pipelines if p.server == server.name]
+    assert [m.name for m in local.models] == sorted([*server.models, *ensembles])
     assert not any("compiled Triton servers" in line for line in local.adaptations)
     first = dev_plan.triton_servers[0].name
     with pytest.raises(CompileError, match=f"no Triton server 'nope'.*choose one of: {first}"):

@@ -97,10 +97,9 @@ def copy_s(server: TritonServerPlan, plan: FleetPlan) -> int:
 
 def shm_bytes(server: TritonServerPlan, plan: FleetPlan) -> int:
     """Every python model instance's stub maps an arena of ``--backend-config=python,shm-default-byte-size``
-    (the plan's python_shm_bytes) and grows it on demand: twice that per stub, and Triton's own floor."""
-    stubs = sum(m.instance_count for n in server.models
-                if isinstance(m := plan.model(n), TritonModelPlan) and m.backend == "python")
-    return max(MIN_SHM_BYTES, 2 * stubs * server.python_shm_bytes)
+    and grows it on demand: twice the plan's python_shm_bytes (the arenas of all its stubs), and Triton's own
+    floor."""
+    return max(MIN_SHM_BYTES, 2 * server.python_shm_bytes)
 
 
 def _container(server: TritonServerPlan, plan: FleetPlan, pod: PodPlan) -> dict[str, Any]:

@@ -8,7 +8,8 @@ must not be shared between threads: use one per thread.
     import tritonclient.http as httpclient
     client = httpclient.InferenceServerClient("127.0.0.1:8000")
     request = FraudScorer.request(...)
-    result = FraudScorer.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs))
+    result = FraudScorer.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs,
+                                           **request.options))
 
 A 503 "Request timeout expired" (gRPC UNAVAILABLE) means the request waited longer in Triton's queue than
 its SLA allows and was rejected rather than answered late.
@@ -16,7 +17,7 @@ its SLA allows and was rejected rather than answered late.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -37,6 +38,7 @@ class Request:
     model_name: str
     inputs: list[Any]  # protocol.InferInput
     outputs: list[Any]  # protocol.InferRequestedOutput
+    options: dict[str, Any] = field(default_factory=dict)  # infer's keyword arguments: priority, sequence id
 
 
 def _dtype_ok(tensor: Tensor, value: np.ndarray) -> bool:
@@ -86,18 +88,53 @@ class FraudScorer:
     max_batch_size: ClassVar[int] = 128
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("features", "FP32", (64,)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("fraud_probability", "FP32", (1,)),)
+    stateful: ClassVar[bool] = False
+    streaming: ClassVar[bool] = False
 
     @classmethod
     def request(cls, features: np.ndarray, *, protocol: ModuleType = _http) -> Request:
         """features: FP32 [batch, 64] (batch <= 128)"""
         values = (features,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
-                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs])
+                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs], {})
 
     @staticmethod
     def decode(result: Any) -> FraudScorerResult:
         """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
         return FraudScorerResult(fraud_probability=_output(result, "fraud_probability"))
+
+
+@dataclass(frozen=True)
+class ImageClassificationResult:
+    """Outputs of image-classification."""
+
+    probabilities: np.ndarray  # FP32 [batch, 1000]
+
+
+class ImageClassification:
+    """image-classification (pipeline, Triton server triton-g6e-xlarge).
+
+    Pipeline image-preprocessor -> resnet50-classifier, SLA p99 150 ms, split across the steps (each rejects a request queued past its share: 503).
+    """
+
+    name: ClassVar[str] = "image-classification"
+    max_batch_size: ClassVar[int] = 8
+    inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("image_bytes", "BYTES", (1,)),)
+    outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("probabilities", "FP32", (1000,)),)
+    stateful: ClassVar[bool] = False
+    streaming: ClassVar[bool] = False
+
+    @classmethod
+    def request(cls, image_bytes: np.ndarray, *, protocol: ModuleType = _http) -> Request:
+        """image_bytes: BYTES [batch, 1] (batch <= 8)"""
+        values = (image_bytes,)
+        return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
+                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs], {})
+
+    @staticmethod
+    def decode(result: Any) -> ImageClassificationResult:
+        """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
+        return ImageClassificationResult(probabilities=_output(result, "probabilities"))
 
 
 @dataclass(frozen=True)
@@ -110,20 +147,22 @@ class ImagePreprocessorResult:
 class ImagePreprocessor:
     """image-preprocessor (vision, Triton server triton-g6e-xlarge).
 
-    SLA p99 40 ms: a request queued longer than 24100 us is rejected (503), not answered late.
+    SLA p99 36.5 ms: a request queued longer than 20600 us is rejected (503), not answered late.
     """
 
     name: ClassVar[str] = "image-preprocessor"
     max_batch_size: ClassVar[int] = 8
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("image_bytes", "BYTES", (1,)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("images", "FP32", (3, 224, 224)),)
+    stateful: ClassVar[bool] = False
+    streaming: ClassVar[bool] = False
 
     @classmethod
     def request(cls, image_bytes: np.ndarray, *, protocol: ModuleType = _http) -> Request:
         """image_bytes: BYTES [batch, 1] (batch <= 8)"""
         values = (image_bytes,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
-                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs])
+                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs], {})
 
     @staticmethod
     def decode(result: Any) -> ImagePreprocessorResult:
@@ -148,18 +187,60 @@ class Resnet50Classifier:
     max_batch_size: ClassVar[int] = 32
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("images", "FP32", (3, 224, 224)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("probabilities", "FP32", (1000,)),)
+    stateful: ClassVar[bool] = False
+    streaming: ClassVar[bool] = False
 
     @classmethod
     def request(cls, images: np.ndarray, *, protocol: ModuleType = _http) -> Request:
         """images: FP32 [batch, 3, 224, 224] (batch <= 32)"""
         values = (images,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
-                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs])
+                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs], {})
 
     @staticmethod
     def decode(result: Any) -> Resnet50ClassifierResult:
         """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
         return Resnet50ClassifierResult(probabilities=_output(result, "probabilities"))
+
+
+@dataclass(frozen=True)
+class SessionRecommenderResult:
+    """Outputs of session-recommender."""
+
+    session_profile: np.ndarray  # FP32 [batch, 16]
+    events: np.ndarray  # INT32 [batch, 1]
+
+
+class SessionRecommender:
+    """session-recommender (recommender, Triton server triton-g6e-xlarge).
+
+    SLA p99 50 ms (the sequence batcher has no queue timeout: slots are sized for it).
+    Stateful: every request carries ``sequence_id``; ``start=True`` on a sequence's first request, ``end=True`` on
+    its last; a sequence idle 600000000 us is released (its next request must start it again).
+    """
+
+    name: ClassVar[str] = "session-recommender"
+    max_batch_size: ClassVar[int] = 64
+    inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("item_embedding", "FP32", (16,)),)
+    outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("session_profile", "FP32", (16,)), Tensor("events", "INT32", (1,)))
+    stateful: ClassVar[bool] = True
+    streaming: ClassVar[bool] = False
+
+    @classmethod
+    def request(cls, item_embedding: np.ndarray, *, protocol: ModuleType = _http,
+                sequence_id: int,
+                start: bool = False,
+                end: bool = False) -> Request:
+        """item_embedding: FP32 [batch, 16] (batch <= 64)"""
+        values = (item_embedding,)
+        return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
+                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs], 
+                       {"sequence_id": sequence_id, "sequence_start": start, "sequence_end": end})
+
+    @staticmethod
+    def decode(result: Any) -> SessionRecommenderResult:
+        """The outputs of an InferResult (HTTP or gRPC); ValueError if one is missing."""
+        return SessionRecommenderResult(session_profile=_output(result, "session_profile"), events=_output(result, "events"))
 
 
 @dataclass(frozen=True)
@@ -173,19 +254,26 @@ class TextEmbedder:
     """text-embedder (embedding, Triton server triton-g6e-xlarge).
 
     SLA p99 50 ms: a request queued longer than 14400 us is rejected (503), not answered late.
+    Priority classes, highest first: interactive (queue timeout 14400 us), batch (queue timeout 1964400 us);
+    ``priority=`` picks one.
     """
 
     name: ClassVar[str] = "text-embedder"
     max_batch_size: ClassVar[int] = 64
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("input_ids", "INT64", (-1,)), Tensor("attention_mask", "INT64", (-1,)))
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("embedding", "FP32", (384,)),)
+    priorities: ClassVar[dict[str, int]] = {"interactive": 1, "batch": 2}
+    stateful: ClassVar[bool] = False
+    streaming: ClassVar[bool] = False
 
     @classmethod
-    def request(cls, input_ids: np.ndarray, attention_mask: np.ndarray, *, protocol: ModuleType = _http) -> Request:
+    def request(cls, input_ids: np.ndarray, attention_mask: np.ndarray, *, protocol: ModuleType = _http,
+                priority: str = "batch") -> Request:
         """input_ids: INT64 [batch, L]; attention_mask: INT64 [batch, L] (batch <= 64) (L: any length)"""
         values = (input_ids, attention_mask)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
-                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs])
+                       [protocol.InferRequestedOutput(t.name) for t in cls.outputs], 
+                       {"priority": cls.priorities[priority]})
 
     @staticmethod
     def decode(result: Any) -> TextEmbedderResult:
@@ -193,4 +281,4 @@ class TextEmbedder:
         return TextEmbedderResult(embedding=_output(result, "embedding"))
 
 
-MODELS = (FraudScorer, ImagePreprocessor, Resnet50Classifier, TextEmbedder)
+MODELS = (FraudScorer, ImageClassification, ImagePreprocessor, Resnet50Classifier, SessionRecommender, TextEmbedder)
