@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 from modelfleet.commands.serve import available_backends  # noqa: E402
 from modelfleet.engines.loadgen import closed_loop, infer_body, open_loop, percentile, summarise  # noqa: E402
 from modelfleet.engines.probes import metric_value, scrape_metrics  # noqa: E402
-from modelfleet.engines.trace import read_trace, trace_args  # noqa: E402
+from modelfleet.engines.trace import read_trace, trace_args, trace_files  # noqa: E402
 from modelfleet.engines.tritonserver import LocalTritonServer, TritonInstall, find_tritonserver, prepare_backends  # noqa: E402
 from modelfleet.errors import ModelfleetError  # noqa: E402
 from modelfleet.plan.types import FleetPlan, TritonModelPlan  # noqa: E402
@@ -137,8 +137,8 @@ def client_on_own_cpu() -> Iterator[int | None]:
 
 
 def load_trace(trace: Path) -> list:
-    """Triton's trace of a stopped server, or exit with its log's tail (the trace is written at exit)."""
-    if not trace.is_file():
+    """Triton's trace of a stopped server, or exit with its log's tail."""
+    if not trace_files(trace):
         log = (trace.parent / "tritonserver.log").read_text(errors="replace").splitlines()
         raise SystemExit(f"tritonserver wrote no trace to {trace}; its log ends:\n" + "\n".join(log[-15:]))
     return read_trace(trace)

@@ -2,8 +2,9 @@
 
 Why: the metrics endpoint gives sums and counts (means), but the compiled queue timeout is a bound on
 every request, and a p99 execution time is a tail; only per-request times can check either. Triton writes
-them when started with :func:`trace_args` (``--trace-config``: every request, level TIMESTAMPS, written
-to the file when the server stops). Times are Triton's steady clock in nanoseconds.
+them when started with :func:`trace_args` (``--trace-config``: every request, level TIMESTAMPS, flushed
+to numbered files as it goes, so that the trace survives a server that does not stop cleanly). Times are
+Triton's steady clock in nanoseconds.
 
 One request's entries are scattered over the file (a JSON array of ``{"id", "timestamps": [...]}`` and
 ``{"id", "model_name", ...}`` objects); :func:`read_trace` gathers them by id. A request that never ran
@@ -63,10 +64,25 @@ def traces(args: list[str] | tuple[str, ...]) -> bool:
     return any(arg.startswith("--trace-config") for arg in args)
 
 
-def trace_args(path: Path) -> list[str]:
-    """tritonserver flags that trace every request's timestamps to ``path`` (written when it stops)."""
-    return [f"--trace-config=triton,file={path}", "--trace-config=triton,log-frequency=0",
+# Traces written to disk every this many requests, as ``<file>.0``, ``<file>.1``, ...: the trace then does not
+# depend on a clean stop. With log-frequency 0, 2.51 writes the whole trace only while it shuts down, and a
+# server that is killed, or gives up its shutdown after --exit-timeout-secs, leaves no trace at all.
+TRACE_FLUSH_EVERY = 100
+
+
+def trace_args(path: Path, flush_every: int = TRACE_FLUSH_EVERY) -> list[str]:
+    """tritonserver flags that trace every request's timestamps to files named ``path.<n>``, flushed every
+    ``flush_every`` requests and at exit (read them with :func:`read_trace`)."""
+    return [f"--trace-config=triton,file={path}", f"--trace-config=triton,log-frequency={flush_every}",
             "--trace-config=rate=1", "--trace-config=count=-1", "--trace-config=level=TIMESTAMPS"]
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The files a server traced to ``path`` (see :func:`trace_args`), in the order it wrote them: ``path``
+    itself (log-frequency 0) or ``path.0``, ``path.1``, ..."""
+    path = Path(path)
+    numbered = [f for f in path.parent.glob(path.name + ".*") if f.suffix[1:].isdigit()]
+    return ([path] if path.is_file() else []) + sorted(numbered, key=lambda f: int(f.suffix[1:]))
 
 
 @dataclass(frozen=True)
@@ -118,5 +134,8 @@ def parse_trace(entries: list[dict]) -> list[RequestTrace]:
 
 
 def read_trace(path: Path) -> list[RequestTrace]:
-    """The requests of a trace file written by a stopped server."""
-    return parse_trace(json.loads(Path(path).read_text()))
+    """The requests a server traced to ``path`` (all its files; a request's entries may span two)."""
+    files = trace_files(path)
+    if not files:
+        raise FileNotFoundError(f"no trace file {path} or {path}.<n>: the server traced no request")
+    return parse_trace([entry for f in files for entry in json.loads(f.read_text())])

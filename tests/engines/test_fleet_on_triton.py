@@ -7,6 +7,8 @@ generates, so that module is tested against the real server too.
 
 from __future__ import annotations
 
+import time
+
 import json
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -233,6 +235,36 @@ def test_generated_client_from_a_thread_pool_over_http_and_grpc(fleet) -> None:
         assert [getattr(result, t.name).shape for t in model.outputs] == [(1, *t.dims) for t in model.outputs]
 
 
+def quiescent_metrics(server, names: tuple[str, ...], seconds: float = 10.0) -> str:
+    """The metrics once the success counts of ``names`` no longer move (200 ms apart): statistics of the
+    earlier tests' requests may still be on their way (see :func:`settled_successes`)."""
+    deadline = time.monotonic() + seconds
+    previous = scrape_metrics(server.metrics_url)
+    while True:
+        time.sleep(0.2)
+        current = scrape_metrics(server.metrics_url)
+        counts = [[metric_value(m, "nv_inference_request_success", model=n) for n in names]
+                  for m in (previous, current)]
+        if counts[0] == counts[1] or time.monotonic() >= deadline:
+            return current
+        previous = current
+
+
+def settled_successes(server, before, names: tuple[str, ...], expected: int, seconds: float = 10.0) -> dict:
+    """Each model's nv_inference_request_success since ``before``, once every one has reached ``expected``
+    (or ``seconds`` have passed). A backend reports a request's statistics after it has sent the response,
+    and the ensemble its own after the last step's, so the client can have its answer first: on a loaded
+    machine the classifier and the ensemble were seen still at 0 right after the answer."""
+    deadline = time.monotonic() + seconds
+    while True:
+        after = scrape_metrics(server.metrics_url)
+        counts = {name: metric_value(after, "nv_inference_request_success", model=name)
+                  - metric_value(before, "nv_inference_request_success", model=name) for name in names}
+        if all(count >= expected for count in counts.values()) or time.monotonic() >= deadline:
+            return counts
+        time.sleep(0.05)
+
+
 def test_the_image_pipeline_answers_end_to_end_through_its_ensemble(fleet, dev_plan) -> None:
     """One request to the ensemble runs the preprocessor and the classifier inside the server: its answer is the
     classifier's own on the preprocessor's own output (both called directly here), and each step executed."""
@@ -242,12 +274,10 @@ def test_the_image_pipeline_answers_end_to_end_through_its_ensemble(fleet, dev_p
     rng = np.random.default_rng(5)
     images = np.array([[ppm(rng.integers(0, 256, (40, 60, 3)))], [ppm(rng.integers(0, 256, (300, 200, 3)))]],
                       dtype=np.object_)
-    before = scrape_metrics(server.metrics_url)
+    names = ("image-classification", "image-preprocessor", "resnet50-classifier")
+    before = quiescent_metrics(server, names)
     answer = infer(server, pipeline, [images], protocol=grpcclient).probabilities
-    after = scrape_metrics(server.metrics_url)
-    steps = {name: metric_value(after, "nv_inference_request_success", model=name)
-             - metric_value(before, "nv_inference_request_success", model=name)
-             for name in ("image-classification", "image-preprocessor", "resnet50-classifier")}
+    steps = settled_successes(server, before, names, expected=1)
     assert steps == {"image-classification": 1, "image-preprocessor": 1, "resnet50-classifier": 1}
     direct = infer(server, client_module.Resnet50Classifier,
                    [infer(server, client_module.ImagePreprocessor, [images]).images]).probabilities

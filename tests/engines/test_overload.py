@@ -56,7 +56,11 @@ def overloaded(dev_plan, tmp_path_factory: pytest.TempPathFactory):
         before = scrape_metrics(server.metrics_url)
         samples = open_loop(server.http_url, MODEL, bodies, min(OVERLOAD * model.rps_per_instance, MAX_RATE_RPS))
         after = scrape_metrics(server.metrics_url)
-    return samples, before, after, [r for r in read_trace(trace) if r.model == MODEL]
+    traced = [r for r in read_trace(trace) if r.model == MODEL]
+    # Every request is traced (rate 1, flushed every 100 requests, and REQUESTS is a multiple of 100, so the
+    # trace is whole before the stop begins); a server that died mid-load says how.
+    assert len(traced) == REQUESTS, f"{len(traced)} of {REQUESTS} requests traced; {server.death_report()}"
+    return samples, before, after, traced
 
 
 def delta(before, after, name: str, **labels: str) -> float:

@@ -15,7 +15,7 @@ from tests.engines.conftest import engine_import, require_tritonserver  # noqa: 
 require_tritonserver()
 np = engine_import("triton", "numpy")
 
-from modelfleet.engines.trace import TRACE_SAFE_TUNABLE, trace_args  # noqa: E402
+from modelfleet.engines.trace import TRACE_SAFE_TUNABLE, trace_args, trace_files  # noqa: E402
 from modelfleet.engines.tritonserver import LocalTritonServer  # noqa: E402
 from tests.engines.test_tritonserver_smoke import DOUBLER, SERVER_ARGS, infer, write_config  # noqa: E402
 
@@ -62,4 +62,4 @@ def test_only_a_tracing_server_gets_the_trace_safe_allocator_setting(tmp_path: P
             assert environment_of(server.process.pid).get("GLIBC_TUNABLES") == expected
             x = np.ones((1, 4), dtype=np.float32)
             np.testing.assert_array_equal(infer(server, "doubler", x), x * 2)
-    assert (tmp_path / "trace.json").is_file()
+    assert trace_files(tmp_path / "trace.json")
