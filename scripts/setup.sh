@@ -7,3 +7,13 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[pulumi,serve,aws,test]'
 .venv/bin/python examples/generate_artifacts.py >/dev/null  # small real ONNX models for `modelfleet serve`
+# Prometheus and promtool (Debian's prometheus 2.42): the judges of the generated alert rules, dashboard
+# queries and rollout analyses. Installed where missing and this is a Debian machine we may change (root);
+# elsewhere the tests that need them say how to get them.
+if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        { apt-get install -y -q prometheus || { apt-get update -q && apt-get install -y -q prometheus; }; } >/dev/null
+    else
+        echo "note: promtool not found; install Debian's 'prometheus' package for the observability tests" >&2
+    fi
+fi
