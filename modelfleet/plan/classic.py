@@ -14,7 +14,7 @@ from .instances import InstanceCatalogue
 from .names import node_group_name
 from .packing import PYTHON_SHM_BYTES, ClassicPlacement, pack_on
 from .pipelines import budget_decision, pipeline_plan, size_on, step_decision
-from .rollout import choose_rollout, replica_floor
+from .rollout import replica_floor, resolve_rollout, workload_rollout
 from .triton import triton_model_plan
 from .triton_policy import EXECUTIONS_IN_WORST_CASE, check_budget, within_budget
 from .types import Alternative, Decision, PipelinePlan, TritonModelPlan, TritonServerPlan, Warning_
@@ -78,9 +78,10 @@ def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], en
                                     PYTHON_SHM_BYTES if packed.python_shm_bytes else 0),
             image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision,
             former_names=() if packed.former_name == packed.name else (packed.former_name,),
-            rollout=choose_rollout(packed.min_replicas,
-                                   replica_floor(env, max(own[n].sla.availability for n in packed.models)),
-                                   1, chosen.instance.name)))
+            rollout=workload_rollout([resolve_rollout(own[n].rollout, env) for n in packed.models], env,
+                                     (packed.min_replicas, packed.replicas, packed.max_replicas),
+                                     replica_floor(env, max(own[n].sla.availability for n in packed.models)),
+                                     1, chosen.instance.name)))
     return plans, servers, _pipeline_plans(pipelines, chosen, specs, env, catalogue, in_use, plans, issues)
 
 

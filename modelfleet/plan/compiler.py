@@ -20,7 +20,8 @@ from .node_disks import with_node_disks
 from .pipelines import pipelines_in
 from .pod_resources import with_pods
 from .precision import llm_weights_gib
-from .rollout import choose_rollout, replica_floor
+from .pins import from_hub_id, pin_issues, pinned_artifact
+from .rollout import llm_rollout, replica_floor, resolve_rollout, workload_rollout
 from .types import Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
@@ -43,6 +44,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
     issues: list[Issue] = []
     warnings: list[Warning_] = []
+    pin_issues(models, env, issues, warnings)
     vllm_plans, llm_servers = [], []
     for index, model in llms:
         chosen = choose_llm_layout(model, env, catalogue, index)
@@ -99,11 +101,12 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
     prefix = env.vllm.enable_prefix_caching if model.overrides.enable_prefix_caching is None else (
         model.overrides.enable_prefix_caching)
-    args = vllm_serve_args(artifact=model.artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
+    artifact = pinned_artifact(model)
+    args = vllm_serve_args(artifact=artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
                            max_model_len=model.sla.max_context_tokens, max_num_seqs=chosen.max_num_seqs,
                            gpu_memory_utilization=util, dtype=precision.dtype_flag,
                            quantization=precision.quantization_flag, kv_cache_dtype=precision.kv_cache_dtype,
-                           prefix_caching=prefix)
+                           prefix_caching=prefix, revision=model.revision if from_hub_id(model.artifact) else None)
     group = node_group_name(chosen.instance.name, env.capacity_type)
     weights = llm_weights_gib(model)
     # 85% of the pod's share of the node's RAM, at most its share of what the kubelet offers beside the
@@ -119,12 +122,14 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         pipeline_parallel_size=chosen.pp, max_num_seqs=chosen.max_num_seqs, max_model_len=model.sla.max_context_tokens,
         weights_gib=round(weights, 3), kv_cache_gib=round(chosen.kv_cache_gib, 3), kv_cache_tokens=chosen.kv_cache_tokens,
         gpu_memory_utilization=util, dtype=precision.weights, kv_cache_dtype=precision.kv_cache_dtype,
-        estimated_ttft_ms=round(chosen.ttft_ms, 1), artifact=model.artifact, args=args,
+        estimated_ttft_ms=round(chosen.ttft_ms, 1), artifact=artifact, args=args, revision=model.revision,
+        p99_ttft_ms=model.sla.p99_ttft_ms, tpot_ms=round(1000 / model.profile.output_tokens_per_s_per_sequence, 3),
+        availability=model.sla.availability,
         shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1), image=env.vllm.image,
         decisions=(decision, _precision_decision(chosen)), quantization=precision.quantization_flag,
         checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
-        rollout=None if serving == "triton" else choose_rollout(lo, replica_floor(env, model.sla.availability), chosen.pp,
-                                                                 chosen.instance.name))
+        rollout=None if serving == "triton" else llm_rollout(model, env, (lo, desired, hi), chosen.pp,
+                                                              chosen.instance.name, index, issues, warnings))
     if serving != "triton":
         return plan, None
     return plan, _triton_llm_server(model, env, plan, warnings, issues, index)
@@ -167,7 +172,9 @@ def _triton_llm_server(model: LlmModelSpec, env: EnvironmentSpec, plan: VllmMode
         cache_size_bytes=0, memory_request_gib=plan.memory_request_gib,
         args=triton_server_args(env.triton.exit_timeout_secs, 0, 0), image=env.triton.image, python_shm_bytes=0,
         decision=plan.decisions[0],
-        rollout=choose_rollout(plan.min_replicas, replica_floor(env, model.sla.availability), 1, plan.instance_type))
+        rollout=workload_rollout([resolve_rollout(model.rollout, env)], env,
+                                 (plan.min_replicas, plan.replicas, plan.max_replicas),
+                                 replica_floor(env, model.sla.availability), 1, plan.instance_type))
 
 
 def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: list[TritonServerPlan],

@@ -22,6 +22,9 @@ def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm
         f"--grpc-port={TRITON_GRPC_PORT}",
         f"--metrics-port={TRITON_METRICS_PORT}",
         "--allow-metrics=true",
+        # Per-stage latency quantiles per model (queue, compute): the canary analysis's p99 (render/analysis.py).
+        # Triton 2.51 and the deployed releases have them; its histograms cover decoupled models only.
+        "--metrics-config=summary_latencies=true",
     ]
     if cache_size_bytes > 0:
         args.append(f"--cache-config=local,size={cache_size_bytes}")
@@ -32,10 +35,11 @@ def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm
 
 def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
                     gpu_memory_utilization: float, dtype: str, quantization: str | None, kv_cache_dtype: str,
-                    prefix_caching: bool) -> tuple[str, ...]:
+                    prefix_caching: bool, revision: str | None = None) -> tuple[str, ...]:
     """The complete ``vllm serve`` argument list (every default that changed between versions pinned).
 
-    ``dtype``, ``quantization`` and ``kv_cache_dtype`` are vLLM's own values (precision.py decides them)."""
+    ``dtype``, ``quantization`` and ``kv_cache_dtype`` are vLLM's own values (precision.py decides them).
+    ``revision``: a Hub commit the weights and the tokenizer are both read at (spec/versions.py)."""
     args = [
         "vllm", "serve", artifact,
         "--served-model-name", served_name,
@@ -50,6 +54,7 @@ def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_mo
         *(("--quantization", quantization) if quantization else ()),
         "--kv-cache-dtype", kv_cache_dtype,
         "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
+        *(("--revision", revision, "--tokenizer-revision", revision) if revision else ()),
     ]
     if pp > 1:
         args += ["--distributed-executor-backend", "ray"]  # pipeline stages live on other nodes

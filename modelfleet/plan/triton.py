@@ -9,6 +9,7 @@ from .scheduling import scheduling
 from .tensors import tensors
 from .triton_policy import BACKENDS, check_budget, triton_decision
 from .types import Decision, TritonModelPlan, Warning_
+from .warmup import warmup_dims
 
 def _cache(model: ClassicModelSpec, server: PackedServer, warnings: list[Warning_]) -> bool:
     """Cache deterministic models unless opted out, and only when the server has a cache to use. Never a
@@ -29,6 +30,10 @@ def _warn(model: ClassicModelSpec, assumed: tuple[str, ...], warnings: list[Warn
                                  "request.is_cancelled(): REJECT drops requests still queued past the timeout, but "
                                  "a request already in execute() runs to the end even after its client gave up "
                                  "(cancelled it); set handles_cancellation: true once it does"))
+    if not warmup_dims(model):
+        warnings.append(Warning_(model=model.name, message="no warmup: a string input has no representative value "
+                                 "the compiler can make (a failed warmup fails the load), so its first requests on a "
+                                 "fresh pod pay for lazy initialisation"))
     if assumed:
         warnings.append(Warning_(model=model.name, message="no measured profile, assuming " + ", ".join(assumed)
                                  + "; measure with perf_analyzer and set profile.*"))
@@ -71,7 +76,10 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
         backend=backend, platform=platform, artifact=model.artifact, max_batch_size=sizing.max_batch_size,
         instance_count=sizing.instance_count, queue_timeout_us=fields.pop("queue_timeout_us", sizing.queue_timeout_us),
         max_queue_delay_us=sizing.max_queue_delay_us, max_queue_size=sizing.max_queue_size,
-        response_cache=_cache(model, server, warnings), versions=model.versions,
+        response_cache=_cache(model, server, warnings),
+        versions=(model.version.number,) if model.version else model.versions,
+        version_sha256=model.version.sha256 if model.version else None, warmup_dims=warmup_dims(model),
+        availability=model.sla.availability,
         inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),
         compute_ms=sizing.compute_ms, decisions=(*queueing, *decisions, *((step,) if step else ())),

@@ -102,9 +102,14 @@ class PodPlan(PlanModel):
 class RolloutPlan(PlanModel):
     """How a workload's pods are replaced on an update, and why (rollout.py)."""
 
-    max_surge: int
+    max_surge: int  # replicas above the HPA's max a rollout may add (a canary's: at its largest step)
     max_unavailable: int
     reason: str
+    strategy: Literal["rolling", "canary"] = "rolling"
+    steps: tuple[int, ...] = ()  # canary: traffic percentages, ending at 100
+    pause_s: int = 0  # canary: how long each step is watched
+    traffic: Literal["replicas", "gateway"] | None = None  # canary: how traffic is split
+    extra_replicas_desired: int = 0  # canary: replicas above desired while it runs (what a rollout costs)
 
 
 class ZoneSizePlan(PlanModel):
@@ -193,7 +198,7 @@ class TritonModelPlan(PlanModel):
     max_queue_delay_us: int
     max_queue_size: int
     response_cache: bool
-    versions: tuple[int, ...] | None
+    versions: tuple[int, ...] | None  # the folders Triton loads (version_policy specific); None: the latest
     inputs: tuple[TensorPlan, ...]
     outputs: tuple[TensorPlan, ...]
     peak_rps: float
@@ -201,12 +206,15 @@ class TritonModelPlan(PlanModel):
     rps_per_instance: float  # on this GPU, after scaling from the measured GPU
     compute_ms: float
     decisions: tuple[Decision, ...]
+    availability: float = 99.9  # the SLA's, percent: the canary analysis's error budget
     device: Literal["gpu", "cpu"] = "gpu"  # KIND_GPU or KIND_CPU instances
     priority_levels: tuple[PriorityLevelPlan, ...] = ()  # highest first; empty: one queue
     default_priority_level: int = 0  # the level of a request that names none (0 when there are no levels)
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    version_sha256: str | None = None  # the pinned folder's content digest, checked by the pod (spec/versions.py)
+    warmup_dims: tuple[tuple[int, ...], ...] = ()  # per input, the warmup request's dims (-1 at its typical size)
 
 
 class PipelineStepPlan(PlanModel):
@@ -298,6 +306,10 @@ class VllmModelPlan(PlanModel):
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
     rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    revision: str | None = None  # the pinned checkpoint: a Hub commit, or the s3:// sub-prefix (in artifact)
+    p99_ttft_ms: float = 0.0  # the SLA's, for the canary analysis
+    tpot_ms: float = 0.0  # the decode speed planned per sequence, as time per output token
+    availability: float = 99.9  # the SLA's, percent: the canary analysis's error budget
 
 
 class FleetPlan(PlanModel):

@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from ..errors import Issue, SpecError
 from .engine_versions import TRITON_IMAGE, VLLM_IMAGE
 from .issues import issues_from_validation
+from .rollout import RolloutSpec
 from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
 from .values import FieldProblem, lists_as_tuples, quantity
 from .yaml_source import Document, load_yaml
@@ -184,6 +185,14 @@ class PolicySettings(EnvFrozen):
                                         "1,000,000,000", low_inclusive=False, optional=True) = None
 
 
+class GatewaySettings(EnvFrozen):
+    """A Gateway API Gateway the stack's clients reach the models through: a canary's traffic split is then
+    exact (HTTPRoute weights, set by Argo Rollouts' Gateway API plugin), not the replica ratio."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] | None = None  # None: the stack's
+
+
 class EnvironmentSpec(EnvFrozen):
     """One environment (= one Pulumi stack)."""
 
@@ -206,6 +215,13 @@ class EnvironmentSpec(EnvFrozen):
     cost: CostSettings = CostSettings()
     budget: BudgetSettings | None = None  # None: no budget for this environment
     policies: PolicySettings = PolicySettings()
+    # Every model must pin what it serves (a Triton version, an LLM revision): off by default so that a first
+    # try needs no pins; unpinned models then get a warning. Prod sets it.
+    require_pins: bool = False
+    # How workloads ship a change unless their model says otherwise (spec/rollout.py); None: rolling.
+    rollout: RolloutSpec | None = None
+    # The Gateway clients come through (HTTPRoute weights split a canary exactly); None: the replica ratio.
+    gateway: GatewaySettings | None = None
 
 
 def deployment_issues(env: EnvironmentSpec, file: str) -> list[Issue]:

@@ -28,9 +28,11 @@ from pydantic import (
 
 from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, ArchitecturePreset
+from .rollout import RolloutSpec
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import CpuProfileSpec, Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype
+from .versions import TritonVersion, revision_problem
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
     MAX_DIM,
@@ -183,8 +185,12 @@ class ClassicModelSpec(Frozen):
     # None = the latest one. Triton version folders are int64; at most 64 served at once.
     versions: Annotated[Optional[Annotated[tuple[Annotated[int, Field(strict=True, gt=0, le=MAX_VERSION)], ...],
                                            Field(**LIST, min_length=1, max_length=64)]],
-                        Field(description="Triton version folders to serve: positive int64 numbers, 1 to 64 of "
-                                          "them; default the latest")] = None
+                        Field(description="Triton version folders to serve at once: positive int64 numbers, 1 to "
+                                          "64 of them; default the latest. To pin one, write version")] = None
+    # The pinned version folder (spec/versions.py); None: unpinned (an error in a stack with requirePins).
+    version: Optional[TritonVersion] = None
+    # How a change ships (spec/rollout.py); None: the stack's modelfleet:rollout, else rolling.
+    rollout: Optional[RolloutSpec] = None
     team: str | None = None
     # Models of one pool share Triton servers only with each other, and the servers are named after it
     # (triton-<pool>); without one, a model is in its instance type's pool (triton-g5-xlarge). A pool of its
@@ -213,6 +219,9 @@ class ClassicModelSpec(Frozen):
         if dupes:
             raise FieldProblem((), f"tensor names must be unique across inputs and outputs: {', '.join(dupes)}",
                                "rename one of each pair")
+        if self.version is not None and self.versions is not None:
+            raise FieldProblem(("version",), "give version (the one pinned folder) or versions (several served at "
+                               "once), not both", "keep version: N to pin one folder")
         if self.overrides.response_cache and not self.deterministic:
             raise FieldProblem(("overrides", "response_cache"),
                                "response_cache: true contradicts deterministic: false (cached answers would be stale)",
@@ -332,6 +341,12 @@ class LlmModelSpec(Frozen):
     # passed to vLLM as --quantization. None: a 16-bit checkpoint (size.dtype fp8 then quantizes it while
     # loading). Owned by the compiler's quantization rules (README "Quantized LLMs").
     quantization: Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors"] | None = None
+    # The pinned checkpoint (spec/versions.py): a Hub commit, or an immutable sub-prefix of an s3:// artifact.
+    # None: unpinned (an error in a stack with requirePins).
+    revision: Annotated[Optional[str], Field(max_length=128, description=(
+        "Hugging Face: the 40-hex commit (vLLM --revision); s3://: the immutable sub-prefix holding the "
+        "checkpoint"))] = None
+    rollout: Optional[RolloutSpec] = None  # how a change ships (spec/rollout.py); None: the stack's, else rolling
     team: str | None = None
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
@@ -365,6 +380,9 @@ class LlmModelSpec(Frozen):
                                f"{tp} does not divide the model's {arch.attention_heads} attention heads",
                                "pick a tensor_parallel_size that divides them, or leave it to the compiler")
         self._bounded_load()
+        problem = None if self.revision is None else revision_problem(self.revision, self.artifact)
+        if problem:
+            raise problem
         return self
 
     def _bounded_load(self) -> None:
