@@ -70,6 +70,8 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         models=tuple(sorted([*triton_models, *vllm_plans], key=lambda m: m.name)),
         warnings=tuple(sorted(warnings, key=lambda w: (w.model, w.message))),
         pipelines=tuple(sorted(pipeline_plans, key=lambda p: p.name)),
+        gateway_name=env.gateway.name if env.gateway else None,
+        gateway_namespace=(env.gateway.namespace or env.namespace) if env.gateway else None,
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
     if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):

@@ -324,6 +324,9 @@ class FleetPlan(PlanModel):
     models: tuple[TritonModelPlan | VllmModelPlan, ...]
     warnings: tuple[Warning_, ...]
     pipelines: tuple[PipelinePlan, ...] = ()  # Triton ensembles, by name
+    # The Gateway API Gateway clients come through (modelfleet:gateway): canaries split traffic by HTTPRoute.
+    gateway_name: str | None = None
+    gateway_namespace: str | None = None
 
     def model(self, name: str) -> TritonModelPlan | VllmModelPlan:
         return self._by_name("models")[name]

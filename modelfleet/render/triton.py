@@ -9,6 +9,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from ..plan.types import TensorPlan, TritonModelPlan, VllmModelPlan
 from .sequences import sequence_batching
+from .warmup import model_warmup
 
 
 def _tensor(message: mc.ModelInput | mc.ModelOutput, tensor: TensorPlan) -> None:
@@ -42,7 +43,7 @@ def _dynamic_batching(config: mc.ModelConfig, plan: TritonModelPlan) -> None:
 
 def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
     """The ModelConfig message: batching (dynamic, with its REJECT queue policies, or by sequence), cache,
-    instances (KIND_GPU or KIND_CPU), decoupled responses, versions."""
+    instances (KIND_GPU or KIND_CPU), decoupled responses, versions, warmup."""
     config = mc.ModelConfig(name=plan.name, backend=plan.backend, max_batch_size=plan.max_batch_size)
     if plan.platform:
         config.platform = plan.platform
@@ -63,6 +64,7 @@ def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
         config.version_policy.specific.versions.extend(plan.versions)
     else:
         config.version_policy.latest.num_versions = 1
+    model_warmup(config, plan)
     return config
 
 

@@ -6,6 +6,7 @@ cluster (or the real checkpoint) changes, and each change is returned as a line 
 * the model: a tiny local Llama directory instead of the hub id / s3 prefix (``--load-format`` dropped, and
   ``--quantization``: the tiny model's weights are plain float32, and a quantized checkpoint's method
   cannot load them);
+* ``--revision``/``--tokenizer-revision`` dropped (a Hub commit; the model is a local directory);
 * ``--tensor-parallel-size``/``--pipeline-parallel-size`` -> 1, ``--distributed-executor-backend`` dropped;
 * ``--gpu-memory-utilization`` -> ``--kv-cache-memory-bytes`` (on the CPU it is a share of the NUMA node's
   RAM and the default asks for more than is free; measured in ``modelfleet.engines.tiny_llm``);
@@ -23,7 +24,9 @@ LOCAL_KV_CACHE = "64M"
 TINY_CONTEXT = 2048  # max_position_embeddings of modelfleet.engines.tiny_llm's model
 DROPPED = {"--distributed-executor-backend": "multi-node executor (one process here)",
            "--load-format": "streaming from S3 (the model is a local directory)",
-           "--quantization": "the tiny local model is not quantized"}
+           "--quantization": "the tiny local model is not quantized",
+           "--revision": "the Hub commit (the model is a local directory)",
+           "--tokenizer-revision": "the Hub commit (the tokenizer is the local directory's)"}
 
 
 def _pairs(args: tuple[str, ...]) -> list[tuple[str, str | None]]:

@@ -28,7 +28,9 @@ from ...plan.engine_args import (
 )
 from ...plan.node_volume import repository_gib
 from ...plan.types import FleetPlan, PodPlan, TritonModelPlan, TritonServerPlan
+from ...spec.digest import DIGEST_PIPELINE
 from . import common as c
+from .rollouts import canary_objects, is_canary
 
 TRITON_UID = 1000  # the image's triton-server user (the image has no USER line, so the pod says it)
 REPOSITORY_DIGEST = "modelfleet.io/repository-sha256"
@@ -74,15 +76,32 @@ def repository_objects(files: Mapping[str, bytes], server: TritonServerPlan) -> 
 
 
 def sync_script(bucket: str, server: TritonServerPlan, plan: FleetPlan, revision: str) -> str:
-    """The init container's shell: the revision's configs, then each model's versions from where they live."""
+    """The init container's shell: the revision's configs, then each model's pinned version folders (its whole
+    prefix when unpinned), each pinned digest checked (the pod fails rather than serve other bytes)."""
     steps = [f"aws s3 sync --only-show-errors {shlex.quote(f's3://{bucket}/{revision}/')} {MODEL_REPOSITORY_DIR}/"]
     for name in server.models:
         model = plan.model(name)
         if isinstance(model, TritonModelPlan):
-            source = model.artifact.rstrip("/") + "/"
-            steps.append(f"aws s3 sync --only-show-errors --exclude config.pbtxt {shlex.quote(source)} "
-                         f"{shlex.quote(f'{MODEL_REPOSITORY_DIR}/{name}/')}")
+            steps += _model_copy(model)
     return "set -eu\n" + "\n".join(steps) + "\n"
+
+
+def _model_copy(model: TritonModelPlan) -> list[str]:
+    source, target = model.artifact.rstrip("/"), f"{MODEL_REPOSITORY_DIR}/{model.name}"
+    if not model.versions:
+        return [f"aws s3 sync --only-show-errors --exclude config.pbtxt {shlex.quote(source + '/')} "
+                f"{shlex.quote(target + '/')}"]
+    steps = [f"aws s3 sync --only-show-errors {shlex.quote(f'{source}/{v}/')} {shlex.quote(f'{target}/{v}/')}"
+             for v in model.versions]
+    if model.version_sha256:
+        steps.append(digest_check(f"{target}/{model.versions[0]}", model.version_sha256, model.name))
+    return steps
+
+
+def digest_check(directory: str, sha256: str, name: str) -> str:
+    """Shell: the folder's content digest (``folder_digest``'s definition) must be ``sha256``."""
+    return (f"got=$(cd {shlex.quote(directory)} && {DIGEST_PIPELINE}); [ \"$got\" = {sha256} ] || "
+            f"{{ echo \"{name}: version folder digest $got, models.yaml pins {sha256}\" >&2; exit 1; }}")
 
 
 def startup_s(server: TritonServerPlan, plan: FleetPlan) -> int:
@@ -196,4 +215,7 @@ def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: s
                c.pdb(server.name, plan),
                c.network_policy(server.name, plan, [p for _, p in ports]),
                c.service_monitor(server.name, plan, "metrics")]
-    return objects + ([scaler] if scaler else [])
+    objects += [scaler] if scaler else []
+    if is_canary(server.rollout):
+        return canary_objects(server, plan, objects, ("triton", ports), TRITON_HTTP_PORT)
+    return objects
