@@ -7,8 +7,9 @@ Triton runs ``model_warmup`` while loading the model, and with ``--strict-readin
 until every model has loaded, warmup included: so no client and no Service endpoint sees a cold model.
 
 The warmup request is a representative one: the declared shape, each variable dimension (-1) at its declared
-``typical_dims`` size or, undeclared, at ``TYPICAL_DIM``; sent at batch 1 and at the largest batch the
-dynamic batcher forms (its ``max_batch_size``), the two shapes a server sees first at low and at peak load.
+``typical_dims`` size or, undeclared, at ``TYPICAL_DIM``; sent at every power-of-two batch up to the largest the
+dynamic batcher forms (its ``max_batch_size``), the shapes a server sees first at low and at peak load
+(render/warmup.py).
 
 Not warmed (plan warnings say so): a model with a string input (zeros or random bytes are no valid image or
 text for its code, and a failed warmup fails the model's load), and ensembles and the vLLM backend (Triton

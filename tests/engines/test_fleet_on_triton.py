@@ -85,7 +85,7 @@ def infer(server, model, values: list[np.ndarray], protocol: ModuleType = httpcl
     if model.stateful and not options:
         options = {"sequence_id": next(SEQUENCES), "start": True, "end": True}
     try:
-        request = model.request(*values, protocol=protocol, **options)
+        request = model.request(*values, caller="tests", protocol=protocol, **options)
         return model.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs,
                                          **request.options))
     finally:

@@ -185,7 +185,7 @@ def send(server, client_module, embedding, session: int, **flags):
     model = client_module.SessionRecommender
     client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
     try:
-        request = model.request(np.asarray(embedding, np.float32).reshape(1, 16), sequence_id=session, **flags)
+        request = model.request(np.asarray(embedding, np.float32).reshape(1, 16), caller="tests", sequence_id=session, **flags)
         return model.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs,
                                          **request.options))
     finally:
@@ -229,7 +229,7 @@ def test_a_streaming_model_returns_several_responses_to_one_request(features) ->
     assert model.streaming
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
-        request = model.request(np.array([[6]], np.int32), protocol=grpcclient)
+        request = model.request(np.array([[6]], np.int32), caller="tests", protocol=grpcclient)
         responses = client_module.stream(client, request, timeout_s=30)
     finally:
         client.close()

@@ -5,7 +5,8 @@ request rejected by the compiled queue timeout.
 Before warmup (measured on this machine, a fresh server per run): 8, 4, 0 and 6 of 100 rejected in the first
 burst, none in the next ones: the first requests paid for lazy initialisation. With ``model_warmup`` the
 server reports ready only once each model has run its warmup requests (strict readiness), and the first
-burst is answered in full. Three fresh servers, three bursts each; the first burst of each is the cold one.
+burst is answered in full. Three fresh servers whose warm bursts show the machine quiet enough to judge (``conclusive``),
+three bursts each; the first burst of each is the cold one.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from tests.engines.test_serve_cli import READY_LINE, serving  # noqa: E402
 pytestmark = pytest.mark.engine
 
 MODEL = "fraud-scorer"
-FRESH_SERVERS = 3
+CONCLUSIVE_RUNS = 3
+MAX_SERVERS = 8  # fresh servers tried for three conclusive runs (about 10 s each)
 
 
 def readme_burst(client_module, url: str, seed: int) -> int:
@@ -42,9 +44,10 @@ def readme_burst(client_module, url: str, seed: int) -> int:
     def score(features):
         if not hasattr(local, "client"):
             local.client = httpclient.InferenceServerClient(url)
-        request = client_module.FraudScorer.request(features)
+        request = client_module.FraudScorer.request(features, caller="warmup-test")
         try:
-            result = local.client.infer(request.model_name, request.inputs, outputs=request.outputs)
+            result = local.client.infer(request.model_name, request.inputs, outputs=request.outputs,
+                                        **request.options)
         except InferenceServerException as error:
             assert "timeout" in str(error).lower(), error  # a rejection; anything else is a failure
             return None
@@ -57,27 +60,34 @@ def readme_burst(client_module, url: str, seed: int) -> int:
     return sum(s is None for s in scores)
 
 
-def test_a_fresh_server_answers_the_readme_burst_without_rejections(dev_plan, tmp_path: Path) -> None:
-    (tmp_path / "fleet_client.py").write_text(render_client(dev_plan))
+def test_a_fresh_server_answers_the_readme_burst_without_rejections(project, dev_plan, tmp_path: Path) -> None:
+    # the one client of every stack (README: `modelfleet client`), used against the dev stack's server
+    (tmp_path / "fleet_client.py").write_text(render_client([project.plan(s) for s in ("dev", "prod", "staging")]))
     client_module = load_module(tmp_path / "fleet_client.py", "fleet_client_warmup")
     root = make_artifact_root(tmp_path / "s3", (MODEL,), preprocessor=False)
-    rejected = []
-    for run in range(FRESH_SERVERS):
-        workdir = tmp_path / f"work-{run}"
+    runs: list[list[int]] = []
+    while len(conclusive(runs)) < CONCLUSIVE_RUNS and len(runs) < MAX_SERVERS:
+        workdir = tmp_path / f"work-{len(runs)}"
         workdir.mkdir()
         with serving(root, workdir, [dev_plan.model(MODEL).server]) as (_, output):
-            text = output.until(READY_LINE, 180)
-            url = re.search(r"http://(127\.0\.0\.1:\d+)", text).group(1)
-            rejected.append([readme_burst(client_module, url, seed=3 * run + i) for i in range(3)])
-    # The first burst is the cold one. Later bursts measure this machine's load, not warmup (with other work on
-    # its 2 cores the 11 ms queue timeout sheds a few even on a warm server: seen 0 to 16 here), so only the
-    # first is asserted; all are shown when it fails.
-    assert [bursts[0] for bursts in rejected] == [0] * FRESH_SERVERS, rejected
+            url = re.search(r"http://(127\.0\.0\.1:\d+)", output.until(READY_LINE, 180)).group(1)
+            runs.append([readme_burst(client_module, url, seed=3 * len(runs) + i) for i in range(3)])
+    assert len(conclusive(runs)) == CONCLUSIVE_RUNS, f"the machine is too busy to measure warmup: {runs}"
+    assert [bursts[0] for bursts in conclusive(runs)] == [0] * CONCLUSIVE_RUNS, runs
+    print(f"bursts per fresh server (rejections of 100): {runs}")
 
 
-def test_the_compiled_configs_warm_up_at_batch_one_and_the_largest_batch(dev_plan) -> None:
+def conclusive(runs: list[list[int]]) -> list[list[int]]:
+    """Fresh servers whose warm bursts had no rejection. The first burst is the cold one; a warm one with
+    rejections means this machine was too busy for the 11 ms queue timeout (other work on its 2 cores: seen
+    2 to 16 of 100 on a warm server), and that server's cold burst says nothing about warmup."""
+    return [bursts for bursts in runs if not any(bursts[1:])]
+
+
+def test_the_compiled_configs_warm_up_every_power_of_two_batch(dev_plan) -> None:
     from modelfleet.render.triton import model_config
 
     config = model_config(dev_plan.model(MODEL))
-    assert [(w.batch_size, w.count) for w in config.model_warmup] == [(1, 2), (config.max_batch_size, 2)]
+    assert config.max_batch_size == 128
+    assert [(w.batch_size, w.count) for w in config.model_warmup] == [(2**i, 2) for i in range(8)]
     assert dict(config.model_warmup[0].inputs)["features"].zero_data
