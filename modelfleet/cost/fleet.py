@@ -118,6 +118,7 @@ class FleetCost(PlanModel):
     system_nodes: NodeGroupCost | None  # a created cluster's system node group; None: the stack joins a cluster
     monthly_usd: MonthlyUsd | None  # None when any price is unknown
     unknown: tuple[str, ...]  # what could not be priced, and why
+    canaries: tuple = ()  # CanaryCost per canary workload (cost/canary.py): priced per rollout, not per month
 
     def model(self, name: str) -> ModelCost:
         return self._by_name("models")[name]  # indexed once (PlanModel): render and policy look up every model
@@ -153,6 +154,12 @@ def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]
     return loads
 
 
+def canary_costs(plan: FleetPlan, groups: Mapping[str, NodeGroupCost]) -> tuple:
+    from .canary import canary_costs as costs  # canary.py builds on this module's NodeGroupCost
+
+    return costs(plan, groups)
+
+
 def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,
                        loads: Mapping[str, LlmLoad]) -> FleetCost:
     """Monthly cost of one environment's plan; see the module docstring for every rule."""
@@ -177,7 +184,7 @@ def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: Envir
         hours_per_month=HOURS_PER_MONTH, prices_as_of=_as_of(catalogue, env.region),
         price_basis=_price_basis(catalogue, env), attribution_rule=ATTRIBUTION_RULE, node_groups=groups,
         models=models, control_plane_monthly_usd=control if env.cluster.create else None, system_nodes=system,
-        monthly_usd=total, unknown=unknown)
+        monthly_usd=total, unknown=unknown, canaries=canary_costs(plan, {g.name: g for g in groups}))
 
 
 def _node_group_cost(group: NodeGroupPlan, disk: VolumePlan, catalogue: InstanceCatalogue,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .canary import canary_text
 from .diff import CENT, CostCause, EnvironmentDiff, FleetDiff, ModelChange
 from .diff import usd as format_usd
 from .fleet import FleetCost, ModelCost, MonthlyUsd, NodeGroupCost, UnitCost
@@ -101,6 +102,7 @@ def _environment_text(view: CostView) -> str:
               "", f"  {'model':28} {'GPUs':9} {'USD/month min / desired / max':38} unit cost at peak"]
     for m in c.models:
         lines += _model_text(m)
+    lines += [""] + [f"  {canary_text(k)}" for k in c.canaries] if c.canaries else []
     lines += ["", f"  {_budget_line(view.budget)}"]
     lines += [f"  POLICY: {v}" for v in view.violations] + [f"  UNKNOWN: {u}" for u in c.unknown]
     lines += ["", f"  rule: {c.attribution_rule}", ""]
