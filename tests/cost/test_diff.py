@@ -214,6 +214,7 @@ BIG_COPY = """
   - name: big-405b-copy
     type: llm
     artifact: meta-llama/Llama-3.1-405B-Instruct
+    revision: 0123456789abcdef0123456789abcdef01234567
     size: {dtype: bf16}
     architecture: llama-3.1-405b
     sla: {max_context_tokens: 8192, peak_concurrent_sequences: 16, p99_ttft_ms: 4000}
