@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..plan.changes import version_of
 from ..plan.types import Decision, FleetPlan, NodeGroupPlan, NodeResourcesPlan, TritonModelPlan, VllmModelPlan
 from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
@@ -79,7 +80,7 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
         head = (f"  {m.name} [{m.serving} on {m.instance_type}, tp={m.tensor_parallel_size} "
                 f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
                 f"max_num_seqs {m.max_num_seqs}, max_model_len {m.max_model_len}, KV {m.kv_cache_gib:.0f} GiB")
-    out = [head]
+    out = [head, f"      serves {version_of(m)}"]
     if isinstance(m, VllmModelPlan) and m.rollout is not None:
         out.append(f"      rollout: {m.rollout.reason}")
     for d in m.decisions:

@@ -127,6 +127,13 @@ SUMMARIES: dict[str, Summary] = {
     "kubernetes:helm.sh/v3:Release": _release,
     "kubernetes:apps/v1:Deployment": _workload,
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": _workload,
+    "kubernetes:argoproj.io/v1alpha1:Rollout": lambda o: "canary " + " -> ".join(
+        f"{s['setWeight']}%" for s in o["spec"]["strategy"]["canary"]["steps"] if "setWeight" in s) + ", " + _workload(o),
+    "kubernetes:argoproj.io/v1alpha1:AnalysisTemplate": lambda o: "aborts the canary unless: " + "; ".join(
+        f"{m['name']} {m['successCondition'].removeprefix('result[0] ')}" for m in o["spec"]["metrics"]),
+    "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute": lambda o: "via " + ", ".join(
+        p["name"] for p in o["spec"]["parentRefs"]) + ": " + ", ".join(
+        f"{b['name']} {b['weight']}%" for b in o["spec"]["rules"][0]["backendRefs"]),
     "kubernetes:apps/v1:DaemonSet": lambda o: o["spec"]["template"]["spec"]["containers"][0]["image"],
     "kubernetes:autoscaling/v2:HorizontalPodAutoscaler": _autoscaler,
     "kubernetes:policy/v1:PodDisruptionBudget": lambda o: ", ".join(f"{k} {v}" for k, v in o["spec"].items() if k != "selector"),
