@@ -34,6 +34,11 @@ INTERVAL = "1m"
 WINDOW = "2m"  # two intervals: eight samples at the ServiceMonitor's 15 s scrape
 FAILURE_LIMIT = 1  # one bad minute is noise (a pod still warming its caches), two are a trend
 TRITON_STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
+# The vLLM series the queries read (tests/engines/test_serve_llm.py finds each on the real server's /metrics).
+VLLM_FINISHED = "vllm:request_success_total"
+VLLM_TTFT = "vllm:time_to_first_token_seconds"
+VLLM_TPOT = "vllm:request_time_per_output_token_seconds"
+VLLM_SERIES = (VLLM_FINISHED, f"{VLLM_TTFT}_bucket", f"{VLLM_TPOT}_bucket")
 
 
 def canary_selector(plan: FleetPlan, workload: str, model: str | None = None) -> str:
@@ -60,16 +65,16 @@ def triton_queries(model: TritonModelPlan, selector: str) -> list[tuple[str, str
 
 def vllm_queries(model: VllmModelPlan, selector: str) -> list[tuple[str, str, str]]:
     budget = round(1 - model.availability / 100, 6)
-    finished = f"vllm:request_success_total{{{selector}}}"
-    errors = _ratio(f'vllm:request_success_total{{{selector}, finished_reason="error"}}', finished)
+    finished = f"{VLLM_FINISHED}{{{selector}}}"
+    errors = _ratio(f'{VLLM_FINISHED}{{{selector}, finished_reason="error"}}', finished)
 
     def p99(histogram: str) -> str:
         return f"histogram_quantile(0.99, sum by (le) (rate({histogram}_bucket{{{selector}}}[{WINDOW}]))) * 1000"
 
     return [(f"{model.name}-error-ratio", errors, f"result[0] <= {budget:g}"),
-            (f"{model.name}-ttft-p99-ms", p99("vllm:time_to_first_token_seconds"),
+            (f"{model.name}-ttft-p99-ms", p99(VLLM_TTFT),
              f"result[0] <= {model.p99_ttft_ms:g}"),
-            (f"{model.name}-tpot-p99-ms", p99("vllm:request_time_per_output_token_seconds"),
+            (f"{model.name}-tpot-p99-ms", p99(VLLM_TPOT),
              f"result[0] <= {model.tpot_ms:g}")]
 
 
