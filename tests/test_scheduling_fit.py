@@ -72,7 +72,7 @@ def test_cpu_requests_leave_the_daemonset_allowance(plans, project):
     lws = next(o for o in manifests["llama-3-1-405b-instruct"] if o["kind"] == "LeaderWorkerSet")
     cpu = quantity(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
     assert cpu == pytest.approx(191.45 - allowance) and 191.45 - cpu >= allowance - 1e-9
-    triton = next(o for o in manifests["triton-g5-xlarge"] if o["kind"] == "Deployment")
+    triton = next(o for o in manifests["triton-g5-xlarge"] if o["kind"] in ("Deployment", "Rollout"))
     cpu = quantity(triton["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
     assert cpu == pytest.approx(3.92 - allowance)
 
@@ -101,7 +101,11 @@ def test_rollouts_surge_into_room_the_node_group_has(plans, catalogue):
             for name in group.workloads:
                 workload = next((s for s in plan.triton_servers if s.name == name), None) or plan.model(name)
                 per_replica = workload.gpus_per_replica
-                assert workload.rollout.max_surge + workload.rollout.max_unavailable == 1
+                # a rolling update surges or takes one down; a canary's surge is its extra replicas at its
+                # fullest step (a gateway's can reach nearly a second set: plan/rollout.canary_replicas)
+                rollout = workload.rollout
+                assert rollout.max_surge + rollout.max_unavailable == 1 or (
+                    rollout.strategy == "canary" and rollout.max_unavailable == 0 and rollout.max_surge >= 1)
                 gpus += (workload.max_replicas + workload.rollout.max_surge) * per_replica
             assert group.max_size * group.gpus_per_node >= gpus, (stack, group.name)
     model = plans["prod"].model("llama-3-1-405b-instruct")

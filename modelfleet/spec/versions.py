@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Optional
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from .tensors import Frozen
 from .values import MAX_VERSION, FieldProblem
@@ -48,7 +48,9 @@ def _version_shorthand(value: Any) -> Any:
     return value
 
 
-TritonVersion = Annotated[VersionSpec, BeforeValidator(_version_shorthand)]
+TritonVersion = Annotated[VersionSpec, BeforeValidator(_version_shorthand), WithJsonSchema({"anyOf": [
+    {"type": "integer", "exclusiveMinimum": 0, "maximum": MAX_VERSION, "description": "the version folder"},
+    {**VersionSpec.model_json_schema(), "additionalProperties": False}]})]
 
 
 def revision_problem(revision: str, artifact: str) -> FieldProblem | None:

@@ -88,13 +88,14 @@ def plan_gateway(plan: FleetPlan) -> tuple[str, str | None] | None:
 
 def canary_objects(workload: TritonServerPlan | VllmModelPlan, plan: FleetPlan, objects: list[dict[str, Any]],
                    service_ports: tuple[str, list[tuple[str, int]]], http_port: int) -> list[dict[str, Any]]:
-    """``objects`` (a Deployment's, in apply order) made a canary's: the Deployment a Rollout, the HPA aimed
-    at it, the AnalysisTemplate before it and, with a gateway, a canary Service and the HTTPRoute after it."""
+    """``objects`` (a Deployment's, in apply order) made a canary's: the Deployment a Rollout in its place, its
+    AnalysisTemplate before it, the HPA aimed at it, and with a gateway a canary Service and the HTTPRoute after
+    its Service."""
     rollout = workload.rollout
     assert rollout is not None
     out = []
     for obj in objects:
-        if obj["kind"] == "Deployment":
+        if obj["kind"] == "Deployment":  # its analysis first: the Rollout names it (and Pulumi applies in order)
             out.append(analysis_template(plan, workload, c.metadata(analysis_name(workload.name), plan, "analysis")))
             obj = as_rollout(obj, plan, rollout)
         elif obj["kind"] == "HorizontalPodAutoscaler":
