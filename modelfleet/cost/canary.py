@@ -9,10 +9,13 @@ month of those nodes is said too, as the most the room can cost.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..plan.changes import workloads
 from ..plan.types import FleetPlan, PlanModel, RolloutPlan, TritonServerPlan, VllmModelPlan
-from .fleet import NodeGroupCost
+
+if TYPE_CHECKING:  # fleet.py prices the canaries with this module
+    from .fleet import NodeGroupCost
 
 HOURS_PER_MONTH = 730.0
 

@@ -33,6 +33,7 @@ from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_M
 from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
+from .canary import CanaryCost, canary_costs
 
 LEVELS = ("min", "desired", "max")
 ATTRIBUTION_RULE = (
@@ -118,7 +119,7 @@ class FleetCost(PlanModel):
     system_nodes: NodeGroupCost | None  # a created cluster's system node group; None: the stack joins a cluster
     monthly_usd: MonthlyUsd | None  # None when any price is unknown
     unknown: tuple[str, ...]  # what could not be priced, and why
-    canaries: tuple = ()  # CanaryCost per canary workload (cost/canary.py): priced per rollout, not per month
+    canaries: tuple[CanaryCost, ...] = ()  # per canary workload (cost/canary.py): priced per rollout, not per month
 
     def model(self, name: str) -> ModelCost:
         return self._by_name("models")[name]  # indexed once (PlanModel): render and policy look up every model
@@ -152,12 +153,6 @@ def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]
                 output_tokens_per_s_per_sequence=model.profile.output_tokens_per_s_per_sequence,
                 rate_is_default="output_tokens_per_s_per_sequence" not in model.profile.model_fields_set)
     return loads
-
-
-def canary_costs(plan: FleetPlan, groups: Mapping[str, NodeGroupCost]) -> tuple:
-    from .canary import canary_costs as costs  # canary.py builds on this module's NodeGroupCost
-
-    return costs(plan, groups)
 
 
 def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,
