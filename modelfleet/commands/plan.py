@@ -80,6 +80,9 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
                 f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
                 f"max_num_seqs {m.max_num_seqs}, max_model_len {m.max_model_len}, KV {m.kv_cache_gib:.0f} GiB")
     out = [head]
+    if isinstance(m, TritonModelPlan):
+        out.append(f"      speed: a full batch {m.compute_ms:g} ms, {m.rps_per_instance:g} req/s per instance; "
+                   f"{m.speed_basis}")
     if isinstance(m, VllmModelPlan) and m.rollout is not None:
         out.append(f"      rollout: {m.rollout.reason}")
     for d in m.decisions:

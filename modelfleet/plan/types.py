@@ -200,6 +200,12 @@ class TritonModelPlan(PlanModel):
     p99_latency_ms: float
     rps_per_instance: float  # on this GPU, after scaling from the measured GPU
     compute_ms: float
+    # Whether compute_ms and rps_per_instance rest on a measured profile that applies to this GPU, and what
+    # they rest on: the measurement (where, when, how scaled), or, UNMEASURED, an execution budget floored
+    # by the datasheet bound (plan/classic_speed.py).
+    measured: bool
+    speed_basis: str
+    bound_ms: float | None  # a full batch's datasheet lower bound on this GPU (None: size given as memory_gib)
     decisions: tuple[Decision, ...]
     device: Literal["gpu", "cpu"] = "gpu"  # KIND_GPU or KIND_CPU instances
     priority_levels: tuple[PriorityLevelPlan, ...] = ()  # highest first; empty: one queue
