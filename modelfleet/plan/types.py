@@ -268,6 +268,25 @@ class TritonServerPlan(PlanModel):
     former_names: tuple[str, ...] = ()
 
 
+class LlmMeasuredPlan(PlanModel):
+    """An LLM's measured profile as the plan reports it (spec/profiles.py), and what the plan made of it
+    (plan/llm_measured.py): checked against the SLA only when ``applies`` (its GPU and tensor-parallel size)."""
+
+    measured_on: str
+    measured_at: str
+    tensor_parallel: int
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    ttft_median_ms: float
+    ttft_p99_ms: float
+    tpot_median_ms: float
+    tpot_p99_ms: float
+    output_tokens_per_s: float
+    applies: bool
+    verdict: str
+
+
 class VllmModelPlan(PlanModel):
     name: str
     serving: Literal["vllm", "triton"] = "vllm"
@@ -304,6 +323,7 @@ class VllmModelPlan(PlanModel):
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
     rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
 
 
 class FleetPlan(PlanModel):
