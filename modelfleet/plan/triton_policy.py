@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from ..errors import Issue
 from ..spec.models import ClassicModelSpec
 from .bounds import BatchBound, bound_issue
-from .classic_speed import MAX_BATCH_BUDGET_FRACTION, classic_speed, speed_ratio  # noqa: F401  (re-exported)
+from .classic_speed import classic_speed, speed_ratio  # noqa: F401  (speed_ratio: re-exported)
 from .instances import GpuType, InstanceCatalogue
 from .sequences import sequence_instances
 from .sizing import CLASSIC_ACTIVATION_FACTOR, CLASSIC_WORKSPACE_GIB, weights_gib

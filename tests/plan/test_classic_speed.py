@@ -15,7 +15,7 @@ from modelfleet.plan.bounds import batch_bound
 from modelfleet.plan.classic_speed import classic_speed
 from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.spec.load import parse_fleet_text
-from tests.test_compile_cases import PROD, compile_text
+from tests.test_compile_cases import compile_text
 
 # The issue's example: a 7B fp16 model at p99 1 ms and 5,000,000 req/s, with no profile.
 SEVEN_B = textwrap.dedent("""\
