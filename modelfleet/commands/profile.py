@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..engines.tritonserver import EngineStartError, EngineUnavailable
+from ..engines.vllm_bench import BenchFailed
 from ..errors import EXIT_USER_ERROR, Issue, SpecError
 from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
 from ..spec.profiles import CPU
@@ -66,14 +68,11 @@ def run(args: argparse.Namespace) -> int:
     print_warnings(plan)
     date = _date(args.date)
     workdir = Path(args.workdir or Path(project.root) / ".modelfleet-serve" / args.stack).resolve()
-    if args.llm:
-        from .profile_llm import measure_llm
-
-        blocks = measure_llm(plan, args, project, date, workdir)
-    else:
-        from .profile_triton import measure_triton
-
-        blocks = measure_triton(plan, args, project, date, workdir)
+    try:
+        blocks = _measure(plan, args, project, date, workdir)
+    except (BenchFailed, EngineStartError, EngineUnavailable) as exc:  # the engine's fault: one line, its reason
+        print(f"modelfleet profile: {exc}", flush=True)
+        return EXIT_USER_ERROR
     if not blocks:
         print("modelfleet profile: nothing to write", flush=True)
         return EXIT_USER_ERROR
@@ -84,6 +83,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote the profile of {', '.join(blocks)} to {project.models_path} (measured_at {date}); "
           f"`modelfleet plan --stack {args.stack}` uses it", flush=True)
     return 0
+
+
+def _measure(plan: FleetPlan, args: argparse.Namespace, project, date: str, workdir: Path) -> dict[str, dict]:
+    if args.llm:
+        from .profile_llm import measure_llm
+
+        return measure_llm(plan, args, project, date, workdir)
+    from .profile_triton import measure_triton
+
+    return measure_triton(plan, args, project, date, workdir)
 
 
 def _date(text: str | None) -> str:
