@@ -28,6 +28,7 @@ from pydantic import (
 
 from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, ArchitecturePreset
+from .request_size import REQUEST_SIZE_FIX, request_size_problem
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import CpuProfileSpec, Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype
@@ -173,7 +174,11 @@ class ClassicModelSpec(Frozen):
     framework: Framework
     artifact: TritonArtifact  # s3:// directory holding the version folders
     size: SizeSpec
-    inputs: Annotated[tuple[TensorSpec, ...], Field(**LIST, min_length=1, max_length=256)]
+    # One request (batch 1) must fit what Triton accepts over HTTP: spec/request_size.py says why 64 MiB.
+    inputs: Annotated[tuple[TensorSpec, ...], Field(
+        **LIST, min_length=1, max_length=256,
+        description="the model's input tensors; one request's inputs (batch 1, -1 dimensions at 1 element) take at "
+                    "most 64 MiB, what Triton accepts in one HTTP request (--http-max-input-size's default)")]
     outputs: Annotated[tuple[TensorSpec, ...], Field(**LIST, min_length=1, max_length=256)]
     sla: ClassicSlaSpec
     # Deterministic models get Triton's response cache: the same input gives the same output.
@@ -220,6 +225,8 @@ class ClassicModelSpec(Frozen):
         if self.size.params is None and self.size.memory_gib is None:
             raise FieldProblem(("size",), "a classic model's size needs params or memory_gib",
                                "add params (e.g. params: 25M) or memory_gib")
+        if problem := request_size_problem(self.inputs):
+            raise FieldProblem(("inputs",), problem, REQUEST_SIZE_FIX)
         return self
 
 
