@@ -29,6 +29,7 @@ from pydantic import (
 from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, ArchitecturePreset
 from .request_size import REQUEST_SIZE_FIX, request_size_problem
+from .team import Team
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import CpuProfileSpec, Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype
@@ -190,7 +191,7 @@ class ClassicModelSpec(Frozen):
                                            Field(**LIST, min_length=1, max_length=64)]],
                         Field(description="Triton version folders to serve: positive int64 numbers, 1 to 64 of "
                                           "them; default the latest")] = None
-    team: str | None = None
+    team: Team = None  # None: the cost report's and the labels' 'unassigned'
     # Models of one pool share Triton servers only with each other, and the servers are named after it
     # (triton-<pool>); without one, a model is in its instance type's pool (triton-g5-xlarge). A pool of its
     # own costs GPUs that sharing would save: plan shows each server's members.
@@ -339,7 +340,7 @@ class LlmModelSpec(Frozen):
     # passed to vLLM as --quantization. None: a 16-bit checkpoint (size.dtype fp8 then quantizes it while
     # loading). Owned by the compiler's quantization rules (README "Quantized LLMs").
     quantization: Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors"] | None = None
-    team: str | None = None
+    team: Team = None  # None: the cost report's and the labels' 'unassigned'
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)
