@@ -13,7 +13,8 @@ from ..spec.yaml_source import load_yaml
 from . import add_project_arguments, project_from
 
 NAME = "preview"
-HELP = "run the Pulumi program under the SDK's mocks and show what `pulumi up` would create (no AWS, no CLI)"
+HELP = ("run the Pulumi program under the SDK's mocks and show what `pulumi up` would create (no AWS, no CLI); "
+        "with --base, what it would create, update, replace or delete against another branch")
 PLACEHOLDER_TOKEN = "hf_offline_preview_placeholder"  # stands in for the stack's encrypted modelfleet:hfToken
 HF_TOKEN = "modelfleet:hfToken"
 

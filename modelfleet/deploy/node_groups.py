@@ -223,5 +223,5 @@ def protected_changes(groups: Sequence[NodeGroupDeploy], live: Sequence[LiveNode
             messages.append(f"protected node group {name} ({group.name}) would be "
                             f"{'deleted' if target is None else 'replaced'} ({'; '.join(changes)}): `pulumi up` "
                             "would create the new groups and then fail; first run `pulumi state unprotect "
-                            f"'{node_group_urn(env.name, project, name)}'` (README, \"Replacing a protected node group\")")
+                            f"'{node_group_urn(env.name, project, name)}'` (docs/operations/deploying.md, \"Replacing a protected node group\")")
     return messages

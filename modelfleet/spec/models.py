@@ -338,7 +338,7 @@ class LlmModelSpec(Frozen):
     sla: LlmSlaSpec
     # How the checkpoint at `artifact` is already quantized, as its config.json's quantization_config says;
     # passed to vLLM as --quantization. None: a 16-bit checkpoint (size.dtype fp8 then quantizes it while
-    # loading). Owned by the compiler's quantization rules (README "Quantized LLMs").
+    # loading). Owned by the compiler's quantization rules (docs/concepts/decisions.md, "Quantized LLMs").
     quantization: Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors"] | None = None
     team: Team = None  # None: the cost report's and the labels' 'unassigned'
     profile: LlmProfileSpec = LlmProfileSpec()
