@@ -111,3 +111,14 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
     preview = capsys.readouterr().out
     line = next(l for l in preview.splitlines() if l.startswith("dev: "))
     assert line in text
+
+
+def test_the_first_burst_on_a_fresh_server_is_explained():
+    """Defect 15 of #17: a newcomer's first burst got rejections nobody explained. The serving page says what
+    they see without warmup, why, and what Triton's model_warmup changes, and the runbooks point at it."""
+    page = (ROOT / "docs" / "operations" / "serving-locally.md").read_text()
+    section = page[page.index("## The first burst on a fresh server"):page.index("## A typed client")]
+    for fact in ("Request timeout expired", "4 of 100", "8 of 100", "queue timeout", "model_warmup",
+                 "--strict-readiness", "retry"):
+        assert fact in section, fact
+    assert "serving-locally.md#the-first-burst-on-a-fresh-server" in (ROOT / "docs" / "runbooks" / "index.md").read_text()
