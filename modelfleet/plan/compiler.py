@@ -114,7 +114,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
                                                      env.deploy.daemonset_allowance, gpus_per_pod)) / 10)
     _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
-        name=model.name, serving=serving, node_group=group, instance_type=chosen.instance.name, replicas=desired,
+        name=model.name, serving=serving, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=chosen.max_num_seqs, max_model_len=model.sla.max_context_tokens,

@@ -65,7 +65,7 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
     backend, platform = BACKENDS[model.framework]
     capacity = placement.instance.gpu_memory_gib
     return TritonModelPlan(
-        name=model.name, type=model.type, server=server.name, node_group=node_group,
+        name=model.name, type=model.type, team=model.team, server=server.name, node_group=node_group,
         instance_type=placement.instance.name, replicas=server.replicas, gpus_per_replica=1,
         gpu_share=round(max(sizing.gpu_memory_gib / capacity, sizing.gpu_demand / max(server.replicas, 1)), 4),
         weights_gib=round(sizing.weights_gib, 4), gpu_memory_gib=round(sizing.gpu_memory_gib, 4),

@@ -1,6 +1,6 @@
 """Per-model Triton settings derived from the SLA: batching, queue policy, footprint and throughput.
 
-The queue derivation (documented in README "How queue timeouts are derived"):
+The queue derivation (documented in docs/concepts/decisions.md, "How queue timeouts are derived"):
 
     p99 budget L  =  time queued (batching window included)  +  one batch in progress  +  its own batch
     max_batch_size      = the type's default, halved until a full batch runs in <= 0.4 L at the measured rate

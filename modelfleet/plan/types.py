@@ -213,6 +213,7 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
 
 
 class PipelineStepPlan(PlanModel):
@@ -324,6 +325,7 @@ class VllmModelPlan(PlanModel):
     rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
     measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
 
 
 class FleetPlan(PlanModel):

@@ -29,6 +29,8 @@ from pydantic import (
 from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, ArchitecturePreset
 from .profiles import ClassicProfileSpec, GpuModel, LlmProfileSpec  # noqa: F401  (part of this module's API)
+from .request_size import REQUEST_SIZE_FIX, request_size_problem
+from .team import Team
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype
@@ -153,7 +155,11 @@ class ClassicModelSpec(Frozen):
     framework: Framework
     artifact: TritonArtifact  # s3:// directory holding the version folders
     size: SizeSpec
-    inputs: Annotated[tuple[TensorSpec, ...], Field(**LIST, min_length=1, max_length=256)]
+    # One request (batch 1) must fit what Triton accepts over HTTP: spec/request_size.py says why 64 MiB.
+    inputs: Annotated[tuple[TensorSpec, ...], Field(
+        **LIST, min_length=1, max_length=256,
+        description="the model's input tensors; one request's inputs (batch 1, -1 dimensions at 1 element) take at "
+                    "most 64 MiB, what Triton accepts in one HTTP request (--http-max-input-size's default)")]
     outputs: Annotated[tuple[TensorSpec, ...], Field(**LIST, min_length=1, max_length=256)]
     sla: ClassicSlaSpec
     # Deterministic models get Triton's response cache: the same input gives the same output.
@@ -165,7 +171,7 @@ class ClassicModelSpec(Frozen):
                                            Field(**LIST, min_length=1, max_length=64)]],
                         Field(description="Triton version folders to serve: positive int64 numbers, 1 to 64 of "
                                           "them; default the latest")] = None
-    team: str | None = None
+    team: Team = None  # None: the cost report's and the labels' 'unassigned'
     # Models of one pool share Triton servers only with each other, and the servers are named after it
     # (triton-<pool>); without one, a model is in its instance type's pool (triton-g5-xlarge). A pool of its
     # own costs GPUs that sharing would save: plan shows each server's members.
@@ -200,6 +206,8 @@ class ClassicModelSpec(Frozen):
         if self.size.params is None and self.size.memory_gib is None:
             raise FieldProblem(("size",), "a classic model's size needs params or memory_gib",
                                "add params (e.g. params: 25M) or memory_gib")
+        if problem := request_size_problem(self.inputs):
+            raise FieldProblem(("inputs",), problem, REQUEST_SIZE_FIX)
         return self
 
 
@@ -303,9 +311,9 @@ class LlmModelSpec(Frozen):
     sla: LlmSlaSpec
     # How the checkpoint at `artifact` is already quantized, as its config.json's quantization_config says;
     # passed to vLLM as --quantization. None: a 16-bit checkpoint (size.dtype fp8 then quantizes it while
-    # loading). Owned by the compiler's quantization rules (README "Quantized LLMs").
+    # loading). Owned by the compiler's quantization rules (docs/concepts/decisions.md, "Quantized LLMs").
     quantization: Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors"] | None = None
-    team: str | None = None
+    team: Team = None  # None: the cost report's and the labels' 'unassigned'
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)
