@@ -74,6 +74,9 @@ class UnitCost(PlanModel):
     # Set when the replicas serve less than the declared peak: the figure is then priced at what they
     # serve, so it is not the cost of the peak a reviewer may assume.
     shortfall: str | None = None
+    # A Triton model whose speed is not measured: what its capacity (and so its replicas) rests on instead;
+    # None when measured (or for an LLM, whose estimates say their own source).
+    unmeasured: str | None = None
 
 
 class NodeGroupCost(PlanModel):
@@ -385,7 +388,8 @@ def _triton_unit_cost(model: TritonModelPlan, hourly: float) -> UnitCost:
                  "plan: under 0.005/s), so no finite cost per inference")
     return UnitCost(metric="usd_per_1k_inferences", value=_per_unit(hourly, rps * 3600, 1000),
                     basis=f"{rps:g} inferences/s", shortfall=short,
-                    assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g})")
+                    assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g})",
+                    unmeasured=None if model.measured else model.speed_basis)
 
 
 def _per_unit(usd_per_hour: float, units_per_hour: float, scale: float) -> float | None:

@@ -51,7 +51,15 @@ def _unit(unit: UnitCost | None, warn: str = "⚠️") -> str:
     if unit is None:
         return "-"
     short = f" {warn} {unit.shortfall}" if unit.shortfall else ""
-    return f"{_unit_figure(unit)} at {unit.basis}{short}"
+    return f"{_unit_figure(unit)} at {unit.basis}{short}{_unmeasured(unit, warn)}"
+
+
+def _unmeasured(unit: UnitCost | None, warn: str = "⚠️") -> str:
+    """The mark of a model whose speed nobody measured: its replicas (so its cost) rest on an assumption."""
+    if unit is None or unit.unmeasured is None:
+        return ""
+    return (f" {warn} UNMEASURED speed: its replicas rest on an execution budget floored by the datasheet bound, "
+            "not on a profile (`modelfleet profile`)")
 
 
 def _unit_figure(unit: UnitCost) -> str:
@@ -147,6 +155,8 @@ def _model_text(m: ModelCost) -> list[str]:
            f"  {'':28}   {m.serving} on {m.instance_type}: {m.attribution}"]
     if m.unit_cost is not None:
         out.append(f"  {'':28}   throughput: {m.unit_cost.assumption}")
+        if m.unit_cost.unmeasured:
+            out.append(f"  {'':28}   speed: {m.unit_cost.unmeasured}")
         if m.unit_cost.shortfall:
             priced = "" if m.unit_cost.value is None else "; the unit cost is at what they serve"
             out.append(f"  {'':28}   WARNING: {m.unit_cost.shortfall}{priced}")
@@ -172,6 +182,8 @@ def _environment_diff_text(env: EnvironmentDiff) -> list[str]:
         lines += [f"  {'':8} {'':28} {'':>14}  - {r}" for r in change.reasons]
         if change.unit_cost is not None and change.unit_cost.shortfall:
             lines.append(f"  {'':8} {'':28} {'':>14}  WARNING: {change.unit_cost.shortfall}")
+        if change.unit_cost is not None and change.unit_cost.unmeasured:
+            lines.append(f"  {'':8} {'':28} {'':>14}  UNMEASURED: {change.unit_cost.unmeasured}")
     lines += [f"  node group {n}" for n in env.node_groups] + [f"  cluster: {n}" for n in env.cluster]
     lines += [f"  team {t.name}: {_team_side(t.before_usd)} -> {_team_side(t.after_usd)} "
               f"({usd(t.delta_usd, signed=True)})" for t in env.teams]

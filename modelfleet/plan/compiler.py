@@ -14,7 +14,8 @@ from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
 from .kubelet import memory_share_gib
 from .layout import size_node_groups
-from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
+from .llm import LlmCandidate, choose_llm_layout, llm_params, load_sequences, replica_bounds
+from .llm_measured import with_measurement
 from .names import node_group_name, stable_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
@@ -125,6 +126,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
         rollout=None if serving == "triton" else choose_rollout(lo, replica_floor(env, model.sla.availability), chosen.pp,
                                                                  chosen.instance.name))
+    plan = with_measurement(plan, model, chosen.instance.gpu.key, load_sequences(model), index, issues, warnings)
     if serving != "triton":
         return plan, None
     return plan, _triton_llm_server(model, env, plan, warnings, issues, index)

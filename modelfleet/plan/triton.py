@@ -30,8 +30,9 @@ def _warn(model: ClassicModelSpec, assumed: tuple[str, ...], warnings: list[Warn
                                  "a request already in execute() runs to the end even after its client gave up "
                                  "(cancelled it); set handles_cancellation: true once it does"))
     if assumed:
-        warnings.append(Warning_(model=model.name, message="no measured profile, assuming " + ", ".join(assumed)
-                                 + "; measure with perf_analyzer and set profile.*"))
+        warnings.append(Warning_(model=model.name, message="no measured profile applies, assuming " + ", ".join(assumed)
+                                 + "; measure it: `modelfleet profile --stack STACK --url URL` on the GPU "
+                                 "endpoint writes profile.* (or perf_analyzer's figures by hand)"))
 
 
 def _warn_overloaded(model: ClassicModelSpec, demand: float, server: PackedServer, warnings: list[Warning_]) -> None:
@@ -74,6 +75,7 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
         response_cache=_cache(model, server, warnings), versions=model.versions,
         inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),
-        compute_ms=sizing.compute_ms, decisions=(*queueing, *decisions, *((step,) if step else ())),
+        compute_ms=sizing.compute_ms, measured=sizing.measured, speed_basis=sizing.basis,
+        bound_ms=None if sizing.bound is None else round(sizing.bound.ms, 4), decisions=(*queueing, *decisions, *((step,) if step else ())),
         **fields,
     )

@@ -28,10 +28,11 @@ from pydantic import (
 
 from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, ArchitecturePreset
+from .profiles import ClassicProfileSpec, GpuModel, LlmProfileSpec  # noqa: F401  (part of this module's API)
 from .request_size import REQUEST_SIZE_FIX, request_size_problem
 from .team import Team
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
-from .triton_options import CpuProfileSpec, Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
+from .triton_options import Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
@@ -59,7 +60,6 @@ DnsLabel = Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
 CLASSIC_TYPES = ("vision", "nlp", "tabular", "audio", "embedding", "recommender", "other")
 ClassicType = Literal["vision", "nlp", "tabular", "audio", "embedding", "recommender", "other"]
 Framework = Literal["onnx", "tensorrt", "pytorch", "tensorflow", "openvino", "python"]
-GpuModel = Literal["t4", "a10g", "l4", "l40s", "a100", "h100", "h200"]
 
 # ---------------------------------------------------------------------------------------------- shared parts
 class SizeSpec(Frozen):
@@ -128,26 +128,6 @@ class ClassicSlaSpec(Frozen):
                                f"use one of: {', '.join(self.priorities)}" if self.priorities else
                                "declare sla.priorities, or drop default_priority")
         return self
-
-
-class ClassicProfileSpec(Frozen):
-    """Measured figures (perf_analyzer / model_analyzer). Without them the compiler assumes and warns."""
-
-    rps_per_instance: quantity(0.001, MAX_PEAK_RPS, "requests per second one model instance sustains, "
-                                                     "measured; 0.001 to 10,000,000", low_inclusive=True,
-                                optional=True) = None
-    measured_on: GpuModel = "a10g"  # the GPU the figures were taken on; others are scaled by FP16 TFLOPS
-    compute_ms: quantity(0.01, MAX_LATENCY_MS, "p99 time of one full batch's execution in milliseconds, 0.01 "
-                                                "(a few kernel launches) to 600,000", low_inclusive=True,
-                          optional=True) = None
-    gpu_memory_gib: quantity(0.001, 1024, "GPU memory one model instance uses, measured, in GiB; 0.001 to 1,024",
-                              low_inclusive=True, optional=True) = None
-    # The batch size the measurement found most efficient (e.g. a TensorRT engine's optimisation profile):
-    # becomes dynamic_batching.preferred_batch_size when it fits max_batch_size. None: Triton's default.
-    efficient_batch_size: quantity(1, 4096, "the most efficient batch size measured, 1 to 4,096; Triton then "
-                                   "executes a batch of this size as soon as it is formed", low_inclusive=True,
-                                   kind=int, optional=True) = None
-    cpu: Optional[CpuProfileSpec] = None  # measured on a CPU node (KIND_CPU); see triton_options
 
 
 class ClassicOverridesSpec(Frozen):
@@ -295,13 +275,6 @@ class LlmSlaSpec(Frozen):
                                f"exceed max_context_tokens ({self.max_context_tokens})",
                                f"use at most {self.max_context_tokens}, or leave it out")
         return self
-
-
-class LlmProfileSpec(Frozen):
-    # Decode speed one sequence sees; converts peak_output_tokens_per_s into concurrent sequences.
-    # 30 tokens/s is a typical interactive target for a single stream on a data-centre GPU.
-    output_tokens_per_s_per_sequence: quantity(0.1, 10_000, "decode speed one sequence sees, tokens/s, 0.1 to "
-                                                "10,000", low_inclusive=True) = 30.0
 
 
 class LlmOverridesSpec(Frozen):
