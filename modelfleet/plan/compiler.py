@@ -14,7 +14,8 @@ from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
 from .kubelet import memory_share_gib
 from .layout import size_node_groups
-from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
+from .llm import LlmCandidate, choose_llm_layout, llm_params, load_sequences, replica_bounds
+from .llm_measured import with_measurement
 from .names import node_group_name, stable_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
@@ -118,7 +119,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
                                                      env.deploy.daemonset_allowance, gpus_per_pod)) / 10)
     _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
-        name=model.name, serving=serving, node_group=group, instance_type=chosen.instance.name, replicas=desired,
+        name=model.name, serving=serving, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=chosen.max_num_seqs, max_model_len=model.sla.max_context_tokens,
@@ -132,6 +133,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
         rollout=None if serving == "triton" else llm_rollout(model, env, (lo, desired, hi), chosen.pp,
                                                               chosen.instance.name, index, issues, warnings))
+    plan = with_measurement(plan, model, chosen.instance.gpu.key, load_sequences(model), index, issues, warnings)
     if serving != "triton":
         return plan, None
     return plan, _triton_llm_server(model, env, plan, warnings, issues, index)

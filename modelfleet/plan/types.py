@@ -205,6 +205,12 @@ class TritonModelPlan(PlanModel):
     p99_latency_ms: float
     rps_per_instance: float  # on this GPU, after scaling from the measured GPU
     compute_ms: float
+    # Whether compute_ms and rps_per_instance rest on a measured profile that applies to this GPU, and what
+    # they rest on: the measurement (where, when, how scaled), or, UNMEASURED, an execution budget floored
+    # by the datasheet bound (plan/classic_speed.py).
+    measured: bool
+    speed_basis: str
+    bound_ms: float | None  # a full batch's datasheet lower bound on this GPU (None: size given as memory_gib)
     decisions: tuple[Decision, ...]
     availability: float = 99.9  # the SLA's, percent: the canary analysis's error budget
     device: Literal["gpu", "cpu"] = "gpu"  # KIND_GPU or KIND_CPU instances
@@ -215,6 +221,7 @@ class TritonModelPlan(PlanModel):
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
     version_sha256: str | None = None  # the pinned folder's content digest, checked by the pod (spec/versions.py)
     warmup_dims: tuple[tuple[int, ...], ...] = ()  # per input, the warmup request's dims (-1 at its typical size)
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
 
 
 class PipelineStepPlan(PlanModel):
@@ -270,6 +277,25 @@ class TritonServerPlan(PlanModel):
     former_names: tuple[str, ...] = ()
 
 
+class LlmMeasuredPlan(PlanModel):
+    """An LLM's measured profile as the plan reports it (spec/profiles.py), and what the plan made of it
+    (plan/llm_measured.py): checked against the SLA only when ``applies`` (its GPU and tensor-parallel size)."""
+
+    measured_on: str
+    measured_at: str
+    tensor_parallel: int
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    ttft_median_ms: float
+    ttft_p99_ms: float
+    tpot_median_ms: float
+    tpot_p99_ms: float
+    output_tokens_per_s: float
+    applies: bool
+    verdict: str
+
+
 class VllmModelPlan(PlanModel):
     name: str
     serving: Literal["vllm", "triton"] = "vllm"
@@ -310,6 +336,8 @@ class VllmModelPlan(PlanModel):
     p99_ttft_ms: float = 0.0  # the SLA's, for the canary analysis
     tpot_ms: float = 0.0  # the decode speed planned per sequence, as time per output token
     availability: float = 99.9  # the SLA's, percent: the canary analysis's error budget
+    measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
 
 
 class FleetPlan(PlanModel):

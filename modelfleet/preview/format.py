@@ -174,8 +174,9 @@ ORDER = ("pulumi:providers:", "modelfleet:index:ClusterAccess", "modelfleet:inde
          "aws:iam/role:", "aws:iam/rolePolicyAttachment:", "aws:iam/rolePolicy:", "aws:eks/cluster:", "aws:eks/addon:",
          "aws:ec2/", "aws:eks/nodeGroup:", "aws:s3/bucket:", "aws:s3/bucketPublicAccessBlock:", "aws:s3/bucketVersioning:",
          "aws:s3/bucketObjectv2:", "aws:eks/podIdentityAssociation:", "kubernetes:helm.sh/", "kubernetes:")
-KINDS = ("Namespace", "DaemonSet", "Secret", "ServiceAccount", "Deployment", "LeaderWorkerSet", "Service",
-         "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "HorizontalPodAutoscaler")
+KINDS = ("Namespace", "DaemonSet", "Secret", "ServiceAccount", "AnalysisTemplate", "Deployment", "Rollout",
+         "LeaderWorkerSet", "Service", "HTTPRoute", "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor",
+         "HorizontalPodAutoscaler")
 
 
 def _rank(resource: Any, index: int) -> tuple[int, int, str | int]:
@@ -213,7 +214,7 @@ def format_preview(result: Any) -> str:
             f"{kinds['provider']} provider(s) and the stack",
             "offline preview: the real program under Pulumi's mocks, no AWS account, nothing created; as a first "
             "deploy (no node groups running)",
-            f"protected resources are never deleted or replaced by `pulumi up`: see README, \"Replacing a protected "
+            f"protected resources are never deleted or replaced by `pulumi up`: see docs/operations/deploying.md, \"Replacing a protected "
             f"node group\"" if protected else "nothing is protected",
             ""]
     outputs = {k: result.outputs.get(k, "(known after a real deploy)") for k in result.exported}

@@ -9,7 +9,7 @@ workload alone.
 - ``version: 2`` (a Triton model): the version folder ``2/`` of its artifact; Triton loads exactly it
   (``version_policy { specific { versions: 2 } }``) and the pod copies only that folder. Written as
   ``{number: 2, sha256: <64 hex>}`` it also carries the folder's content digest (``modelfleet digest DIR``
-  prints it, see docs/operations.md): the pod refuses to start on any other bytes, so an overwritten folder
+  prints it, see docs/operations/day-two.md): the pod refuses to start on any other bytes, so an overwritten folder
   cannot slip in under the same number.
 - ``revision`` (an LLM): for a Hugging Face id, the 40-hex commit (vLLM ``--revision``; the download and the
   tokenizer read the same commit); for an ``s3://`` artifact, the name of an immutable sub-prefix

@@ -111,12 +111,10 @@ def test_preview_base_names_a_version_bump_and_rolls_that_server_alone(capsys, t
     path.write_text(text.replace(pinned, pinned.replace("version: 1", "version: 2")))
     code, out, _ = preview(capsys, "--stack", "prod", "--models", str(path), "--base", str(ROOT / "models.yaml"))
     assert code == 0
-    changes = out.split("changes against the base", 1)[1].splitlines()
-    assert any(line.strip().startswith("fraud-scorer: version 1 -> 2, rolls triton-g5-xlarge alone as a canary")
-               for line in changes)
-    changed = [line.split()[1:3] for line in changes if line.startswith("  ~ ")]
-    assert changed == [["k8s:Rollout", "rollout-modelfleet-triton-g5-xlarge"]], changes
-    added = [line for line in changes if line.startswith("  + ")]
-    removed = [line for line in changes if line.startswith("  - ")]
-    assert added and all("BucketObjectv2 triton-g5-xlarge-" in line for line in added + removed)
-    assert all("(retained: pods of the old revision still read it)" in line for line in removed)
+    lines = out.splitlines()
+    assert "  fraud-scorer: version 1 -> 2, rolls triton-g5-xlarge alone as a canary 10% -> 100%, 10 min each, " \
+           "gated by its SLA analysis" in lines
+    updated = [line.split()[1:3] for line in lines if line.startswith("  ~ ")]
+    assert updated == [["k8s:Rollout", "modelfleet/triton-g5-xlarge"]], out
+    others = [line for line in lines if line.startswith(("  + ", "  - ", "  +- "))]
+    assert others and all("BucketObjectv2 triton-g5-xlarge-" in line for line in others), others
