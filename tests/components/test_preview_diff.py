@@ -101,14 +101,15 @@ def test_a_bigger_root_volume_rolls_the_nodes(tmp_path, capsys, deploy_settings)
 
 
 def test_removing_a_model_keeps_old_configs_and_rolls_its_servers_pods(tmp_path, capsys):
-    def drop_fraud_scorer(text: str) -> str:
+    # text-embedder: its server stays a canary (fraud-scorer asks for one, #15), so it is the Rollout that rolls
+    def drop_text_embedder(text: str) -> str:
         data = yaml.safe_load(text)
-        data["models"] = [m for m in data["models"] if m["name"] != "fraud-scorer"]
+        data["models"] = [m for m in data["models"] if m["name"] != "text-embedder"]
         return yaml.safe_dump(data, sort_keys=False)
-    out = preview_base(repo_with_change(tmp_path, models_edit=drop_fraud_scorer), capsys)
-    assert "! pods roll: the pod template changes" in out
+    out = preview_base(repo_with_change(tmp_path, models_edit=drop_text_embedder), capsys)
+    assert "~  k8s:Rollout modelfleet/triton-g5-xlarge" in out and "! pods roll: the pod template changes" in out
     assert "! retained: Pulumi forgets it but leaves it in AWS" in out
     deleted = out.split("to delete")[1].split("\n  -  ")[1:]
-    assert any(d.startswith("aws:s3:BucketObjectv2 triton-g5-xlarge-") and "fraud-scorer-config.pbtxt" in d
+    assert any(d.startswith("aws:s3:BucketObjectv2 triton-g5-xlarge-") and "text-embedder-config.pbtxt" in d
                for d in deleted)  # the old revision's config, kept for the pods still reading it
-    assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-g5-xlarge" in out  # fraud-scorer's metric goes
+    assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-g5-xlarge" in out  # text-embedder's metric goes
