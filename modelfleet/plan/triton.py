@@ -75,5 +75,5 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
         inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),
         compute_ms=sizing.compute_ms, decisions=(*queueing, *decisions, *((step,) if step else ())),
-        **fields,
+        availability=model.sla.availability, team=model.team, **fields,
     )

@@ -207,6 +207,10 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    # What the alerts protect and whom they page (render/observability): sla.availability (its default, 99.9,
+    # is the spec's) and the model's team (None: routed by the model label alone).
+    availability: float = 99.9
+    team: str | None = None
 
 
 class PipelineStepPlan(PlanModel):
@@ -233,6 +237,10 @@ class PipelinePlan(PlanModel):
     p99_latency_ms: float
     peak_rps: float
     decisions: tuple[Decision, ...]
+    # A pipeline fails when any step fails, so it promises no more than its least available step (the spec has
+    # no availability of its own); the alerts hold it to that.
+    availability: float = 99.9
+    team: str | None = None
 
 
 class TritonServerPlan(PlanModel):
@@ -298,6 +306,12 @@ class VllmModelPlan(PlanModel):
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
     rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    # The SLA the alerts protect (render/observability): p99 time to first token and (where the language has
+    # it) p99 time per output token; None: no TPOT target, so no TPOT alert.
+    p99_ttft_ms: float
+    p99_tpot_ms: float | None = None
+    availability: float = 99.9
+    team: str | None = None
 
 
 class FleetPlan(PlanModel):
