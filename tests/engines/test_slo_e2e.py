@@ -147,6 +147,11 @@ def test_every_dashboard_query_of_the_server_returns_data(plan, project, prometh
     assert empty == [], f"{len(empty)} of {len(queries)} queries returned nothing"
 
 
+def test_prometheus_evaluates_every_rule_without_error(prometheus, fired) -> None:
+    rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
+    assert rules and [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
+
+
 def test_the_rejections_are_the_ones_the_alert_counted(plan, prometheus, fired) -> None:
     """Prometheus saw the REJECTED failures the client saw as 503 timeouts (same counters as the alert)."""
     _, rounds = fired
