@@ -90,3 +90,25 @@ def test_without_the_sdk_render_names_the_extra(monkeypatch):
     with pytest.raises(Exception) as error:
         grafana.dashboard_builder()
     assert "modelfleet[dashboards]" in str(error.value)
+
+
+@pytest.mark.judge
+def test_the_cluster_panels_answer_from_kube_state_metrics_series(plans, tmp_path):
+    """The panels that read kube-state-metrics (no engine here exports them): evaluated by promtool on
+    kube-state-metrics' series shapes, they count this workload's pods and GPUs and nobody else's."""
+    plan = plans["prod"]
+    server = plan.triton_servers[0].name
+    mine, other = f"{server}-7d9f8c6b5-x2x4z", f"{server}-extra-7d9f8c6b5-x2x4z"
+    ready = [{"series": f'kube_pod_status_ready{{namespace="{plan.namespace}",pod="{pod}",condition="{c}"}}',
+              "values": f"{v}x5"} for pod in (mine, other) for c, v in (("true", 0), ("false", 1))]
+    gpus = [{"series": f'kube_pod_container_resource_requests{{namespace="{plan.namespace}",pod="{pod}",'
+                       f'container="triton",resource="nvidia_com_gpu",unit="integer"}}', "values": "1x5"}
+            for pod in (mine, other)]
+    panels = {p.title: p.queries[0].expr for row in workload_dashboard(plan, plan.triton_servers[0]).rows
+              for p in row.panels if p.queries}
+    tests = [{"expr": panels["Pods not ready"], "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": 1}]},
+             {"expr": panels["GPUs requested"], "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": 1}]}]
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump({"rule_files": [], "tests": [
+        {"interval": "1m", "input_series": ready + gpus, "promql_expr_test": tests}]}))
+    result = promtool.run("test", "rules", str(tmp_path / "test.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
