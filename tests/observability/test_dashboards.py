@@ -112,3 +112,24 @@ def test_the_cluster_panels_answer_from_kube_state_metrics_series(plans, tmp_pat
         {"interval": "1m", "input_series": ready + gpus, "promql_expr_test": tests}]}))
     result = promtool.run("test", "rules", str(tmp_path / "test.yaml"))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_render_writes_the_rules_and_dashboards_of_every_workload_the_same_every_time(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    outputs = []
+    for name in ("a", "b"):
+        run = subprocess.run([sys.executable, "-m", "modelfleet", "--project", str(ROOT), "render", "--stack", "prod",
+                              "--out", str(tmp_path / name)], capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        outputs.append({p.name: p.read_bytes() for p in (tmp_path / name / "kubernetes").iterdir()})
+    assert outputs[0] == outputs[1]
+    for file, text in outputs[0].items():
+        kinds = [(o["kind"], bool(o["metadata"].get("labels", {}).get("grafana_dashboard")))
+                 for o in yaml.safe_load_all(text) if o]
+        dashboards_in_it = kinds.count(("ConfigMap", True))
+        assert dashboards_in_it == 1, file
+        assert kinds.count(("PrometheusRule", False)) == (0 if file == "cluster.yaml" else 1), file

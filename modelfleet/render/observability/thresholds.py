@@ -15,10 +15,12 @@ from ..k8s import vllm as vllm_k8s
 def queue_bound(model: TritonModelPlan) -> int:
     """The queue length past which Triton answers with REJECT: the compiled max_queue_size (each priority
     level's, added up), or what the model's instances drain within its queue timeout, whichever is smaller;
-    0 when neither bounds it (the sequence batcher, decoupled models: no queue policy)."""
+    0 when nothing bounds it (the sequence batcher has no queue policy)."""
+    if model.sequence is not None:
+        return 0
     sizes = [level.max_queue_size for level in model.priority_levels] or [model.max_queue_size]
     bounds = [sum(sizes)] if all(sizes) else []
-    if model.queue_timeout_us and model.sequence is None and not model.decoupled:
+    if model.queue_timeout_us and not model.decoupled:  # a decoupled model's requests take their own time
         bounds.append(math.floor(model.rps_per_instance * model.instance_count * model.queue_timeout_us / 1e6))
     return max(1, min(bounds)) if bounds else 0
 
