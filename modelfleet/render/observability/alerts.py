@@ -231,7 +231,7 @@ def triton_server_groups(plan: FleetPlan, server: TritonServerPlan, scale: int =
                                          else triton_llm_rules(ctx, m))]
     rules += [r for p in pipelines for r in pipeline_rules(ctx, p)]
     rules += workload_rules(ctx, "Triton", (server.min_replicas, server.max_replicas), False,
-                            pod_ready_budget_s(plan, server), f"its models' peak load")
+                            pod_ready_budget_s(plan, server), "its models' peak load")
     return [{"name": f"modelfleet-{server.name}", "rules": rules}]
 
 
