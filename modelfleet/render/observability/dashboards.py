@@ -204,7 +204,7 @@ def _attainment(plan: FleetPlan) -> Row:
 def _plan_table(plan: FleetPlan, cost: FleetCost) -> Panel:
     lines = ["| model | engine | SLA availability | GPUs (min / desired / max) | monthly USD (desired) |",
              "|---|---|---:|---:|---:|"]
-    for item in cost.models:
+    for item in sorted(cost.models, key=lambda m: m.name):
         model = plan.model(item.name)
         usd = "unknown" if item.monthly_usd is None else f"{item.monthly_usd.desired:,.2f}"
         engine = "vLLM" if isinstance(model, VllmModelPlan) and model.serving == "vllm" else "Triton"
