@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import Issue, SpecError
+from ..errors import Issue, MissingExtra
 from ..render.observability.dashboards import Dashboard, Panel
 
 EXTRA = "dashboards"  # pyproject.toml's optional extra holding the SDK
@@ -26,7 +26,7 @@ def dashboard_builder():
     try:
         import grafana_foundation_sdk  # noqa: F401
     except ImportError:
-        raise SpecError([Issue("", 0, 0, "", "rendering dashboards needs grafana-foundation-sdk, which is not "
+        raise MissingExtra([Issue("", 0, 0, "", "rendering dashboards needs grafana-foundation-sdk, which is not "
                                "installed", f"pip install 'modelfleet[{EXTRA}]'")]) from None
     return build_dashboard
 

@@ -87,7 +87,9 @@ def test_without_the_sdk_render_names_the_extra(monkeypatch):
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_sdk)
-    with pytest.raises(Exception) as error:
+    from modelfleet.errors import MissingExtra
+
+    with pytest.raises(MissingExtra) as error:
         grafana.dashboard_builder()
     assert "modelfleet[dashboards]" in str(error.value)
 
