@@ -14,7 +14,8 @@ from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
 from .kubelet import memory_share_gib
 from .layout import size_node_groups
-from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
+from .llm import LlmCandidate, choose_llm_layout, llm_params, load_sequences, replica_bounds
+from .llm_measured import with_measurement
 from .names import node_group_name, stable_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
@@ -113,7 +114,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
                                                      env.deploy.daemonset_allowance, gpus_per_pod)) / 10)
     _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
-        name=model.name, serving=serving, node_group=group, instance_type=chosen.instance.name, replicas=desired,
+        name=model.name, serving=serving, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=chosen.max_num_seqs, max_model_len=model.sla.max_context_tokens,
@@ -123,11 +124,12 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1), image=env.vllm.image,
         decisions=(decision, _precision_decision(chosen)), quantization=precision.quantization_flag,
         checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
-        p99_ttft_ms=model.sla.p99_ttft_ms, availability=model.sla.availability, team=model.team,
+        p99_ttft_ms=model.sla.p99_ttft_ms, availability=model.sla.availability,
         # sla.p99_tpot_ms is being added to the language (issue 13); its alert appears once the field exists
         p99_tpot_ms=getattr(model.sla, "p99_tpot_ms", None),
         rollout=None if serving == "triton" else choose_rollout(lo, replica_floor(env, model.sla.availability), chosen.pp,
                                                                  chosen.instance.name))
+    plan = with_measurement(plan, model, chosen.instance.gpu.key, load_sequences(model), index, issues, warnings)
     if serving != "triton":
         return plan, None
     return plan, _triton_llm_server(model, env, plan, warnings, issues, index)

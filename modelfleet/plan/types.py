@@ -200,6 +200,12 @@ class TritonModelPlan(PlanModel):
     p99_latency_ms: float
     rps_per_instance: float  # on this GPU, after scaling from the measured GPU
     compute_ms: float
+    # Whether compute_ms and rps_per_instance rest on a measured profile that applies to this GPU, and what
+    # they rest on: the measurement (where, when, how scaled), or, UNMEASURED, an execution budget floored
+    # by the datasheet bound (plan/classic_speed.py).
+    measured: bool
+    speed_basis: str
+    bound_ms: float | None  # a full batch's datasheet lower bound on this GPU (None: size given as memory_gib)
     decisions: tuple[Decision, ...]
     device: Literal["gpu", "cpu"] = "gpu"  # KIND_GPU or KIND_CPU instances
     priority_levels: tuple[PriorityLevelPlan, ...] = ()  # highest first; empty: one queue
@@ -207,10 +213,9 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
-    # What the alerts protect and whom they page (render/observability): sla.availability (its default, 99.9,
-    # is the spec's) and the model's team (None: routed by the model label alone).
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
+    # What the alerts protect (render/observability): sla.availability (its default, 99.9, is the spec's).
     availability: float = 99.9
-    team: str | None = None
 
 
 class PipelineStepPlan(PlanModel):
@@ -270,6 +275,25 @@ class TritonServerPlan(PlanModel):
     former_names: tuple[str, ...] = ()
 
 
+class LlmMeasuredPlan(PlanModel):
+    """An LLM's measured profile as the plan reports it (spec/profiles.py), and what the plan made of it
+    (plan/llm_measured.py): checked against the SLA only when ``applies`` (its GPU and tensor-parallel size)."""
+
+    measured_on: str
+    measured_at: str
+    tensor_parallel: int
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    ttft_median_ms: float
+    ttft_p99_ms: float
+    tpot_median_ms: float
+    tpot_p99_ms: float
+    output_tokens_per_s: float
+    applies: bool
+    verdict: str
+
+
 class VllmModelPlan(PlanModel):
     name: str
     serving: Literal["vllm", "triton"] = "vllm"
@@ -306,12 +330,13 @@ class VllmModelPlan(PlanModel):
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
     rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
     # The SLA the alerts protect (render/observability): p99 time to first token and (where the language has
     # it) p99 time per output token; None: no TPOT target, so no TPOT alert.
     p99_ttft_ms: float
     p99_tpot_ms: float | None = None
-    availability: float = 99.9
-    team: str | None = None
+    availability: float = 99.9  # sla.availability (the spec's default)
 
 
 class FleetPlan(PlanModel):

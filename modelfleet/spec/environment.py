@@ -111,7 +111,7 @@ class TritonSettings(EnvFrozen):
     target_utilization: _bounded(0.1, 1.0, "fraction of measured capacity planned for, above 0.1, at most 1",
                                  low_inclusive=False) = 0.7
     # Off by default: tracing needs a collector the cluster may not run, and costs every traced request an
-    # export (docs/observability.md "Tracing").
+    # export (docs/operations/observability.md "Tracing").
     tracing: TritonTracingSettings | None = None
 
 
@@ -176,10 +176,10 @@ class DeploySettings(EnvFrozen):
 
 
 class ObservabilitySettings(EnvFrozen):
-    """Where the generated alerts point people (docs/observability.md)."""
+    """Where the generated alerts point people (docs/operations/observability.md)."""
 
     # The published docs site's base URL (its runbooks page is <url>/runbooks/); None: alerts carry the
-    # runbook's path in the repository (docs/runbooks.md#<alert>), which a reader of the rule can still follow.
+    # runbook's path in the repository (docs/runbooks/alerts.md#<alert>), which a reader of the rule can still follow.
     docs_url: Annotated[str, Field(pattern=r"^https?://[^\s#?]+$", max_length=2048)] | None = None
 
 

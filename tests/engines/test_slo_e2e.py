@@ -44,7 +44,7 @@ from tests.observability.prometheus_server import LocalPrometheus, ScrapeTarget 
 pytestmark = pytest.mark.engine
 
 MODEL = "image-preprocessor"
-SCALE = 60  # an hour of the rules' windows is a minute here (docs/observability.md "Testing the alerts")
+SCALE = 60  # an hour of the rules' windows is a minute here (docs/operations/observability.md "Testing the alerts")
 ALERT = "TritonErrorBudgetBurnFast"
 OVERLOAD, MAX_RATE_RPS, ROUND_S = 3.0, 1000.0, 2.0
 FIRING_DEADLINE_S = 120.0  # rounds of overload until the alert fires; it took under 10 s here

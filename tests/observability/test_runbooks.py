@@ -1,5 +1,5 @@
-"""Every alert has its runbook: a section of docs/runbooks.md whose anchor its runbook_url names, and a row in
-docs/observability.md's table."""
+"""Every alert has its runbook: a section of docs/runbooks/alerts.md whose anchor its runbook_url names, and a row
+in docs/operations/observability.md's table."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from modelfleet.render.observability import rule_groups
 from modelfleet.render.observability.catalogue import KINDS, runbook_url
 from tests.conftest import ROOT, STACKS
 
-RUNBOOKS = (ROOT / "docs" / "runbooks.md").read_text()
-OVERVIEW = (ROOT / "docs" / "observability.md").read_text()
+RUNBOOKS = (ROOT / "docs" / "runbooks" / "alerts.md").read_text()
+OVERVIEW = (ROOT / "docs" / "operations" / "observability.md").read_text()
 
 
 def test_every_alert_kind_has_a_runbook_section_and_a_row():
     sections = re.findall(r"^## (\S+)$", RUNBOOKS, re.M)
     assert sections == [k.name for k in KINDS]
     for kind in KINDS:
-        assert f"[{kind.name}](runbooks.md#{kind.anchor})" in OVERVIEW, kind.name
+        assert f"[{kind.name}](../runbooks/alerts.md#{kind.anchor})" in OVERVIEW, kind.name
         body = RUNBOOKS.split(f"## {kind.name}\n", 1)[1].split("\n## ", 1)[0]
         assert "**What it means.**" in body and "**What to do.**" in body, kind.name
 
@@ -34,4 +34,4 @@ def test_every_generated_alert_links_its_runbook(plans):
 
 def test_a_published_site_gets_absolute_links():
     assert runbook_url("VllmKvCacheNearFull", "https://docs.example.com/modelfleet/") == (
-        "https://docs.example.com/modelfleet/runbooks/#vllmkvcachenearfull")
+        "https://docs.example.com/modelfleet/runbooks/alerts/#vllmkvcachenearfull")

@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
 from ...cost.fleet import FleetCost
+from ...plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
+from ...plan.teams import workload_team
 from ...plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from ...spec.environment import DeploySettings
 from ..fleet import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
+from .common import with_team
 from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
 from .triton import model_repository_prefix, render_triton_manifests, repository_files, repository_objects
 from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
@@ -67,7 +69,7 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories
         groups[workload.name] += _observability(plan, workload, docs_url, dashboards)
     if dashboards is not None and cost is not None:
         groups[CLUSTER].append(fleet_config_map(plan, cost, dashboards))
-    return groups
+    return {name: [with_team(o, workload_team(plan, name)) for o in objects] for name, objects in groups.items()}
 
 
 def _observability(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan, docs_url: str | None,

@@ -74,7 +74,7 @@ GRAFANA_SIDECAR = {"enabled": True, "label": "grafana_dashboard", "labelValue": 
 def prometheus_stack_values() -> dict[str, Any]:
     """The operator, its CRDs and one Prometheus that scrapes every ServiceMonitor and evaluates every
     PrometheusRule (not only those with the chart's release label); Alertmanager for the SLO alerts (its
-    receivers are the platform team's: docs/observability.md); Grafana with the dashboard sidecar. Grafana's
+    receivers are the platform team's: docs/operations/observability.md); Grafana with the dashboard sidecar. Grafana's
     admin password is left to the chart to generate (the kube-prometheus-stack default is a published one)."""
     return {"fullnameOverride": "kube-prometheus-stack",
             "grafana": {"enabled": True, "adminPassword": "", "sidecar": {"dashboards": GRAFANA_SIDECAR}},

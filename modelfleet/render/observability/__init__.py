@@ -1,5 +1,5 @@
 """Observability compiled from the SLAs: a PrometheusRule per workload and Grafana dashboards as ConfigMaps
-for the dashboard sidecar, beside each workload's other objects (docs/observability.md).
+for the dashboard sidecar, beside each workload's other objects (docs/operations/observability.md).
 
 The rules are plain data built here. The dashboards are described here (dashboards.py) and turned into
 Grafana's JSON by a builder the caller injects (``modelfleet.grafana.build_dashboard``, which uses
@@ -40,7 +40,7 @@ def rule_groups(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan, sca
 
 def prometheus_rule(plan: FleetPlan, name: str, groups: list[dict[str, Any]]) -> dict[str, Any]:
     """The prometheus-operator object for a workload's rules (a created cluster's Prometheus selects every
-    PrometheusRule; docs/observability.md says what a joined cluster's must select)."""
+    PrometheusRule; docs/operations/observability.md says what a joined cluster's must select)."""
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
             "metadata": c.metadata(name, plan, RULES_COMPONENT), "spec": {"groups": groups}}
 
@@ -54,8 +54,8 @@ def workload_dashboard(plan: FleetPlan, workload: TritonServerPlan | VllmModelPl
 def dashboard_config_map(plan: FleetPlan, dashboard: Dashboard, build: DashboardBuilder) -> dict[str, Any]:
     """The dashboard's JSON (one line, keys sorted: the same bytes every render) in a ConfigMap the sidecar
     picks up."""
-    meta = c.metadata(f"{dashboard.workload}-dashboard" if dashboard.workload != "cluster" else "modelfleet-fleet-dashboard",
-                      plan, DASHBOARD_COMPONENT, {FOLDER_ANNOTATION: FOLDER})
+    name = "modelfleet-fleet-dashboard" if dashboard.workload == "cluster" else f"{dashboard.workload}-dashboard"
+    meta = c.metadata(name, plan, DASHBOARD_COMPONENT, {FOLDER_ANNOTATION: FOLDER})
     meta["labels"] = {**meta["labels"], **DASHBOARD_LABEL}
     text = json.dumps(build(dashboard), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {f"{dashboard.uid}.json": text}}

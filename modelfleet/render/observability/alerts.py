@@ -1,7 +1,7 @@
 """Alerting rules from the SLA: one rule group per workload (a Triton server, a vLLM model), as the
 prometheus-operator's PrometheusRule applies it and as a plain rules file (``promtool check rules``).
 
-What fires, per model (catalogue.py names them; docs/runbooks.md says what to do):
+What fires, per model (catalogue.py names them; docs/runbooks/alerts.md says what to do):
 
 - the error budget burning fast (1 h and 5 min above 14.4x: page) or steadily (6 h and 30 min above 6x:
   ticket), REJECTED counting against it (slo_queries.py has the arithmetic);
@@ -133,7 +133,8 @@ def _triton_latency(ctx: RuleContext, target: q.Target, name: str, team: str | N
 
 
 def _cache_drop(ctx: RuleContext, target: q.Target, model: TritonModelPlan) -> Rule:
-    now, trailing = q.triton_cache_hit_ratio(target, ctx.window("1h")), q.triton_cache_hit_ratio(target, ctx.window("1d"))
+    now = q.triton_cache_hit_ratio(target, ctx.window("1h"))
+    trailing = q.triton_cache_hit_ratio(target, ctx.window("1d"))
     return ctx.rule(
         "TritonResponseCacheHitRateDrop", f"{now} < {CACHE_DROP:g} * {trailing} and {trailing} > {CACHE_FLOOR:g}",
         "30m", _labels(model.name, model.team, "ticket", "saturation"),
@@ -189,9 +190,9 @@ def _vllm_saturation(ctx: RuleContext, target: q.Target, model: VllmModelPlan) -
         ctx.rule("VllmKvCacheNearFull", f"{q.vllm_kv_cache_usage(target)} > {KV_CACHE_FULL:g}", "5m",
                  _labels(model.name, model.team, "ticket", "saturation"),
                  f"{model.name}: KV cache {{{{ $value | humanizePercentage }}}} full",
-                 f"A replica of {model.name} has used over {KV_CACHE_FULL:.0%} of its KV cache ({model.kv_cache_tokens:,} "
-                 f"tokens, sized for sla.max_context_tokens = {model.max_model_len:,}) for 5 minutes: vLLM preempts "
-                 f"sequences, which then recompute their prompts, and TTFT (SLA {model.p99_ttft_ms:g} ms) grows."),
+                 f"A replica of {model.name} has used over {KV_CACHE_FULL:.0%} of its KV cache "
+                 f"({model.kv_cache_tokens:,} tokens, sized for sla.max_context_tokens = {model.max_model_len:,}) "
+                 f"for 5 minutes: vLLM preempts sequences, which then recompute their prompts, and TTFT (SLA {model.p99_ttft_ms:g} ms) grows."),
     ]
 
 

@@ -1,6 +1,6 @@
 """Every alert modelfleet generates: its name, severity, what it protects, and where its runbook is.
 
-One entry per alert name, whatever the workload: docs/runbooks.md has a section per entry (a test holds the
+One entry per alert name, whatever the workload: docs/runbooks/alerts.md has a section per entry (a test holds the
 two together), and each rule's ``runbook_url`` points at that section.
 """
 
@@ -11,7 +11,7 @@ from typing import Literal
 
 Engine = Literal["triton", "vllm"]
 PAGE, TICKET = "page", "ticket"
-RUNBOOKS_PAGE = "runbooks"  # docs/runbooks.md
+RUNBOOKS_PAGE = "runbooks/alerts"  # docs/runbooks/alerts.md
 
 
 @dataclass(frozen=True)
