@@ -76,6 +76,6 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
         inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),
         compute_ms=sizing.compute_ms, measured=sizing.measured, speed_basis=sizing.basis,
-        bound_ms=None if sizing.bound is None else round(sizing.bound.ms, 4), decisions=(*queueing, *decisions, *((step,) if step else ())),
-        **fields,
+        bound_ms=None if sizing.bound is None else round(sizing.bound.ms, 4),
+        decisions=(*queueing, *decisions, *((step,) if step else ())), availability=model.sla.availability, **fields,
     )

@@ -214,6 +214,8 @@ class TritonModelPlan(PlanModel):
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
     team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
+    # What the alerts protect (render/observability): sla.availability (its default, 99.9, is the spec's).
+    availability: float = 99.9
 
 
 class PipelineStepPlan(PlanModel):
@@ -240,6 +242,10 @@ class PipelinePlan(PlanModel):
     p99_latency_ms: float
     peak_rps: float
     decisions: tuple[Decision, ...]
+    # A pipeline fails when any step fails, so it promises no more than its least available step (the spec has
+    # no availability of its own); the alerts hold it to that.
+    availability: float = 99.9
+    team: str | None = None
 
 
 class TritonServerPlan(PlanModel):
@@ -326,6 +332,11 @@ class VllmModelPlan(PlanModel):
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
     measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
     team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
+    # The SLA the alerts protect (render/observability): p99 time to first token and (where the language has
+    # it) p99 time per output token; None: no TPOT target, so no TPOT alert.
+    p99_ttft_ms: float
+    p99_tpot_ms: float | None = None
+    availability: float = 99.9  # sla.availability (the spec's default)
 
 
 class FleetPlan(PlanModel):

@@ -168,7 +168,8 @@ ORDER = ("pulumi:providers:", "modelfleet:index:ClusterAccess", "modelfleet:inde
          "aws:ec2/", "aws:eks/nodeGroup:", "aws:s3/bucket:", "aws:s3/bucketPublicAccessBlock:", "aws:s3/bucketVersioning:",
          "aws:s3/bucketObjectv2:", "aws:eks/podIdentityAssociation:", "kubernetes:helm.sh/", "kubernetes:")
 KINDS = ("Namespace", "DaemonSet", "Secret", "ServiceAccount", "Deployment", "LeaderWorkerSet", "Service",
-         "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "HorizontalPodAutoscaler")
+         "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "HorizontalPodAutoscaler", "PrometheusRule",
+         "ConfigMap")
 
 
 def _rank(resource: Any, index: int) -> tuple[int, int, str | int]:

@@ -22,11 +22,14 @@ from modelfleet.render.k8s.triton import REPOSITORY_DIGEST, shm_bytes
 from tests.components.mocked import k8s_objects
 from tests.conftest import STACKS
 
-CRD_KINDS = {"ServiceMonitor", "LeaderWorkerSet"}  # not in kubernetes-validate's built-in schemas
+CRD_KINDS = {"ServiceMonitor", "LeaderWorkerSet", "PrometheusRule"}  # not in kubernetes-validate's built-in schemas
 
 
 def rendered_objects(project, stack: str) -> list[dict]:
-    files = project.rendered(stack)[1]
+    """What ``render`` writes: dashboards included (the program builds them too)."""
+    from modelfleet.grafana import build_dashboard
+
+    files = project.rendered(stack, dashboards=build_dashboard)[1]
     return [o for name, text in sorted(files.items()) if name.startswith("kubernetes/") for o in yaml.safe_load_all(text)]
 
 

@@ -189,7 +189,9 @@ def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes
     cost, preview = comment.split("<!-- modelfleet-preview -->")
     assert cost.startswith("<!-- modelfleet-cost -->")  # one comment: the cost first, then the resources
     assert "### Offline preview: what `pulumi up` would change against `origin/main`" in preview
-    assert "| prod | 8 | 2 | 0 | 0 | 0 | 63 |" in preview  # created, updated, replaced, deleted, node rolls
+    # created, updated, replaced, deleted, node rolls, unchanged: the new model's objects with its PrometheusRule and
+    # dashboard; the fleet overview dashboard updated (it lists every model)
+    assert "| prod | 10 | 3 | 0 | 0 | 0 | 71 |" in preview
     assert "| ➕ | k8s:Deployment `modelfleet/llama-3-1-70b-support` | created |" in preview
     assert ("| 🔄 | aws:eks:NodeGroup `gpu-g6e-12xlarge-od` | `scalingConfig.maxSize: 7 -> 11`; "
             "`scalingConfig.minSize: 2 -> 4`;") in preview
