@@ -306,6 +306,12 @@ STACK_CASES = [
     ("graviton-system-nodes", stack_edit("modelfleet:capacityType: spot",
                                          "modelfleet:cluster: {systemInstanceType: m7g.large}"), 3,
      "config.modelfleet:cluster.systemInstanceType", "arm64"),
+    ("tracing-rate-not-one-in-n", stack_edit("modelfleet:capacityType: spot", "modelfleet:triton: {tracing: "
+                                             "{collectorUrl: 'http://otel:4318/v1/traces', samplingRate: 0.3}}"), 3,
+     "config.modelfleet:triton.tracing.samplingRate", "one in 3"),
+    ("tracing-without-collector", stack_edit("modelfleet:capacityType: spot",
+                                             "modelfleet:triton: {tracing: {samplingRate: 0.01}}"), 3,
+     "config.modelfleet:triton.tracing.collectorUrl", "collector"),
 ]
 
 

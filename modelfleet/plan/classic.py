@@ -11,7 +11,7 @@ from ..spec.environment import EnvironmentSpec
 from ..spec.models import ClassicModelSpec
 from ..spec.pipelines import PipelineSpec
 from .bounds import elsewhere
-from .engine_args import triton_server_args
+from .engine_args import server_observability, triton_server_args
 from .instances import InstanceCatalogue
 from .names import node_group_name
 from .packing import PYTHON_SHM_BYTES, ClassicPlacement, pack_on
@@ -77,7 +77,9 @@ def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], en
             memory_request_gib=packed.memory_request_gib,
             # the flag is one stub's arena; python_shm_bytes counts every stub's
             args=triton_server_args(env.triton.exit_timeout_secs, packed.cache_size_bytes,
-                                    PYTHON_SHM_BYTES if packed.python_shm_bytes else 0),
+                                    PYTHON_SHM_BYTES if packed.python_shm_bytes else 0,
+                                    server_observability(env, packed.name, decoupled=any(
+                                        chosen.specs[n].streaming for n in packed.models))),
             image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision,
             former_names=() if packed.former_name == packed.name else (packed.former_name,),
             rollout=workload_rollout([resolve_rollout(own[n].rollout, env) for n in packed.models], env,

@@ -168,7 +168,7 @@ def pipeline_plan(pipeline: PipelineSpec, index: int, models: dict[str, TritonMo
                         instance_type=first.instance_type, max_batch_size=min(batches),
                         inputs=tensors(pipeline.inputs), outputs=tensors(pipeline.outputs), steps=plans,
                         p99_latency_ms=pipeline.sla.p99_latency_ms, peak_rps=pipeline.sla.peak_rps,
-                        decisions=decisions)
+                        decisions=decisions, availability=min(s.availability for s in steps), team=pipeline.team)
 
 
 def _tensor_of(pipeline: PipelineSpec, reference: str) -> str:

@@ -212,7 +212,6 @@ class TritonModelPlan(PlanModel):
     speed_basis: str
     bound_ms: float | None  # a full batch's datasheet lower bound on this GPU (None: size given as memory_gib)
     decisions: tuple[Decision, ...]
-    availability: float = 99.9  # the SLA's, percent: the canary analysis's error budget
     device: Literal["gpu", "cpu"] = "gpu"  # KIND_GPU or KIND_CPU instances
     priority_levels: tuple[PriorityLevelPlan, ...] = ()  # highest first; empty: one queue
     default_priority_level: int = 0  # the level of a request that names none (0 when there are no levels)
@@ -222,6 +221,8 @@ class TritonModelPlan(PlanModel):
     version_sha256: str | None = None  # the pinned folder's content digest, checked by the pod (spec/versions.py)
     warmup_dims: tuple[tuple[int, ...], ...] = ()  # per input, the warmup request's dims (-1 at its typical size)
     team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
+    # What the alerts protect (render/observability): sla.availability (its default, 99.9, is the spec's).
+    availability: float = 99.9
 
 
 class PipelineStepPlan(PlanModel):
@@ -248,6 +249,10 @@ class PipelinePlan(PlanModel):
     p99_latency_ms: float
     peak_rps: float
     decisions: tuple[Decision, ...]
+    # A pipeline fails when any step fails, so it promises no more than its least available step (the spec has
+    # no availability of its own); the alerts hold it to that.
+    availability: float = 99.9
+    team: str | None = None
 
 
 class TritonServerPlan(PlanModel):
@@ -333,11 +338,14 @@ class VllmModelPlan(PlanModel):
     rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
     revision: str | None = None  # the pinned checkpoint: a Hub commit, or the s3:// sub-prefix (in artifact)
-    p99_ttft_ms: float = 0.0  # the SLA's, for the canary analysis
-    tpot_ms: float = 0.0  # the decode speed planned per sequence, as time per output token
-    availability: float = 99.9  # the SLA's, percent: the canary analysis's error budget
+    tpot_ms: float = 0.0  # the decode speed planned per sequence, as time per output token (canary analysis)
     measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
     team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
+    # The SLA the alerts protect (render/observability): p99 time to first token and (where the language has
+    # it) p99 time per output token; None: no TPOT target, so no TPOT alert.
+    p99_ttft_ms: float
+    p99_tpot_ms: float | None = None
+    availability: float = 99.9  # sla.availability (the spec's default)
 
 
 class FleetPlan(PlanModel):

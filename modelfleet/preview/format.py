@@ -176,7 +176,7 @@ ORDER = ("pulumi:providers:", "modelfleet:index:ClusterAccess", "modelfleet:inde
          "aws:s3/bucketObjectv2:", "aws:eks/podIdentityAssociation:", "kubernetes:helm.sh/", "kubernetes:")
 KINDS = ("Namespace", "DaemonSet", "Secret", "ServiceAccount", "AnalysisTemplate", "Deployment", "Rollout",
          "LeaderWorkerSet", "Service", "HTTPRoute", "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor",
-         "HorizontalPodAutoscaler")
+         "HorizontalPodAutoscaler", "PrometheusRule", "ConfigMap")
 
 
 def _rank(resource: Any, index: int) -> tuple[int, int, str | int]:

@@ -39,7 +39,8 @@ from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
 # One response cache in this machine's RAM: enough for thousands of small answers, never the plan's GiBs.
 LOCAL_CACHE_CAP_BYTES = 256 * 1024**2
 # Flags of the compiled command line that a local server sets itself (LocalTritonServer: loopback, free ports).
-LOCAL_OWNED_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=", "--cache-config=")
+LOCAL_OWNED_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=", "--cache-config=",
+                     "--trace-config=")  # the stack's tracing exports to the cluster's collector
 
 Source = Literal["artifact", "onnx-runner", "synthetic", "ensemble"]
 # The file each backend loads from a version folder (Triton's default_model_filename), see REFERENCE.md.
@@ -134,6 +135,8 @@ def local_server_args(servers: tuple[TritonServerPlan, ...], caching: bool,
     for server in servers:
         args += [a for a in server.args[1:] if not a.startswith(LOCAL_OWNED_FLAGS) and a not in args]
     notes = []
+    if any(a.startswith("--trace-config=") for server in servers for a in server.args):
+        notes.append("OpenTelemetry tracing (modelfleet:triton.tracing): off here, its collector is the cluster's")
     planned = max((s.cache_size_bytes for s in servers), default=0)
     if caching and planned > 0:
         size = min(planned, cache_cap_bytes)

@@ -72,6 +72,35 @@ class ReplicaPolicy(EnvFrozen):
     ha3_availability: Annotated[float, Field(ge=90.0, lt=100.0, description="percent, at least 90, below 100")] = 99.99
 
 
+class TritonTracingSettings(EnvFrozen):
+    """Triton's OpenTelemetry tracing (``--trace-config mode=opentelemetry``): spans of sampled requests
+    (HTTP/gRPC receive, queue, compute, send; level TIMESTAMPS) exported over OTLP/HTTP to a collector."""
+
+    # The collector's OTLP/HTTP traces endpoint, as Triton's exporter takes it (scheme optional).
+    collector_url: Annotated[str, Field(pattern=r"^(https?://)?[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s,]*)?$",
+                                        max_length=2048, description="OTLP/HTTP traces endpoint of the collector, "
+                                        "e.g. http://otel-collector.observability:4318/v1/traces")]
+    # One request in a thousand: enough spans to see where time goes at production rates, a small fraction
+    # of the exporter's work (every traced request costs its spans' serialisation and an HTTP export).
+    sampling_rate: Annotated[float, AfterValidator(lambda rate: _one_in_n(rate)), Field(
+        gt=0.0, le=1.0, description="fraction of requests traced, above 0, at most 1; Triton samples one request "
+                                    "in N, so it must be 1/N (0.001 = one in 1,000)")] = 0.001
+
+    @property
+    def one_in(self) -> int:
+        """Triton's ``rate``: one request in this many is traced."""
+        return round(1 / self.sampling_rate)
+
+
+def _one_in_n(rate: float) -> float:
+    """Triton's sampling is "one in N": a rate that is not 1/N (0.3) would silently become another one."""
+    if abs(1 / rate - round(1 / rate)) > 1e-3 * (1 / rate):
+        raise FieldProblem((), f"{rate:g} is not one request in a whole number of requests (1/{1 / rate:.4g}): "
+                               "Triton samples one request in N",
+                           f"use 1/N, e.g. {1 / round(1 / rate):.6g} (one in {round(1 / rate):,})")
+    return rate
+
+
 class TritonSettings(EnvFrozen):
     # pinned: config semantics change between releases; the release whose config schema renders the configs
     image: str = TRITON_IMAGE
@@ -82,6 +111,9 @@ class TritonSettings(EnvFrozen):
     # Compute is planned at this fraction of measured capacity, leaving headroom for bursts.
     target_utilization: _bounded(0.1, 1.0, "fraction of measured capacity planned for, above 0.1, at most 1",
                                  low_inclusive=False) = 0.7
+    # Off by default: tracing needs a collector the cluster may not run, and costs every traced request an
+    # export (docs/operations/observability.md "Tracing").
+    tracing: TritonTracingSettings | None = None
 
 
 class VllmSettings(EnvFrozen):
@@ -142,6 +174,14 @@ class DeploySettings(EnvFrozen):
     # AL2023 NVIDIA nodes need NVIDIA's device plugin; false when the cluster already runs one (the GPU Operator
     # or NVIDIA's own chart), so that no node gets two plugins registering the same GPUs.
     install_device_plugin: bool = True
+
+
+class ObservabilitySettings(EnvFrozen):
+    """Where the generated alerts point people (docs/operations/observability.md)."""
+
+    # The published docs site's base URL (its runbooks page is <url>/runbooks/); None: alerts carry the
+    # runbook's path in the repository (docs/runbooks/alerts.md#<alert>), which a reader of the rule can still follow.
+    docs_url: Annotated[str, Field(pattern=r"^https?://[^\s#?]+$", max_length=2048)] | None = None
 
 
 class CostSettings(EnvFrozen):
@@ -212,6 +252,7 @@ class EnvironmentSpec(EnvFrozen):
     # destroy` or a replacing change then stops instead of deleting them. Off by default (dev stacks come
     # and go); prod sets it.
     protect: bool = False
+    observability: ObservabilitySettings = ObservabilitySettings()
     cost: CostSettings = CostSettings()
     budget: BudgetSettings | None = None  # None: no budget for this environment
     policies: PolicySettings = PolicySettings()

@@ -23,11 +23,14 @@ from tests.components.mocked import k8s_objects
 from tests.conftest import STACKS
 
 # not in kubernetes-validate's built-in schemas (tests/hardening/test_judges.py validates them against the CRDs)
-CRD_KINDS = {"ServiceMonitor", "LeaderWorkerSet", "Rollout", "AnalysisTemplate", "HTTPRoute"}
+CRD_KINDS = {"ServiceMonitor", "LeaderWorkerSet", "PrometheusRule", "Rollout", "AnalysisTemplate", "HTTPRoute"}
 
 
 def rendered_objects(project, stack: str) -> list[dict]:
-    files = project.rendered(stack)[1]
+    """What ``render`` writes: dashboards included (the program builds them too)."""
+    from modelfleet.grafana import build_dashboard
+
+    files = project.rendered(stack, dashboards=build_dashboard)[1]
     return [o for name, text in sorted(files.items()) if name.startswith("kubernetes/") for o in yaml.safe_load_all(text)]
 
 

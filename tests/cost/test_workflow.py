@@ -189,8 +189,10 @@ def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes
     cost, preview = comment.split("<!-- modelfleet-preview -->")
     assert cost.startswith("<!-- modelfleet-cost -->")  # one comment: the cost first, then the resources
     assert "### Offline preview: what `pulumi up` would change against `origin/main`" in preview
-    # created, updated, replaced, deleted, node rolls, unchanged (65: the two canaries' AnalysisTemplates, #15)
-    assert "| prod | 8 | 2 | 0 | 0 | 0 | 65 |" in preview
+    # created, updated, replaced, deleted, node rolls, unchanged: the new model's objects with its PrometheusRule and
+    # dashboard; the fleet overview dashboard updated (it lists every model); 73 unchanged: the two canaries'
+    # AnalysisTemplates too (#15)
+    assert "| prod | 10 | 3 | 0 | 0 | 0 | 73 |" in preview
     assert "| ➕ | k8s:Deployment `modelfleet/llama-3-1-70b-support` | created |" in preview
     assert ("| 🔄 | aws:eks:NodeGroup `gpu-g6e-12xlarge-od` | `scalingConfig.maxSize: 7 -> 11`; "
             "`scalingConfig.minSize: 2 -> 4`;") in preview
