@@ -127,7 +127,8 @@ def capacity_rps(model) -> float:
 
 def overload(server, model, levels: dict[str, int] | None) -> dict[str, list]:
     """3x the model's capacity for SECONDS, 20% interactive / 80% batch in a fixed random order; the samples
-    by class. ``levels``: the priority each class sends (None: no priority, the FIFO control)."""
+    by class. ``levels``: the priority each class sends, as the generated client maps its ``priority=`` names
+    (None: no priority, the FIFO control)."""
     rate = OVERLOAD * capacity_rps(model)
     count = int(rate * SECONDS)
     order = random.Random(14).choices(["interactive", "batch"], [INTERACTIVE_SHARE, 1 - INTERACTIVE_SHARE], k=count)
@@ -149,10 +150,13 @@ def rejected(samples: list) -> float:
 
 @pytest.fixture(scope="module")
 def overloaded(features, plan):
-    server, _ = features
+    """The levels each class sends are the generated client's (``Ranker.priorities``, what ``request(...,
+    priority=name)`` puts in ``Request.options``), so the proof covers the client's mapping too."""
+    server, client_module = features
     ranker, fifo = plan.model("ranker"), plan.model("ranker-fifo")
-    levels = {level.name: level.level for level in ranker.priority_levels}
-    return overload(server, ranker, levels), overload(server, fifo, None)
+    request = client_module.Ranker.request(np.zeros((1, 4), np.float32), priority="interactive")
+    assert request.options == {"priority": 1}  # the tightest class is Triton's level 1
+    return overload(server, ranker, dict(client_module.Ranker.priorities)), overload(server, fifo, None)
 
 
 def test_under_overload_the_low_priority_is_rejected_first(overloaded, plan) -> None:
@@ -166,6 +170,16 @@ def test_under_overload_the_low_priority_is_rejected_first(overloaded, plan) -> 
     assert interactive <= 0.2 * batch, (interactive, batch)
     assert control[0] >= 0.5 * control[1], control  # without levels the interactive class is shed like batch
     assert interactive <= 0.2 * control[0], (interactive, control)
+
+
+def test_the_low_priority_is_shed_before_any_high_priority_request(overloaded) -> None:
+    """First in the order the load arrives: as the overload builds, the first requests refused are batch
+    ones, and an interactive request (if any is refused at all) only after batch shedding began."""
+    prioritised, _ = overloaded
+    first = {kind: min((s.due_s for s in samples if s.outcome == TIMEOUT), default=None)
+             for kind, samples in prioritised.items()}
+    assert first["batch"] is not None, first
+    assert first["interactive"] is None or first["interactive"] > first["batch"], first
 
 
 def test_the_high_prioritys_accepted_p99_stays_within_its_sla(overloaded, plan) -> None:
@@ -234,3 +248,35 @@ def test_a_streaming_model_returns_several_responses_to_one_request(features) ->
     finally:
         client.close()
     assert [model.decode(r).token.tolist() for r in responses] == [[[t]] for t in range(6)]
+
+
+def test_a_streaming_models_sla_is_its_first_response(features, plan) -> None:
+    """The compiled SLA (queue timeout = p99 - 2 x compute_ms) bounds the time to the first response, not to the
+    last: a stream several times longer than the p99 is answered in full, its first response within the p99."""
+    server, client_module = features
+    model, compiled = client_module.TokenStreamer, plan.model("token-streamer")
+    tokens = 40  # 5 ms apart (the model's TOKEN_INTERVAL_S): a 200 ms stream for a 100 ms p99
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    arrivals: list[float] = []
+    done = threading.Event()
+
+    def on_response(result, error) -> None:
+        assert error is None, error
+        arrivals.append(time.monotonic())
+        if result.get_response().parameters["triton_final_response"].bool_param:
+            done.set()
+
+    try:
+        client.start_stream(callback=on_response)
+        request = model.request(np.array([[tokens]], np.int32), protocol=grpcclient)
+        sent = time.monotonic()
+        client.async_stream_infer(request.model_name, request.inputs, outputs=request.outputs,
+                                  enable_empty_final_response=True, **request.options)
+        assert done.wait(30)
+    finally:
+        client.stop_stream()
+        client.close()
+    first_ms, last_ms = (arrivals[0] - sent) * 1000, (arrivals[-1] - sent) * 1000
+    assert len(arrivals) == tokens + 1  # every token, then the empty final response
+    assert first_ms <= compiled.p99_latency_ms, first_ms
+    assert last_ms > 1.5 * compiled.p99_latency_ms, last_ms  # the whole stream is longer, and was not cut
