@@ -290,9 +290,8 @@ def _workload_costs(plan: FleetPlan, groups: Mapping[str, NodeGroupCost]) -> dic
 
 def _model_cost(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan,
                 workloads: Mapping[str, tuple[MonthlyUsd | None, str]], loads: Mapping[str, LlmLoad]) -> ModelCost:
-    if isinstance(model, TritonModelPlan) or model.serving == "triton":
-        server = plan.server(model.server) if isinstance(model, TritonModelPlan) else next(
-            s for s in plan.triton_servers if model.name in s.models)
+    if isinstance(model, TritonModelPlan):
+        server = plan.server(model.server)
         fraction, split = _server_fraction(model.name, server.models, plan)
         gpus = tuple(server.gpus_per_replica * r for r in (server.min_replicas, server.replicas, server.max_replicas))
         whole, held = workloads[server.name]

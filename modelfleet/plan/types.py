@@ -264,7 +264,7 @@ class TritonServerPlan(PlanModel):
 
 class VllmModelPlan(PlanModel):
     name: str
-    serving: Literal["vllm", "triton"] = "vllm"
+    serving: Literal["vllm"] = "vllm"  # vLLM's own server (Triton's vLLM backend is refused: spec/models.py)
     type: str = "llm"
     node_group: str
     instance_type: str
@@ -296,7 +296,7 @@ class VllmModelPlan(PlanModel):
     decisions: tuple[Decision, ...]
     quantization: str | None = None  # vLLM --quantization: the checkpoint's format, or online fp8
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
-    rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
+    rollout: RolloutPlan | None = None  # always set by the compiler (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
 
 

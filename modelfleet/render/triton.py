@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..plan.types import TensorPlan, TritonModelPlan, VllmModelPlan
+from ..plan.types import TensorPlan, TritonModelPlan
 from .sequences import sequence_batching
 
 
@@ -64,28 +62,6 @@ def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
     else:
         config.version_policy.latest.num_versions = 1
     return config
-
-
-def vllm_backend_config(plan: VllmModelPlan) -> mc.ModelConfig:
-    """Triton's vLLM backend: no batching dims, decoupled streaming, one KIND_MODEL instance."""
-    config = mc.ModelConfig(name=plan.name, backend="vllm", max_batch_size=0)
-    config.model_transaction_policy.decoupled = True
-    config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_MODEL, count=1)
-    config.version_policy.latest.num_versions = 1
-    return config
-
-
-def vllm_backend_model_json(plan: VllmModelPlan) -> str:
-    """``1/model.json``: the same engine settings as the vllm serve arguments, as vLLM engine args."""
-    engine = {
-        "model": plan.artifact, "served_model_name": plan.name, "tensor_parallel_size": plan.tensor_parallel_size,
-        "max_model_len": plan.max_model_len, "max_num_seqs": plan.max_num_seqs,
-        "gpu_memory_utilization": plan.gpu_memory_utilization, "dtype": plan.args[plan.args.index("--dtype") + 1],
-        "kv_cache_dtype": plan.kv_cache_dtype, "enable_prefix_caching": "--enable-prefix-caching" in plan.args,
-    }
-    if plan.quantization:
-        engine["quantization"] = plan.quantization
-    return json.dumps(engine, indent=2, sort_keys=True) + "\n"
 
 
 def render_config(config: mc.ModelConfig) -> str:

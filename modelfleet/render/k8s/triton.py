@@ -174,11 +174,9 @@ def autoscaling_metrics(server: TritonServerPlan, plan: FleetPlan) -> list[dict[
     metrics = []
     for name in server.models:
         model = plan.model(name)
-        if isinstance(model, TritonModelPlan):
-            drained = model.rps_per_instance * model.instance_count * model.queue_timeout_us / 1e6
-            metrics.append(c.pods_metric(PENDING_METRIC, math.floor(drained / 2), {"model": name}))
-        else:  # an LLM on Triton's vLLM backend: a quarter of its batch waiting, as for vLLM itself
-            metrics.append(c.pods_metric(PENDING_METRIC, model.max_num_seqs // 4, {"model": name}))
+        assert isinstance(model, TritonModelPlan)  # LLMs are served by vLLM's own Deployment
+        drained = model.rps_per_instance * model.instance_count * model.queue_timeout_us / 1e6
+        metrics.append(c.pods_metric(PENDING_METRIC, math.floor(drained / 2), {"model": name}))
     return metrics
 
 
