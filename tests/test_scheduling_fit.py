@@ -203,16 +203,17 @@ def check_fleet_fits(plan: FleetPlan, deploy: DeploySettings) -> None:
         free = group.allocatable.model_copy()
         allowance = group.daemonset_allowance
         gpus = int(_request(spec, "nvidia.com/gpu"))
-        share = gpus / group.gpus_per_node
+        slots = gpus if group.device == "gpu" else 1  # a KIND_CPU server's pod holds its whole CPU node
+        share = slots / group.pod_slots
         assert _request(spec, "cpu") <= (free.cpu - allowance.cpu) * share + 1e-6, (name, group.name)
         assert _request(spec, "memory") <= (free.memory_gib - allowance.memory_gib) * share + 0.01, (name, group.name)
-        assert _request(spec, "ephemeral-storage") * group.gpus_per_node / gpus <= (
+        assert _request(spec, "ephemeral-storage") * group.pod_slots / slots <= (
             free.ephemeral_storage_gib - allowance.ephemeral_storage_gib), (name, group.name)
-        gpus_at_max[group.name] = gpus_at_max.get(group.name, 0) + pods * gpus
+        gpus_at_max[group.name] = gpus_at_max.get(group.name, 0) + pods * slots
         if size > 1:  # a multi-node replica: its group is one node group per zone, each for whole replicas
             assert group.zonal and all(z.max_size % size == 0 for z in group.zonal), name
     for group in plan.node_groups:
-        assert group.max_size * group.gpus_per_node >= gpus_at_max.get(group.name, 0), group.name
+        assert group.max_size * group.pod_slots >= gpus_at_max.get(group.name, 0), group.name
     for objects in manifests.values():
         for budget in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
             assert budget["spec"].get("maxUnavailable", 0) >= 1

@@ -141,15 +141,27 @@ def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidat
 def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: list[TritonServerPlan],
                  llms: list[VllmModelPlan]) -> tuple[NodeGroupPlan, ...]:
     """One node group per instance type: nodes for min, desired and max (plus surge) replicas of what lands
-    there, and its zones (layout.py). Disks, allocatable and requests come once the plan exists."""
-    gpus = {i: catalogue.instances[i].gpus for i in {*(s.instance_type for s in servers), *(p.instance_type for p in llms)}}
+    there, and its zones (layout.py). Disks, allocatable and requests come once the plan exists. A CPU type's
+    group holds KIND_CPU servers, one pod per node."""
+    types = {*(s.instance_type for s in servers), *(p.instance_type for p in llms)}
+    slots = {i: catalogue.instances[i].gpus if i in catalogue.instances else 1 for i in types}
     groups = []
-    for instance_type, layout in size_node_groups(servers, llms, gpus, env.availability_zones).items():
-        inst = catalogue.instances[instance_type]
+    for instance_type, layout in size_node_groups(servers, llms, slots, env.availability_zones).items():
         groups.append(NodeGroupPlan.model_construct(
-            name=node_group_name(instance_type, env.capacity_type), instance_type=instance_type,
             capacity_type=env.capacity_type, min_size=layout.sizes["min"], desired_size=layout.sizes["desired"],
-            max_size=layout.sizes["max"], gpus_per_node=inst.gpus, gpu_memory_gib=inst.gpu_memory_gib,
-            gpu_model=inst.gpu.name, vcpu=inst.vcpu, ram_gib=inst.ram_gib, zones=layout.zones, zonal=layout.zonal,
-            zone_reason=layout.zone_reason, workloads=tuple(layout.workloads)))
+            max_size=layout.sizes["max"], zones=layout.zones, zonal=layout.zonal, zone_reason=layout.zone_reason,
+            workloads=tuple(layout.workloads), **_hardware(catalogue, instance_type, env.capacity_type)))
     return tuple(groups)
+
+
+def _hardware(catalogue: InstanceCatalogue, instance_type: str, capacity_type: str) -> dict:
+    """A node group's name and hardware fields: a GPU type's, or a CPU type's (no GPU, its processor)."""
+    gpu = catalogue.instances.get(instance_type)
+    if gpu is not None:
+        return {"name": node_group_name(instance_type, capacity_type), "instance_type": instance_type,
+                "gpus_per_node": gpu.gpus, "gpu_memory_gib": gpu.gpu_memory_gib, "gpu_model": gpu.gpu.name,
+                "vcpu": gpu.vcpu, "ram_gib": gpu.ram_gib, "device": "gpu", "processor": ""}
+    cpu = catalogue.cpu_instances[instance_type]
+    return {"name": node_group_name(instance_type, capacity_type, cpu=True), "instance_type": instance_type,
+            "gpus_per_node": 0, "gpu_memory_gib": 0.0, "gpu_model": "", "vcpu": cpu.vcpu, "ram_gib": cpu.ram_gib,
+            "device": "cpu", "processor": cpu.processor.name}

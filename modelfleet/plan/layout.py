@@ -56,7 +56,7 @@ def _workloads(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> di
     for s in servers:
         levels = {"min": s.min_replicas, "desired": s.replicas, "max": s.max_replicas + surge_replicas(s.rollout)}
         by_type.setdefault(s.instance_type, []).append(
-            (s.name, _Workload(s.gpus_per_replica, 1, levels, s.min_replicas if s.spread_zones else 1)))
+            (s.name, _Workload(s.slots_per_replica, 1, levels, s.min_replicas if s.spread_zones else 1)))
     for p in llms:
         levels = {"min": p.min_replicas, "desired": p.replicas, "max": p.max_replicas + surge_replicas(p.rollout)}
         by_type.setdefault(p.instance_type, []).append(
@@ -98,7 +98,8 @@ def _zonal(workloads: list[_Workload], gpus_per_node: int, zones: tuple[str, ...
 
 def size_node_groups(servers: list[TritonServerPlan], llms: list[VllmModelPlan], gpus_per_node: dict[str, int],
                      zone_count: int) -> dict[str, GroupSizes]:
-    """Instance type -> its node group's sizes and zones."""
+    """Instance type -> its node group's sizes and zones. ``gpus_per_node``: each type's pod slots (its GPUs;
+    1 for a CPU type, whose node holds one KIND_CPU server pod)."""
     zones = zone_names(zone_count)
     out = {}
     for instance_type, named in sorted(_workloads(servers, llms).items()):

@@ -144,6 +144,16 @@ class NodeGroupPlan(PlanModel):
     daemonset_allowance: NodeResourcesPlan  # per node, kept free for DaemonSets (deploy.daemonsetAllowance)
     requested: NodeResourcesPlan  # the busiest node at HPA max plus surge, serving images included (fit.py)
     workloads: tuple[str, ...]  # Triton servers and vLLM models placed here
+    # gpu: GPU nodes (tainted, the NVIDIA AMI); cpu: CPU-only nodes of KIND_CPU Triton servers, one server pod per
+    # node (gpus_per_node and gpu_memory_gib are 0, gpu_model empty; processor names the CPU).
+    device: Literal["gpu", "cpu"] = "gpu"
+    processor: str = ""
+
+    @property
+    def pod_slots(self) -> int:
+        """Pods of one GPU each a node holds (its GPUs), or, on a CPU node, its one Triton server pod: what the
+        node counts and fit checks divide a node by."""
+        return self.gpus_per_node if self.device == "gpu" else 1
 
     @property
     def root_volume(self) -> VolumePlan:
@@ -207,6 +217,12 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    # KIND_CPU: the vCPUs its instances keep busy in each replica (instance_count x vcpu_per_instance), which
+    # its backend's thread count is set to per instance; 0 on a GPU.
+    cpu_cores: int = 0
+    # On a CPU: what placing it on the GPUs instead would add to the stack, USD per hour at the ranking prices
+    # (plan/devices.py); None on a GPU, or when no GPU placement meets its SLA. The cost preview's saving.
+    gpu_placement_usd_per_hour: float | None = None
 
 
 class PipelineStepPlan(PlanModel):
@@ -260,6 +276,12 @@ class TritonServerPlan(PlanModel):
     # Names it had under earlier naming schemes (triton-<anchor model>): the Pulumi program aliases them, so a
     # deployed stack's resources carry over.
     former_names: tuple[str, ...] = ()
+    device: Literal["gpu", "cpu"] = "gpu"  # cpu: KIND_CPU instances, a whole CPU node per replica (gpus_per_replica 0)
+
+    @property
+    def slots_per_replica(self) -> int:
+        """What one replica's pod holds of its node: its GPUs, or the whole CPU node (one slot)."""
+        return self.gpus_per_replica if self.device == "gpu" else 1
 
 
 class VllmModelPlan(PlanModel):

@@ -38,6 +38,19 @@ def _dynamic_batching(config: mc.ModelConfig, plan: TritonModelPlan) -> None:
     _queue_policy(batching.default_queue_policy, default.queue_timeout_us, default.max_queue_size)
 
 
+# The backend parameter that bounds one instance's intra-op threads (onnxruntime_backend and pytorch_backend
+# READMEs); a python model's threads are its model.py's own. Left unset, each instance would start a thread per
+# core of the node, and the KIND_CPU instances would contend for every core.
+THREAD_PARAMETERS = {"onnxruntime": "intra_op_thread_count", "pytorch": "INTRA_OP_THREAD_COUNT"}
+
+
+def _cpu_threads(config: mc.ModelConfig, plan: TritonModelPlan) -> None:
+    """A KIND_CPU instance's share of the server's cores (cpu_cores / instance_count) as its thread count."""
+    key = THREAD_PARAMETERS.get(plan.backend)
+    if plan.device == "cpu" and key is not None:
+        config.parameters[key].string_value = str(plan.cpu_cores // plan.instance_count)
+
+
 def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
     """The ModelConfig message: batching (dynamic, with its REJECT queue policies, or by sequence), cache,
     instances (KIND_GPU or KIND_CPU), decoupled responses, versions."""
@@ -50,6 +63,7 @@ def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
         _tensor(config.output.add(), tensor)
     kind = mc.ModelInstanceGroup.KIND_CPU if plan.device == "cpu" else mc.ModelInstanceGroup.KIND_GPU
     config.instance_group.add(kind=kind, count=plan.instance_count)
+    _cpu_threads(config, plan)
     if plan.sequence is not None:
         sequence_batching(config, plan.sequence)
     else:

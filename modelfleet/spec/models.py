@@ -192,7 +192,8 @@ class ClassicModelSpec(Frozen):
     pool: Annotated[Optional[DnsLabel], Field(description="Triton server pool: models of a pool share servers "
                                                           "only with each other; servers are named triton-<pool>")] = None
     # gpu or cpu (KIND_CPU on a CPU node group). None: a GPU, except a tabular or python model with a
-    # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA.
+    # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA
+    # (plan/devices.py). cpu takes an onnx, pytorch or python model (triton_options.CPU_FRAMEWORKS).
     device: Optional[Device] = None
     stateful: Optional[StatefulSpec] = None  # Triton's sequence batcher (triton_options.StatefulSpec)
     # A python-backend model that sends several responses per request (decoupled); its SLA is the first one.

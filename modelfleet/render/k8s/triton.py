@@ -132,7 +132,8 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
     assert server.pod is not None  # the compiler sets every workload's pod
     pod: dict[str, Any] = {
         "serviceAccountName": server.name, "automountServiceAccountToken": False,
-        "securityContext": c.pod_security(TRITON_UID), **c.gpu_placement(group.instance_type, group.capacity_type),
+        "securityContext": c.pod_security(TRITON_UID),
+        **(c.cpu_placement if server.device == "cpu" else c.gpu_placement)(group.instance_type, group.capacity_type),
         "initContainers": [_init_container(sync_script(bucket, server, plan, revision), aws_cli_image, plan.region,
                                            server.pod)],
         "containers": [_container(server, plan, server.pod)],
