@@ -46,6 +46,8 @@ def format_plan(plan: FleetPlan) -> str:
         if s.decision.reason not in explained:
             explained.add(s.decision.reason)
             lines += _decision_lines(s.decision, "    ")
+        if s.rate_limiter is not None:
+            lines.append(f"    {s.rate_limiter.choice}: {s.rate_limiter.reason}")
     if plan.pipelines:
         lines += ["", "pipelines (Triton ensembles):"]
     for p in plan.pipelines:

@@ -17,6 +17,8 @@ from .cpu_classic import compile_cpu
 from .devices import choose_devices
 from .packing import PYTHON_SHM_BYTES, ClassicPlacement, gpu_placements, pack_on
 from .pipelines import binding_pipelines, budget_decision, pipeline_plan, size_on, step_decision
+from .rate_limiter import SERVER_FLAGS as RATE_LIMIT_FLAGS
+from .rate_limiter import rate_limit
 from .rollout import choose_rollout, replica_floor
 from .triton import Where, triton_model_plan
 from .triton_policy import EXECUTIONS_IN_WORST_CASE, check_budget, within_budget
@@ -81,12 +83,15 @@ def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: 
     own, pipes_list = {m.name: m for _, m in classic}, list(pipes)
     binding = binding_pipelines(pipelines, chosen.specs, chosen.budgets)
     where = Where(chosen.instance.name, chosen.instance.gpu_memory_gib, group)
+    overridden = {n for n, m in own.items() if m.overrides.queue_timeout_us is not None}
     for packed in chosen.servers:
-        plans += [triton_model_plan(chosen.specs[n], index[n], packed, chosen.sizings[n], where, issues, warnings,
-                                    binding.get(n), _extra(chosen_devices.get(n),
-                                                           step_decision(own[n], chosen.specs[n], pipes_list,
-                                                                         chosen.budgets)))
-                  for n in packed.models]
+        members, limiter = rate_limit([
+            triton_model_plan(chosen.specs[n], index[n], packed, chosen.sizings[n], where, issues, warnings,
+                              binding.get(n), _extra(chosen_devices.get(n), step_decision(
+                                  own[n], chosen.specs[n], pipes_list, chosen.budgets)))
+            for n in packed.models], overridden)
+        plans += members
+        flags = RATE_LIMIT_FLAGS if any(m.rate_limiter_priority for m in members) else ()
         servers.append(TritonServerPlan(
             name=packed.name, node_group=group, instance_type=chosen.instance.name, replicas=packed.replicas,
             min_replicas=packed.min_replicas, max_replicas=packed.max_replicas, spread_zones=packed.spread_zones,
@@ -95,8 +100,8 @@ def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: 
             memory_request_gib=packed.memory_request_gib,
             # the flag is one stub's arena; python_shm_bytes counts every stub's
             args=triton_server_args(env.triton.exit_timeout_secs, packed.cache_size_bytes,
-                                    PYTHON_SHM_BYTES if packed.python_shm_bytes else 0),
-            image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision,
+                                    PYTHON_SHM_BYTES if packed.python_shm_bytes else 0) + flags,
+            image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision, rate_limiter=limiter,
             former_names=() if packed.former_name == packed.name else (packed.former_name,),
             rollout=choose_rollout(packed.min_replicas,
                                    replica_floor(env, max(own[n].sla.availability for n in packed.models)),

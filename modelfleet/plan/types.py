@@ -223,6 +223,8 @@ class TritonModelPlan(PlanModel):
     # On a CPU: what placing it on the GPUs instead would add to the stack, USD per hour at the ranking prices
     # (plan/devices.py); None on a GPU, or when no GPU placement meets its SLA. The cost preview's saving.
     gpu_placement_usd_per_hour: float | None = None
+    # Its instances' rate-limiter priority on a shared GPU (1 = picked first; plan/rate_limiter.py); 0: none.
+    rate_limiter_priority: int = 0
 
 
 class PipelineStepPlan(PlanModel):
@@ -277,6 +279,9 @@ class TritonServerPlan(PlanModel):
     # deployed stack's resources carry over.
     former_names: tuple[str, ...] = ()
     device: Literal["gpu", "cpu"] = "gpu"  # cpu: KIND_CPU instances, a whole CPU node per replica (gpus_per_replica 0)
+    # Whether its models' batches run one at a time on the GPU (Triton's rate limiter), and why; None: one model
+    # on its GPU (or a CPU server, whose cores are split between its instances), nothing to contend with.
+    rate_limiter: Decision | None = None
 
     @property
     def slots_per_replica(self) -> int:

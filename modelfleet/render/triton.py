@@ -5,6 +5,7 @@ from __future__ import annotations
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from ..plan.rate_limiter import RESOURCE as RATE_LIMIT_RESOURCE
 from ..plan.types import TensorPlan, TritonModelPlan
 from .sequences import sequence_batching
 
@@ -62,7 +63,10 @@ def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
     for tensor in plan.outputs:
         _tensor(config.output.add(), tensor)
     kind = mc.ModelInstanceGroup.KIND_CPU if plan.device == "cpu" else mc.ModelInstanceGroup.KIND_GPU
-    config.instance_group.add(kind=kind, count=plan.instance_count)
+    group = config.instance_group.add(kind=kind, count=plan.instance_count)
+    if plan.rate_limiter_priority:  # one batch at a time on the shared GPU (plan/rate_limiter.py)
+        group.rate_limiter.resources.add(name=RATE_LIMIT_RESOURCE, count=1)
+        group.rate_limiter.priority = plan.rate_limiter_priority
     _cpu_threads(config, plan)
     if plan.sequence is not None:
         sequence_batching(config, plan.sequence)
