@@ -85,11 +85,24 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
                 f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
                 f"max_num_seqs {m.max_num_seqs}, max_model_len {m.max_model_len}, KV {m.kv_cache_gib:.0f} GiB")
     out = [head]
+    if isinstance(m, TritonModelPlan):
+        out.append(f"      speed: a full batch {m.compute_ms:g} ms, {m.rps_per_instance:g} req/s per instance; "
+                   f"{m.speed_basis}")
+    if isinstance(m, VllmModelPlan) and m.measured is not None:
+        out.append(_measured_line(m))
     if isinstance(m, VllmModelPlan) and m.rollout is not None:
         out.append(f"      rollout: {m.rollout.reason}")
     for d in m.decisions:
         out += _decision_lines(d, "      ")
     return out
+
+
+def _measured_line(m: VllmModelPlan) -> str:
+    p = m.measured
+    return (f"      measured ({p.measured_on} tp={p.tensor_parallel}, {p.measured_at}; {p.concurrency} sequences, "
+            f"{p.input_tokens} in / {p.output_tokens} out): TTFT median {p.ttft_median_ms:g} / p99 {p.ttft_p99_ms:g} ms, "
+            f"TPOT median {p.tpot_median_ms:g} / p99 {p.tpot_p99_ms:g} ms, {p.output_tokens_per_s:g} tokens/s; "
+            f"{p.verdict}")
 
 
 def gpu_amount(share: float) -> str:

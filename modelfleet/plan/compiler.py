@@ -14,7 +14,8 @@ from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
 from .kubelet import memory_share_gib
 from .layout import size_node_groups
-from .llm import LlmCandidate, choose_llm_layout, llm_params, replica_bounds
+from .llm import LlmCandidate, choose_llm_layout, llm_params, load_sequences, replica_bounds
+from .llm_measured import with_measurement
 from .names import node_group_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
@@ -49,7 +50,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
-        vllm_plans.append(_vllm_plan(model, env, *chosen, warnings=warnings))
+        vllm_plans.append(_vllm_plan(model, env, *chosen, warnings=warnings, issues=issues, index=index))
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
     triton_models, servers, pipeline_plans = compile_classic(classic, pipelines, env, catalogue, issues, warnings,
@@ -86,7 +87,7 @@ def gpus_in_use(llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
 
 
 def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, decision: Decision, *,
-               warnings: list[Warning_]) -> VllmModelPlan:
+               warnings: list[Warning_], issues: list[Issue], index: int) -> VllmModelPlan:
     lo, desired, hi = replica_bounds(model, env, chosen.max_num_seqs)
     gpus_per_pod, precision = chosen.tp, chosen.precision
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
@@ -105,8 +106,8 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
                     math.floor(10 * memory_share_gib(chosen.instance, env.deploy.ami_type,
                                                      env.deploy.daemonset_allowance, gpus_per_pod)) / 10)
     _llm_warnings(model, env, chosen, warnings)
-    return VllmModelPlan(
-        name=model.name, node_group=group, instance_type=chosen.instance.name, replicas=desired,
+    plan = VllmModelPlan(
+        name=model.name, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=chosen.max_num_seqs, max_model_len=model.sla.max_context_tokens,
@@ -117,6 +118,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         decisions=(decision, _precision_decision(chosen)), quantization=precision.quantization_flag,
         checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
         rollout=choose_rollout(lo, replica_floor(env, model.sla.availability), chosen.pp, chosen.instance.name))
+    return with_measurement(plan, model, chosen.instance.gpu.key, load_sequences(model), index, issues, warnings)
 
 
 def _precision_decision(chosen: LlmCandidate) -> Decision:

@@ -148,8 +148,9 @@ def _server(name: str, members: list[ClassicModelSpec], figures: Mapping[str, Cp
     floors = {m.name: min_instances(m, figures[m.name]) for m in members}
     least = sum(floors[n] * figures[n].vcpu_per_instance for n in names)
     if least > cores:
-        return Rejection(instance.name, f"{', '.join(names)} need {least} vCPUs per replica for their fewest "
-                                        f"instances, more than the {cores} a {instance.name} server pod has")
+        who = f"{names[0]} needs" if len(names) == 1 else f"{', '.join(names)} need"
+        return Rejection(instance.name, f"{who} {least} vCPU(s) per replica for the fewest instances, more than "
+                                        f"the {cores} a {instance.name} server pod has")
     specs = {m.name: m for m in members}
     one = {m.name: cpu_sizing(m, figures[m.name], 1, 1, env.triton.target_utilization) for m in members}
     if _host_gib(floors, specs, one)[0] > room:

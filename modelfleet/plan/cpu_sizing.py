@@ -23,17 +23,10 @@ from dataclasses import dataclass
 
 from ..spec.models import ClassicModelSpec
 from .instances import CpuType, InstanceCatalogue
+from .classic_speed import ASSUMED_BATCH_FILL, EXECUTION_BUDGET_FRACTION
+from .classic_speed import _batch_within_budget as batch_within_budget
 from .sequences import sequence_instances
-from .triton_policy import (
-    ASSUMED_BATCH_FILL,
-    ASSUMED_COMPUTE_FRACTION,
-    DEFAULT_MAX_BATCH,
-    ClassicSizing,
-    instance_memory_gib,
-    model_weights_gib,
-    queue_policy,
-)
-from .triton_policy import _batch_within_budget as batch_within_budget
+from .triton_policy import DEFAULT_MAX_BATCH, ClassicSizing, instance_memory_gib, model_weights_gib, queue_policy
 
 # KIND_CPU instances of one model in one server replica, at most: one per vCPU of a 64-vCPU node (the largest
 # type the catalogue lists); beyond, a replica more is the better unit.
@@ -49,6 +42,7 @@ class CpuFigures:
     max_batch_size: int
     vcpu_per_instance: int
     assumed: tuple[str, ...]
+    basis: str  # what the figures rest on, in one phrase (the plan's speed_basis)
     first_response_ms: float | None = None  # streaming: a full batch to its first responses (triton_policy)
 
 
@@ -65,12 +59,15 @@ def cpu_figures(model: ClassicModelSpec, processor: CpuType, catalogue: Instance
         DEFAULT_MAX_BATCH[model.type])
     profile = model.profile.cpu
     if profile is None:
-        compute = model.sla.p99_latency_ms * ASSUMED_COMPUTE_FRACTION
+        compute = model.sla.p99_latency_ms * EXECUTION_BUDGET_FRACTION
         rps = max(batch, 1) * ASSUMED_BATCH_FILL / (compute / 1000.0)
-        return CpuFigures(rps, compute, batch, 1, (f"compute_ms={compute:g} on the CPU ({ASSUMED_COMPUTE_FRACTION:.0%} "
-                                                   f"of p99)", f"rps_per_instance={rps:g} on the CPU (half-full "
-                                                   f"batches)", "vcpu_per_instance=1"),
-                          compute if model.streaming else None)
+        return CpuFigures(rps, compute, batch, 1, (f"compute_ms={compute:g} on the CPU (an execution budget: "
+                                                   f"{EXECUTION_BUDGET_FRACTION:.0%} of p99)",
+                                                   f"rps_per_instance={rps:g} on the CPU (half-full batches)",
+                                                   "vcpu_per_instance=1"),
+                          f"UNMEASURED on a CPU (no profile.cpu): a full batch of {max(batch, 1)} is given an "
+                          f"execution budget of {compute:g} ms ({EXECUTION_BUDGET_FRACTION:.0%} of the p99), not a "
+                          "measurement", compute if model.streaming else None)
     measured = measured_processor(model, catalogue)
     if measured is None:
         return (f"profile.cpu.measured_on {profile.measured_on!r} is not a CPU family of the instance catalogue "
@@ -82,7 +79,8 @@ def cpu_figures(model: ClassicModelSpec, processor: CpuType, catalogue: Instance
         batch = batch_within_budget(batch, profile.rps_per_instance, model.sla.p99_latency_ms)
     compute = max(profile.compute_ms, round(1000.0 * max(batch, 1) / profile.rps_per_instance, 3))
     return CpuFigures(profile.rps_per_instance, compute, batch, profile.vcpu_per_instance, (),
-                      profile.compute_ms if model.streaming else None)
+                      f"measured on {profile.measured_on} ({processor.code_name}, KIND_CPU, "
+                      f"{profile.vcpu_per_instance} vCPU per instance)", profile.compute_ms if model.streaming else None)
 
 
 def min_instances(model: ClassicModelSpec, figures: CpuFigures) -> int:
@@ -107,7 +105,8 @@ def cpu_sizing(model: ClassicModelSpec, figures: CpuFigures, count: int, replica
     demand = instances_for_load(model, figures, target_utilization) / count
     return ClassicSizing(figures.max_batch_size, count, model_weights_gib(model), 0.0, figures.compute_ms,
                          figures.rps_per_instance, demand, window, timeout, queue, figures.assumed,
-                         instance_memory_gib(model) * count, figures.first_response_ms)
+                         not figures.assumed, figures.basis, None, instance_memory_gib(model) * count,
+                         figures.first_response_ms)
 
 
 def replicas_for(model: ClassicModelSpec, figures: CpuFigures, count: int, target_utilization: float) -> int:

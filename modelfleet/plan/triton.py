@@ -50,8 +50,9 @@ def _warn(model: ClassicModelSpec, assumed: tuple[str, ...], warnings: list[Warn
                                  "a request already in execute() runs to the end even after its client gave up "
                                  "(cancelled it); set handles_cancellation: true once it does"))
     if assumed:
-        warnings.append(Warning_(model=model.name, message="no measured profile, assuming " + ", ".join(assumed)
-                                 + "; measure with perf_analyzer and set profile.*"))
+        warnings.append(Warning_(model=model.name, message="no measured profile applies, assuming " + ", ".join(assumed)
+                                 + "; measure it: `modelfleet profile --stack STACK --url URL` on the GPU "
+                                 "endpoint writes profile.* (or perf_analyzer's figures by hand)"))
 
 
 def _warn_overloaded(model: ClassicModelSpec, demand: float, server: Server, warnings: list[Warning_],
@@ -86,7 +87,7 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: Server, sizin
     backend, platform = BACKENDS[model.framework]
     share = 0.0 if on_cpu else max(sizing.gpu_memory_gib / where.gpu_memory_gib, sizing.gpu_demand / max(server.replicas, 1))
     return TritonModelPlan(
-        name=model.name, type=model.type, server=server.name, node_group=where.node_group,
+        name=model.name, type=model.type, team=model.team, server=server.name, node_group=where.node_group,
         instance_type=where.instance_type, replicas=server.replicas, gpus_per_replica=0 if on_cpu else 1,
         gpu_share=round(share, 4), weights_gib=round(sizing.weights_gib, 4), gpu_memory_gib=round(sizing.gpu_memory_gib, 4),
         backend=backend, platform=platform, artifact=model.artifact, max_batch_size=sizing.max_batch_size,
@@ -95,5 +96,7 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: Server, sizin
         response_cache=_cache(model, server, warnings), versions=model.versions,
         inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),
-        compute_ms=sizing.compute_ms, decisions=(*queueing, *decisions, *extra), **scheduled, **fields,
+        compute_ms=sizing.compute_ms, measured=sizing.measured, speed_basis=sizing.basis,
+        bound_ms=None if sizing.bound is None else round(sizing.bound.ms, 4),
+        decisions=(*queueing, *decisions, *extra), **scheduled, **fields,
     )

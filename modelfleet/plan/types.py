@@ -210,6 +210,12 @@ class TritonModelPlan(PlanModel):
     p99_latency_ms: float
     rps_per_instance: float  # on this GPU, after scaling from the measured GPU
     compute_ms: float
+    # Whether compute_ms and rps_per_instance rest on a measured profile that applies to this GPU, and what
+    # they rest on: the measurement (where, when, how scaled), or, UNMEASURED, an execution budget floored
+    # by the datasheet bound (plan/classic_speed.py).
+    measured: bool
+    speed_basis: str
+    bound_ms: float | None  # a full batch's datasheet lower bound on this GPU (None: size given as memory_gib)
     decisions: tuple[Decision, ...]
     device: Literal["gpu", "cpu"] = "gpu"  # KIND_GPU or KIND_CPU instances
     priority_levels: tuple[PriorityLevelPlan, ...] = ()  # highest first; empty: one queue
@@ -225,6 +231,7 @@ class TritonModelPlan(PlanModel):
     gpu_placement_usd_per_hour: float | None = None
     # Its instances' rate-limiter priority on a shared GPU (1 = picked first; plan/rate_limiter.py); 0: none.
     rate_limiter_priority: int = 0
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
 
 
 class PipelineStepPlan(PlanModel):
@@ -289,6 +296,25 @@ class TritonServerPlan(PlanModel):
         return self.gpus_per_replica if self.device == "gpu" else 1
 
 
+class LlmMeasuredPlan(PlanModel):
+    """An LLM's measured profile as the plan reports it (spec/profiles.py), and what the plan made of it
+    (plan/llm_measured.py): checked against the SLA only when ``applies`` (its GPU and tensor-parallel size)."""
+
+    measured_on: str
+    measured_at: str
+    tensor_parallel: int
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    ttft_median_ms: float
+    ttft_p99_ms: float
+    tpot_median_ms: float
+    tpot_p99_ms: float
+    output_tokens_per_s: float
+    applies: bool
+    verdict: str
+
+
 class VllmModelPlan(PlanModel):
     name: str
     serving: Literal["vllm"] = "vllm"  # vLLM's own server (Triton's vLLM backend is refused: spec/models.py)
@@ -325,6 +351,8 @@ class VllmModelPlan(PlanModel):
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
     rollout: RolloutPlan | None = None  # always set by the compiler (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
 
 
 class FleetPlan(PlanModel):

@@ -115,7 +115,7 @@ def test_the_kind_cpu_count_comes_from_the_nodes_vcpus():
     # 500 / (5,000 x 0.7) = 0.14 instances for the load; the 6 cores hold 3 of 2 vCPUs: all become instances
     assert (server.replicas, server.counts["scorer"], server.cores) == (2, 3, 6)
     on_large = place_on_cpu([spec], [], PROD, catalogue, catalogue.cpu_instances["c7i.large"])
-    assert on_large.reason == ("scorer need 2 vCPUs per replica for their fewest instances, more than the 0 a "
+    assert on_large.reason == ("scorer needs 2 vCPU(s) per replica for the fewest instances, more than the 0 a "
                                "c7i.large server pod has")
 
 
