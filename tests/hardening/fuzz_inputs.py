@@ -198,7 +198,7 @@ def llm_models(draw: st.DrawFn, name: str) -> dict[str, Any]:
         "tensor_parallel_size": st.sampled_from([t for t in (1, 2, 4, 8) if heads % t == 0]),
         "pipeline_parallel_size": _int(1, 16), "max_num_seqs": _int(1, 4096), "replicas": _int(1, 1000),
         "gpu_memory_utilization": _float(0.5, 0.98), "kv_cache_dtype": st.sampled_from(["auto", "fp8"]),
-        "enable_prefix_caching": st.booleans(), "serving": st.sampled_from(["vllm", "triton"])}))
+        "enable_prefix_caching": st.booleans(), "serving": st.just("vllm")}))
     serving = overrides.pop("serving", None)
     return model | ({"serving": serving} if serving else {}) | ({"overrides": overrides} if overrides else {})
 
