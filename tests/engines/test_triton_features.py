@@ -25,6 +25,7 @@ import json
 import random
 import threading
 import time
+import warnings
 from collections import Counter
 
 import pytest
@@ -39,7 +40,7 @@ grpcclient = engine_import("triton", "tritonclient.grpc")
 
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from modelfleet.engines.loadgen import OK, TIMEOUT, infer_body, open_loop, percentile  # noqa: E402
+from modelfleet.engines.loadgen import NO_ANSWER, OK, TIMEOUT, infer_body, open_loop, percentile  # noqa: E402
 from modelfleet.plan.compiler import compile_fleet  # noqa: E402
 from modelfleet.render.client import render_client  # noqa: E402
 from modelfleet.spec.load import parse_fleet_text  # noqa: E402
@@ -181,14 +182,25 @@ def overload(server, model, levels: dict[str, int] | None) -> dict[str, list]:
         if levels is not None:
             body["parameters"]["priority"] = levels[kind]
         bodies.append(json.dumps(body).encode())
-    samples = open_loop(server.http_url, model.name, bodies, rate)
+    samples = open_loop(server.http_url, model.name, bodies, rate, timeout_s=NO_ANSWER_AFTER_S)
     return {kind: [s for s, k in zip(samples, order) if k == kind] for kind in ("interactive", "batch")}
 
 
+# tritonserver 2.51's HTTP frontend now and then never answers a few requests under overload on a loaded
+# machine (docs/engines.md, "Engine defects that shape the tests"; tests/engines/test_overload.py): they are
+# given up after this long, counted, bounded and left out of the shares.
+NO_ANSWER_AFTER_S = 20.0
+MAX_NO_ANSWER_SHARE = 0.15
+
+
 def rejected(samples: list) -> float:
+    """The share of the answered requests that the queue timeouts rejected."""
     outcomes = Counter(s.outcome for s in samples)
-    assert set(outcomes) <= {OK, TIMEOUT}, outcomes  # shed by the queue timeouts, nothing else went wrong
-    return outcomes[TIMEOUT] / len(samples)
+    assert set(outcomes) <= {OK, TIMEOUT, NO_ANSWER}, outcomes  # shed by the queue timeouts, nothing else went wrong
+    assert outcomes[NO_ANSWER] <= MAX_NO_ANSWER_SHARE * len(samples), outcomes
+    if outcomes[NO_ANSWER]:
+        warnings.warn(f"tritonserver 2.51 never answered {outcomes[NO_ANSWER]} of {len(samples)} requests")
+    return outcomes[TIMEOUT] / (outcomes[OK] + outcomes[TIMEOUT])
 
 
 @pytest.fixture(scope="module")
