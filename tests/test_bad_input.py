@@ -84,6 +84,11 @@ CASES = [
     ("cache-contradiction", edit("    sla:\n      p99", "    deterministic: false\n    overrides: {response_cache: true}\n    sla:\n      p99"),
      12, "models[0].overrides.response_cache", "contradicts"),
     ("classic-on-vllm", edit("framework: onnx", "framework: onnx\n    serving: vllm"), 5, "models[0].serving", "triton"),
+    # LLM engines refused with the reason (docs/triton-features.md, "LLMs on Triton"), located at serving
+    ("llm-on-triton", edit("    architecture: llama-3.1-8b", "    serving: triton\n    architecture: llama-3.1-8b"), 18,
+     "models[1].serving", "nv_inference_pending_request_count stays at 0"),
+    ("llm-on-triton-trtllm", edit("    architecture: llama-3.1-8b", "    serving: triton-trtllm\n    architecture: llama-3.1-8b"),
+     18, "models[1].serving", "trtllm-build"),
     ("unknown-preset", edit("architecture: llama-3.1-8b", "architecture: llama-9"), 18, "models[1].architecture",
      "llama-3.1-8b"),
     ("bad-hf-id", edit("artifact: meta-llama/Llama-3.1-8B-Instruct", "artifact: not a repo"), 16,

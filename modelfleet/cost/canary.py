@@ -33,12 +33,14 @@ class CanaryCost(PlanModel):
 
 
 def _gpus(workload: TritonServerPlan | VllmModelPlan) -> int:
-    return workload.gpus_per_replica
+    """GPUs of one replica; a KIND_CPU server's replica holds a whole CPU node, counted as one unit of it."""
+    return workload.gpus_per_replica or 1
 
 
 def canary_cost(workload: TritonServerPlan | VllmModelPlan, rollout: RolloutPlan, group: NodeGroupCost,
                 gpus_per_node: int) -> CanaryCost:
-    per_gpu_hour = None if group.usd_per_node_month is None else group.usd_per_node_month / HOURS_PER_MONTH / gpus_per_node
+    per_gpu_hour = (None if group.usd_per_node_month is None else
+                    group.usd_per_node_month / HOURS_PER_MONTH / max(1, gpus_per_node))
     extra = rollout.extra_replicas_desired * _gpus(workload)
     room = rollout.max_surge * _gpus(workload)
     hours = len([w for w in rollout.steps if w < 100]) * rollout.pause_s / 3600

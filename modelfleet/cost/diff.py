@@ -352,7 +352,9 @@ def describe_layout(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan) -> 
     server = plan.server(model.server)
     others = [n for n in server.models if n != model.name]
     shared = f", shared with {', '.join(others)}" if others else ""
-    return (f"{server.name}: {server.replicas} x 1 GPU on {model.instance_type}{shared}, "
+    unit = f"{model.instance_type} node (KIND_CPU x {model.instance_count})" if model.device == "cpu" else (
+        f"1 GPU on {model.instance_type}")
+    return (f"{server.name}: {server.replicas} x {unit}{shared}, "
             f"replicas {server.min_replicas}-{server.replicas}-{server.max_replicas}")
 
 

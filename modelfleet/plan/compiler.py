@@ -9,20 +9,20 @@ from ..spec.environment import EnvironmentSpec
 from ..spec.load import apply_environment
 from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 from .classic import compile_classic
-from .engine_args import server_observability, triton_server_args, vllm_serve_args, vllm_shm_gib
+from .engine_args import vllm_serve_args, vllm_shm_gib
 from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
 from .kubelet import memory_share_gib
 from .layout import size_node_groups
 from .llm import LlmCandidate, choose_llm_layout, llm_params, load_sequences, replica_bounds
 from .llm_measured import with_measurement
-from .names import node_group_name, stable_name
+from .names import node_group_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
 from .pod_resources import with_pods
 from .precision import llm_weights_gib
 from .pins import from_hub_id, pin_issues, pinned_artifact
-from .rollout import llm_rollout, replica_floor, resolve_rollout, workload_rollout
+from .rollout import llm_rollout
 from .types import Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
@@ -46,21 +46,17 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     issues: list[Issue] = []
     warnings: list[Warning_] = []
     pin_issues(models, env, issues, warnings)
-    vllm_plans, llm_servers = [], []
+    vllm_plans = []
     for index, model in llms:
         chosen = choose_llm_layout(model, env, catalogue, index)
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
-        plan, server = _vllm_plan(model, env, *chosen, warnings=warnings, issues=issues, index=index)
-        vllm_plans.append(plan)
-        if server is not None:
-            llm_servers.append(server)
+        vllm_plans.append(_vllm_plan(model, env, *chosen, warnings=warnings, issues=issues, index=index))
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
     triton_models, servers, pipeline_plans = compile_classic(classic, pipelines, env, catalogue, issues, warnings,
-                                                             gpus_in_use(llm_servers, vllm_plans))
-    servers += llm_servers
+                                                             gpus_in_use(vllm_plans))
     if issues:
         raise CompileError(issues)
     plan = FleetPlan(
@@ -82,14 +78,12 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     return plan
 
 
-def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
-    """Per instance type: GPUs held at desired replicas, and the zone spread forced (as _node_groups counts)."""
+def gpus_in_use(llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
+    """Per instance type: GPUs the LLMs hold at desired replicas, and the zone spread they force (as
+    _node_groups counts)."""
     used: dict[str, tuple[int, int]] = {}
-    served = {s.models[0] for s in servers}
-    workloads = [(s.instance_type, s.gpus_per_replica * s.replicas, s.min_replicas if s.spread_zones else 0)
-                 for s in servers]
-    workloads += [(p.instance_type, p.gpus_per_replica * p.replicas,
-                   p.min_replicas * p.nodes_per_replica if p.spread_zones else 0) for p in llms if p.name not in served]
+    workloads = [(p.instance_type, p.gpus_per_replica * p.replicas,
+                  p.min_replicas * p.nodes_per_replica if p.spread_zones else 0) for p in llms]
     for instance_type, gpus, spread in workloads:
         held, most = used.get(instance_type, (0, 0))
         used[instance_type] = (held + gpus, max(most, spread))
@@ -97,10 +91,9 @@ def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> d
 
 
 def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, decision: Decision, *,
-               warnings: list[Warning_], issues: list[Issue], index: int) -> tuple[VllmModelPlan, TritonServerPlan | None]:
+               warnings: list[Warning_], issues: list[Issue], index: int) -> VllmModelPlan:
     lo, desired, hi = replica_bounds(model, env, chosen.max_num_seqs)
     gpus_per_pod, precision = chosen.tp, chosen.precision
-    serving = model.serving or "vllm"
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
     prefix = env.vllm.enable_prefix_caching if model.overrides.enable_prefix_caching is None else (
         model.overrides.enable_prefix_caching)
@@ -119,7 +112,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
                                                      env.deploy.daemonset_allowance, gpus_per_pod)) / 10)
     _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
-        name=model.name, serving=serving, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
+        name=model.name, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=chosen.max_num_seqs, max_model_len=model.sla.max_context_tokens,
@@ -133,12 +126,8 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         p99_ttft_ms=model.sla.p99_ttft_ms, availability=model.sla.availability,
         # sla.p99_tpot_ms is being added to the language (issue 13); its alert appears once the field exists
         p99_tpot_ms=getattr(model.sla, "p99_tpot_ms", None),
-        rollout=None if serving == "triton" else llm_rollout(model, env, (lo, desired, hi), chosen.pp,
-                                                              chosen.instance.name, index, issues, warnings))
-    plan = with_measurement(plan, model, chosen.instance.gpu.key, load_sequences(model), index, issues, warnings)
-    if serving != "triton":
-        return plan, None
-    return plan, _triton_llm_server(model, env, plan, warnings, issues, index)
+        rollout=llm_rollout(model, env, (lo, desired, hi), chosen.pp, chosen.instance.name, index, issues, warnings))
+    return with_measurement(plan, model, chosen.instance.gpu.key, load_sequences(model), index, issues, warnings)
 
 
 def _precision_decision(chosen: LlmCandidate) -> Decision:
@@ -160,43 +149,30 @@ def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidat
     warnings.extend(Warning_(model=model.name, message=note) for note in notes)
 
 
-def _triton_llm_server(model: LlmModelSpec, env: EnvironmentSpec, plan: VllmModelPlan, warnings: list[Warning_],
-                       issues: list[Issue], index: int) -> TritonServerPlan | None:
-    warnings.append(Warning_(model=model.name, message="LLM served by Triton's vLLM backend: no OpenAI API, no "
-                             "pipeline parallelism and no queue timeout (decoupled models bypass the dynamic "
-                             "batcher); prefer serving: vllm"))
-    if plan.pipeline_parallel_size > 1:
-        issues.append(Issue("", 0, 0, f"models[{index}].serving", f"{model.name}: needs "
-                            f"{plan.pipeline_parallel_size} nodes per replica, which Triton's vLLM backend cannot span",
-                            "use serving: vllm"))
-        return None
-    name = stable_name("triton", model.name)
-    return TritonServerPlan(
-        name=name, node_group=plan.node_group, instance_type=plan.instance_type,
-        replicas=plan.replicas, min_replicas=plan.min_replicas, max_replicas=plan.max_replicas,
-        spread_zones=plan.spread_zones, gpus_per_replica=plan.gpus_per_pod, models=(model.name,),
-        gpu_memory_used_gib=round(plan.weights_gib + plan.kv_cache_gib, 3), gpu_compute_used=1.0,
-        cache_size_bytes=0, memory_request_gib=plan.memory_request_gib,
-        args=triton_server_args(env.triton.exit_timeout_secs, 0, 0, server_observability(env, name, decoupled=True)),
-        image=env.triton.image, python_shm_bytes=0,
-        decision=plan.decisions[0],
-        rollout=workload_rollout([resolve_rollout(model.rollout, env)], env,
-                                 (plan.min_replicas, plan.replicas, plan.max_replicas),
-                                 replica_floor(env, model.sla.availability), 1, plan.instance_type))
-
-
 def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: list[TritonServerPlan],
                  llms: list[VllmModelPlan]) -> tuple[NodeGroupPlan, ...]:
     """One node group per instance type: nodes for min, desired and max (plus surge) replicas of what lands
-    there, and its zones (layout.py). Disks, allocatable and requests come once the plan exists."""
-    gpus = {i: catalogue.instances[i].gpus for i in {*(s.instance_type for s in servers), *(p.instance_type for p in llms)}}
+    there, and its zones (layout.py). Disks, allocatable and requests come once the plan exists. A CPU type's
+    group holds KIND_CPU servers, one pod per node."""
+    types = {*(s.instance_type for s in servers), *(p.instance_type for p in llms)}
+    slots = {i: catalogue.instances[i].gpus if i in catalogue.instances else 1 for i in types}
     groups = []
-    for instance_type, layout in size_node_groups(servers, llms, gpus, env.availability_zones).items():
-        inst = catalogue.instances[instance_type]
+    for instance_type, layout in size_node_groups(servers, llms, slots, env.availability_zones).items():
         groups.append(NodeGroupPlan.model_construct(
-            name=node_group_name(instance_type, env.capacity_type), instance_type=instance_type,
             capacity_type=env.capacity_type, min_size=layout.sizes["min"], desired_size=layout.sizes["desired"],
-            max_size=layout.sizes["max"], gpus_per_node=inst.gpus, gpu_memory_gib=inst.gpu_memory_gib,
-            gpu_model=inst.gpu.name, vcpu=inst.vcpu, ram_gib=inst.ram_gib, zones=layout.zones, zonal=layout.zonal,
-            zone_reason=layout.zone_reason, workloads=tuple(layout.workloads)))
+            max_size=layout.sizes["max"], zones=layout.zones, zonal=layout.zonal, zone_reason=layout.zone_reason,
+            workloads=tuple(layout.workloads), **_hardware(catalogue, instance_type, env.capacity_type)))
     return tuple(groups)
+
+
+def _hardware(catalogue: InstanceCatalogue, instance_type: str, capacity_type: str) -> dict:
+    """A node group's name and hardware fields: a GPU type's, or a CPU type's (no GPU, its processor)."""
+    gpu = catalogue.instances.get(instance_type)
+    if gpu is not None:
+        return {"name": node_group_name(instance_type, capacity_type), "instance_type": instance_type,
+                "gpus_per_node": gpu.gpus, "gpu_memory_gib": gpu.gpu_memory_gib, "gpu_model": gpu.gpu.name,
+                "vcpu": gpu.vcpu, "ram_gib": gpu.ram_gib, "device": "gpu", "processor": ""}
+    cpu = catalogue.cpu_instances[instance_type]
+    return {"name": node_group_name(instance_type, capacity_type, cpu=True), "instance_type": instance_type,
+            "gpus_per_node": 0, "gpu_memory_gib": 0.0, "gpu_model": "", "vcpu": cpu.vcpu, "ram_gib": cpu.ram_gib,
+            "device": "cpu", "processor": cpu.processor.name}

@@ -46,7 +46,7 @@ def server_observability(env: EnvironmentSpec, server: str, decoupled: bool) -> 
 
 
 def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm_bytes: int,
-                       observability: tuple[str, ...] = ()) -> tuple[str, ...]:
+                       observability: tuple[str, ...]) -> tuple[str, ...]:
     """``tritonserver`` flags: strict readiness (no traffic before every model loads), bounded shutdown,
     one response cache in host RAM sized by the plan, a shared-memory arena for python models, and
     ``observability``'s metrics and tracing flags (:func:`triton_metrics_args`, :func:`triton_tracing_args`)."""

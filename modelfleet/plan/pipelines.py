@@ -193,3 +193,15 @@ def step_decision(own: ClassicModelSpec, served: ClassicModelSpec, pipelines: li
                     reason=f"a pipeline step: it carries {own.sla.peak_rps:g} req/s of its own + {loads}; it is held to "
                            f"the tighter of its own p99 {own.sla.p99_latency_ms:g} ms and its share ({shares}): "
                            f"{binding}")
+
+
+def binding_pipelines(pipelines: list[Indexed], specs: dict[str, ClassicModelSpec],
+                      budgets: dict[str, tuple[StepBudget, ...]]) -> dict[str, str]:
+    """Model -> the path of the pipeline p99 its budget comes from, where a pipeline's share is tighter than
+    its own p99 (a budget problem is then the pipeline's to fix). ``specs``: the models as served."""
+    out: dict[str, str] = {}
+    for i, pipeline in pipelines:
+        for budget in budgets.get(pipeline.name, ()):
+            if specs[budget.model].sla.p99_latency_ms == budget.budget_ms and budget.model not in out:
+                out[budget.model] = f"pipelines[{i}].sla.p99_latency_ms"
+    return out

@@ -36,14 +36,17 @@ def replica_floor(env: EnvironmentSpec, availability: float) -> int:
     return availability_floor(availability, env.replicas.ha_availability, env.replicas.ha3_availability)
 
 
-def choose_rollout(min_replicas: int, floor: int, nodes_per_replica: int, instance_type: str) -> RolloutPlan:
-    """``floor``: the replicas availability alone demands (1 in a single-replica environment)."""
+def choose_rollout(min_replicas: int, floor: int, nodes_per_replica: int, instance_type: str,
+                   cpu: bool = False) -> RolloutPlan:
+    """``floor``: the replicas availability alone demands (1 in a single-replica environment); ``cpu``: a
+    KIND_CPU server, whose replica holds a whole CPU node."""
     if min_replicas - 1 >= max(1, floor):
         return RolloutPlan(max_surge=0, max_unavailable=1,
                            reason=f"maxUnavailable 1: at the HPA's minimum ({min_replicas}) a rollout still leaves "
                                   f"{min_replicas - 1} replica(s), at least the availability floor of {floor}, and "
-                                  "needs no GPUs above the HPA's max")
-    nodes = f"{nodes_per_replica} x {instance_type}" if nodes_per_replica > 1 else f"its GPUs on {instance_type}"
+                                  f"needs no {'nodes' if cpu else 'GPUs'} above the HPA's max")
+    nodes = (f"{nodes_per_replica} x {instance_type}" if nodes_per_replica > 1 else
+             f"its {instance_type} node" if cpu else f"its GPUs on {instance_type}")
     return RolloutPlan(max_surge=1, max_unavailable=0,
                        reason=f"maxSurge 1: the node group's max holds one replica ({nodes}) above the HPA's max; "
                               f"maxUnavailable 1 would leave {min_replicas - 1} replica(s) at the HPA's minimum, "
@@ -135,12 +138,13 @@ def canary_rollout(spec: RolloutSpec, replicas: tuple[int, int, int], gateway: b
 
 
 def workload_rollout(specs: list[RolloutSpec], env: EnvironmentSpec, replicas: tuple[int, int, int], floor: int,
-                     nodes_per_replica: int, instance_type: str) -> RolloutPlan:
-    """The rollout of one workload serving models that asked for ``specs`` (already resolved)."""
+                     nodes_per_replica: int, instance_type: str, cpu: bool = False) -> RolloutPlan:
+    """The rollout of one workload serving models that asked for ``specs`` (already resolved); ``cpu``: a
+    KIND_CPU Triton server (its replica holds a whole CPU node)."""
     merged = merge_rollouts(specs)
     if merged.strategy == "canary" and nodes_per_replica == 1:
         return canary_rollout(merged, replicas, env.gateway is not None)
-    return choose_rollout(replicas[0], floor, nodes_per_replica, instance_type)
+    return choose_rollout(replicas[0], floor, nodes_per_replica, instance_type, cpu=cpu)
 
 
 def llm_rollout(model: LlmModelSpec, env: EnvironmentSpec, replicas: tuple[int, int, int], nodes_per_replica: int,

@@ -4,7 +4,8 @@ The contract of ``modelfleet serve``: queue policy, batching, cache and tensors 
 a CPU machine must change is changed here and nowhere else, and every change is returned as a line of text
 for the command to print:
 
-* ``instance_group``: ``KIND_GPU`` -> ``KIND_CPU`` (same count): there is no GPU to place instances on;
+* ``instance_group``: ``KIND_GPU`` -> ``KIND_CPU`` (same count): there is no GPU to place instances on (a
+  model compiled for KIND_CPU instances keeps its config as compiled, thread counts included);
 * the response cache: the plan sizes it from a GPU node's spare RAM (GiB); capped to a local size;
 * the compiled servers run as one local tritonserver (one set of endpoints), unless one is chosen;
 * backends this server lacks (onnxruntime, tensorrt, ...) become python-based backends of the same name
@@ -167,7 +168,8 @@ def plan_local_repository(plan: FleetPlan, artifact_root: Path, available_backen
                                   "add a classic model to models.yaml or pick another stack")])
     args, notes = local_server_args(chosen, any(m.response_cache for m in models))
     lacking = sorted({m.backend for m in models if m.backend not in available_backends and m.source != "ensemble"})
-    adaptations = ["instance_group: KIND_GPU -> KIND_CPU for every model (no GPU here; instance counts unchanged)",
+    adaptations = ["instance_group: KIND_GPU -> KIND_CPU for every GPU model (no GPU here; instance counts "
+                   "unchanged); KIND_CPU models run as compiled",
                    *notes, "endpoints: loopback on free ports instead of 8000/8001/8002"]
     if len(chosen) > 1:
         adaptations.append(f"{len(chosen)} compiled Triton servers ({', '.join(s.name for s in chosen)}) run in one "

@@ -184,7 +184,8 @@ class ClassicModelSpec(Frozen):
     pool: Annotated[Optional[DnsLabel], Field(description="Triton server pool: models of a pool share servers "
                                                           "only with each other; servers are named triton-<pool>")] = None
     # gpu or cpu (KIND_CPU on a CPU node group). None: a GPU, except a tabular or python model with a
-    # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA.
+    # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA
+    # (plan/devices.py). cpu takes an onnx, pytorch or python model (triton_options.CPU_FRAMEWORKS).
     device: Optional[Device] = None
     stateful: Optional[StatefulSpec] = None  # Triton's sequence batcher (triton_options.StatefulSpec)
     # A python-backend model that sends several responses per request (decoupled); its SLA is the first one.
@@ -308,12 +309,26 @@ CHECKPOINT_DTYPES: dict[str, tuple[str, ...]] = {
 }
 
 
+# LLM engines modelfleet refuses, and why (docs/triton-features.md, "LLMs on Triton"): each is an error located
+# at ``serving`` with the fix, rather than a plan that passes every check and fails in the cluster.
+REFUSED_LLM_SERVING = {
+    "triton": ("Triton's vLLM backend is not offered: its metrics adapter reports vLLM's token counters and "
+               "latency histograms but no waiting or running request gauge (vllm_backend src/utils/metrics.py, "
+               "the vLLM V1 adapter), and Triton's own nv_inference_pending_request_count stays at 0 because the "
+               "backend hands every request to vLLM's engine at once, so no autoscaler could see its queue; it "
+               "also has no OpenAI API and no pipeline parallelism across nodes"),
+    "triton-trtllm": ("TensorRT-LLM on Triton is not offered: it serves engines built by trtllm-build for one GPU "
+                      "model, tensor-parallel size and TensorRT-LLM release, while the compiler chooses the GPU "
+                      "when it plans; an engine for that choice cannot be built or checked before the deploy"),
+}
+
+
 class LlmModelSpec(Frozen):
-    """A generative LLM, served by vLLM (or, with a warning, by Triton's vLLM backend)."""
+    """A generative LLM, served by vLLM (``serving: triton`` and ``triton-trtllm`` are refused, with the reason)."""
 
     name: DnsLabel
     type: Literal["llm"]
-    serving: Literal["vllm", "triton"] | None = None
+    serving: Literal["vllm"] | None = None  # vLLM's own OpenAI server: the only LLM engine offered
     artifact: LlmArtifact  # Hugging Face id or s3:// path
     size: SizeSpec
     architecture: Architecture
@@ -332,6 +347,14 @@ class LlmModelSpec(Frozen):
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)
+
+    @field_validator("serving", mode="before")
+    @classmethod
+    def _offered_engine(cls, value: Any) -> Any:
+        if isinstance(value, str) and value in REFUSED_LLM_SERVING:
+            raise FieldProblem((), REFUSED_LLM_SERVING[value], "use serving: vllm (the default): the same vLLM "
+                               "engine behind its OpenAI API, scaled on vllm:num_requests_waiting")
+        return value
 
     @field_validator("architecture")
     @classmethod

@@ -143,7 +143,9 @@ def test_the_device_plugin_runs_on_this_fleets_gpu_nodes_only(project, plans):
     cluster = render_fleet_manifests(plan, project.environment("prod").deploy)[CLUSTER]
     (plugin,) = [o for o in cluster if o["kind"] == "DaemonSet"]
     terms = _pod(plugin)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms[0]["matchExpressions"][0]["values"] == sorted({g.instance_type for g in plan.node_groups})
+    gpu = sorted({g.instance_type for g in plan.node_groups if g.device == "gpu"})
+    assert terms[0]["matchExpressions"][0]["values"] == gpu  # never the CPU group's c7i.xlarge: it has no GPU
+    assert "c7i.xlarge" in {g.instance_type for g in plan.node_groups} and "c7i.xlarge" not in gpu
 
 
 def test_a_leader_worker_sets_budget_covers_every_pod_of_every_group(project, plans):

@@ -87,7 +87,9 @@ def test_an_ami_change_replaces_the_protected_node_groups(tmp_path, capsys, depl
     repo = repo_with_change(tmp_path, {"modelfleet:deploy": {**deploy_settings, "amiType": "BOTTLEROCKET_x86_64_NVIDIA"}})
     out = preview_base(repo, capsys)
     assert "+- aws:eks:NodeGroup gpu-g5-xlarge-od\n       amiType: AL2023_x86_64_NVIDIA -> BOTTLEROCKET_x86_64_NVIDIA" in out
-    assert out.count("! protected: `pulumi up` creates the new one, then stops at deleting the old one") == 6
+    # the CPU group's AMI follows (AL2023's standard AMI -> Bottlerocket's plain one): 7 protected replacements
+    assert "+- aws:eks:NodeGroup cpu-c7i-xlarge-od\n       amiType: AL2023_x86_64_STANDARD -> BOTTLEROCKET_x86_64" in out
+    assert out.count("! protected: `pulumi up` creates the new one, then stops at deleting the old one") == 7
     # Bottlerocket's AMI has NVIDIA's device plugin: the DaemonSet modelfleet adds for AL2023 goes
     assert "-  k8s:DaemonSet kube-system/nvidia-device-plugin\n" in out
 
@@ -97,19 +99,18 @@ def test_a_bigger_root_volume_rolls_the_nodes(tmp_path, capsys, deploy_settings)
     out = preview_base(repo, capsys)
     assert "~  aws:ec2:LaunchTemplate gpu-g5-xlarge-od-lt\n       blockDeviceMappings[0].ebs.volumeSize: 200 -> 300" in out
     assert "! node roll: its launch template changes, so EKS replaces the group's nodes" in out
-    assert "to replace, 0 to delete (6 node rolls)" in out
+    assert "to replace, 0 to delete (7 node rolls)" in out  # the CPU group's nodes too
 
 
 def test_removing_a_model_keeps_old_configs_and_rolls_its_servers_pods(tmp_path, capsys):
-    # text-embedder: its server stays a canary (fraud-scorer asks for one, #15), so it is the Rollout that rolls
-    def drop_text_embedder(text: str) -> str:
+    def drop_text_embedder(text: str) -> str:  # a model of the shared GPU server (fraud-scorer has its own CPU one)
         data = yaml.safe_load(text)
         data["models"] = [m for m in data["models"] if m["name"] != "text-embedder"]
         return yaml.safe_dump(data, sort_keys=False)
     out = preview_base(repo_with_change(tmp_path, models_edit=drop_text_embedder), capsys)
-    assert "~  k8s:Rollout modelfleet/triton-g5-xlarge" in out and "! pods roll: the pod template changes" in out
+    assert "! pods roll: the pod template changes" in out
     assert "! retained: Pulumi forgets it but leaves it in AWS" in out
-    deleted = out.split("to delete")[1].split("\n  -  ")[1:]
+    deleted = out.split("to delete", 1)[1].split("\n  -  ")[1:]
     assert any(d.startswith("aws:s3:BucketObjectv2 triton-g5-xlarge-") and "text-embedder-config.pbtxt" in d
                for d in deleted)  # the old revision's config, kept for the pods still reading it
     assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-g5-xlarge" in out  # text-embedder's metric goes

@@ -31,7 +31,13 @@ def test_triton_deployments_run_the_plans_arguments(runs, plans, stack):
         (container,) = pod["containers"]
         assert [*container["command"], *container["args"]] == list(server.args)
         assert container["image"] == server.image
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == server.gpus_per_replica
+        if server.device == "gpu":
+            assert container["resources"]["limits"]["nvidia.com/gpu"] == server.gpus_per_replica
+            assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        else:  # a KIND_CPU server: no GPU asked for, nothing to tolerate, the node's CPU the kubelet offers
+            assert "nvidia.com/gpu" not in container["resources"]["limits"] and "tolerations" not in pod
+            group = plan.node_group(server.node_group)
+            assert container["resources"]["requests"]["cpu"] == f"{round((group.allocatable.cpu - 0.5) * 1000)}m"
         assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
         assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
         assert deployment["spec"]["replicas"] == server.replicas

@@ -66,9 +66,9 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     # = +15,351.25; max 3 replicas and a rollout surge: 7 -> 11 nodes, +4 x 7,675.63 = +30,702.51.
     # dev: 1 replica on spot at 50%: 1 x (5.24632 x 730 + 16.00) = +3,845.81.
     # staging as prod: +15,351.25. In all: 2 x 15,351.2544 + 3,845.8136 = 34,548.32.
-    assert "| prod (on-demand) | 197,107.66 | 212,458.91 | **+15,351.25 (+7.8%)** |" in comment
+    assert "| prod (on-demand) | 197,400.27 | 212,751.52 | **+15,351.25 (+7.8%)** |" in comment
     assert "| dev (spot, assumed 50% of on-demand) | 5,236.34 | 9,082.16 | **+3,845.81 (+73.4%)** |" in comment
-    assert "| staging (on-demand) | 116,717.26 | 132,068.51 | **+15,351.25 (+13.2%)** |" in comment
+    assert "| staging (on-demand) | 117,009.87 | 132,361.12 | **+15,351.25 (+13.1%)** |" in comment
     assert "### modelfleet cost: +34,548.32 USD/month across 3 environment(s)\n" in comment
     assert "dev at assumed spot prices (see the row)" in comment
     assert ("gpu-g6e-12xlarge-od (g6e.12xlarge, 10.49264 USD/h + EBS 16.00 USD/month per node): nodes 2-4-7 -> 4-6-11 "
@@ -97,7 +97,7 @@ def test_a_base_file_works_like_a_ref(tmp_path, capsys):
     base.write_text(git(repo, "show", "main:models.yaml"))
     assert main(["--project", str(repo), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 197,107.66 -> 212,458.91 (+15,351.25); min/max change +15,351.25 / +30,702.51" in out
+    assert "prod (on-demand): 197,400.27 -> 212,751.52 (+15,351.25); min/max change +15,351.25 / +30,702.51" in out
     assert "base stacks: the working tree's (a base file is only models.yaml)" in out
 
 
@@ -134,11 +134,11 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     prod.write_text(prod.read_text().replace("modelfleet:capacityType: on-demand", "modelfleet:capacityType: spot"))
     assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
-    # with the 70B: instance-hours 212,218.9132 on-demand -> half of it on spot at the assumed 50%, 106,109.4566,
-    # and the volumes, not discounted: 15 nodes x 16.00 = 240.00
-    assert "| prod (spot, assumed 50% of on-demand) | 197,107.66 | 106,349.46 | **-90,758.20 (-46.0%)** |" in comment
-    # the switch alone: -(197,107.6588 - 13 x 16.00) / 2; then the 70B at spot prices: 2 x (5.24632 x 730 + 16.00)
-    assert "- stack settings: -98,449.83 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
+    # with the 70B: instance-hours 212,479.5232 on-demand -> half of it on spot at the assumed 50%, 106,239.7616,
+    # and the volumes, not discounted: 17 nodes x 16.00 = 272.00 (the CPU group's 2 c7i.xlarge included)
+    assert "| prod (spot, assumed 50% of on-demand) | 197,400.27 | 106,511.76 | **-90,888.51 (-46.0%)** |" in comment
+    # the switch alone: -(197,400.2688 - 15 x 16.00) / 2; then the 70B at spot prices: 2 x (5.24632 x 730 + 16.00)
+    assert "- stack settings: -98,580.13 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
     assert "- models.yaml: +7,691.63 at desired" in comment
     # 4 x (5.24632 x 730 + 16.00) = 15,383.25, from 30,702.51
     assert ("`llama-3-3-70b-instruct` | -15,319.25 | 15,383.25 | USD 6.10 per million tokens at 32 seq x 30 tok/s "
@@ -159,8 +159,8 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     (repo / "prices.yaml").write_text(table.replace("{us-east-1: 10.49264}", "{us-east-1: 10.6}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 197,107.6588 + 313.4912 = 197,421.15
-    assert "prod (on-demand): 197,107.66 -> 197,421.15 (+313.49)" in out
+    # 4 nodes x (10.6 - 10.49264) USD/h x 730 h = 313.49; 197,400.2688 + 313.4912 = 197,713.76
+    assert "prod (on-demand): 197,400.27 -> 197,713.76 (+313.49)" in out
     assert "  cause price table: +313.49 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 10.6 USD/h)" in out
     assert "base price table: main:prices.yaml" in out
     assert "- USD per node-hour 10.49264 (on-demand) -> 10.6 (on-demand)" in out
@@ -176,15 +176,15 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     assert "  cause price table: +1,387.65 at desired (g6e.12xlarge on-demand us-east-1: 10.49264 -> 11.0 USD/h)" in out
     assert "- instance type g6e.12xlarge -> p4d.24xlarge" in out
 
-    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 13 nodes at 200 GiB at desired:
-    # 13 x 200 x 0.02 = +52.00
+    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 15 nodes at 200 GiB at desired:
+    # 15 x 200 x 0.02 = +60.00
     old = "usd_per_gib_month: {us-east-1: 0.08}"
     assert old in table
     (repo / "prices.yaml").write_text(table.replace(old, "usd_per_gib_month: {us-east-1: 0.1}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 197,107.66 -> 197,159.66 (+52.00)" in out
-    assert "  cause price table: +52.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
+    assert "prod (on-demand): 197,400.27 -> 197,460.27 (+60.00)" in out
+    assert "  cause price table: +60.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
     assert ("- each node's volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s (16.00 USD/month) -> 200 GiB gp3 at 3000 "
             "IOPS, 125 MiB/s (20.00 USD/month)") in out
 
@@ -199,10 +199,10 @@ def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # staging's settings under new names; models.yaml's `staging:` patches do not apply to them, so they
-    # cost what prod does at prod's sizes: 197,107.66 (a budget of 150,000 in warn mode)
-    assert "| perf (new stack; on-demand) | — | 197,107.66 | **+197,107.66** | ⚠️ 131% of 150,000.00" in comment
-    assert "| qa (stack removed; on-demand) | 197,107.66 | — | **-197,107.66 (-100.0%)** | - |" in comment
-    assert "| prod (on-demand) | 197,107.66 | 197,107.66 | no change |" in comment
+    # cost what prod does at prod's sizes: 197,400.27 (a budget of 150,000 in warn mode)
+    assert "| perf (new stack; on-demand) | — | 197,400.27 | **+197,400.27** | ⚠️ 132% of 150,000.00" in comment
+    assert "| qa (stack removed; on-demand) | 197,400.27 | — | **-197,400.27 (-100.0%)** | - |" in comment
+    assert "| prod (on-demand) | 197,400.27 | 197,400.27 | no change |" in comment
     assert comment.splitlines()[1] == ("### modelfleet cost: 0.00 USD/month across 5 environment(s) — ⚠️ over budget "
                                        "(warn only): perf")  # perf and qa cancel out
     assert ("| `llama-3-1-405b-instruct` (added) | +160,780.80 | 160,780.80 | USD 127 per million tokens at 16 seq x "
@@ -233,7 +233,7 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)
     assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in comment
-    assert "| prod (on-demand) | 197,107.66 | 357,888.46 | **+160,780.80 (+81.6%)** |" in comment  # 4 x 40,195.20
+    assert "| prod (on-demand) | 197,400.27 | 358,181.07 | **+160,780.80 (+81.4%)** |" in comment  # 4 x 40,195.20
     assert f"dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in captured.err
     assert "cost: 1 stack(s) do not compile: dev; the report above shows them" in captured.err
     assert "nothing was written" not in captured.err
@@ -302,8 +302,12 @@ def test_triton_neighbours_are_named_when_a_server_changes(tmp_path):
     names = {c.name: c for c in diff.changes}
     assert names["resnet50-classifier"].reasons[0] == "sla.peak_rps 100.0 -> 1300.0"
     assert "text-embedder" in names and not names["text-embedder"].edited
-    # the classifier leaves with its pipeline partner, the preprocessor (a pipeline's steps share a server)
-    assert "no longer with image-preprocessor, resnet50-classifier" in names["text-embedder"].reasons
+    # the classifier leaves with its pipeline partner, the preprocessor (a pipeline's steps share a server); the
+    # GPU left to the embedder then has room for fraud-scorer for free, so the compiler moves it back from its CPU
+    # nodes (plan/devices.py)
+    assert ("now shares its GPU with fraud-scorer; no longer with image-preprocessor, resnet50-classifier"
+            in names["text-embedder"].reasons)
+    assert names["fraud-scorer"].layout.startswith("triton-g5-xlarge")
 
 
 # ---------------------------------------------------------------------------------------------- a created cluster
@@ -322,7 +326,7 @@ def test_creating_the_cluster_shows_its_system_nodes_and_control_plane(tmp_path,
     out = capsys.readouterr().out
     # 0.10 x 730 = 73.00 for the control plane; 2 x (0.1008 x 730 + 50 GiB x 0.08) = 155.168 for the system
     # nodes (4 at max: 310.336)
-    assert "prod (on-demand): 197,107.66 -> 197,335.83 (+228.17); min/max change +228.17 / +383.34" in out
+    assert "prod (on-demand): 197,400.27 -> 197,628.44 (+228.17); min/max change +228.17 / +383.34" in out
     assert "cause stack settings: +228.17 at desired (modelfleet:cluster.create: unset -> true; " in out
     assert ("  cluster: system nodes, on-demand (m7i.large, 0.1008 USD/h + EBS 4.00 USD/month per node): nodes 0-0-0 "
             "-> 2-2-4 (min-desired-max) = +155.17 at desired\n") in out

@@ -48,9 +48,9 @@ def test_over_budget_fails_the_compile_with_the_figures(tmp_path):
     (issue,) = raised.value.issues
     assert issue.file.endswith("stacks/Pulumi.prod.yaml") and issue.line > 0
     assert issue.path == "config.modelfleet:budget"
-    # 197,107.66 - 150,000 = 47,107.66; the three dearest models at desired replicas
-    assert issue.message == ("prod: desired monthly cost 197,107.66 USD exceeds the budget of 150,000.00 USD (131%): "
-                             "over by 47,107.66 USD; dearest models: llama-3-1-405b-instruct 160,780.80, "
+    # 197,400.27 - 150,000 = 47,400.27; the three dearest models at desired replicas
+    assert issue.message == ("prod: desired monthly cost 197,400.27 USD exceeds the budget of 150,000.00 USD (132%): "
+                             "over by 47,400.27 USD; dearest models: llama-3-1-405b-instruct 160,780.80, "
                              "llama-3-3-70b-instruct 30,702.51, llama-3-1-8b-instruct 4,123.59")
     assert "raise modelfleet:budget.monthlyUsd" in issue.fix and "onExceed: warn" in issue.fix
 
@@ -61,14 +61,14 @@ def test_over_budget_only_warns_when_the_stack_says_so(tmp_path, capsys):
     (warning,) = [w for w in plan.warnings if w.model == BUDGET_WARNING]
     assert "exceeds the budget of 150,000.00 USD" in warning.message
     assert main(["--project", str(tmp_path), "plan", "--stack", "prod"]) == 0
-    assert "warning: budget: prod: desired monthly cost 197,107.66 USD exceeds" in capsys.readouterr().err
+    assert "warning: budget: prod: desired monthly cost 197,400.27 USD exceeds" in capsys.readouterr().err
 
 
 def test_the_budget_basis_can_be_the_autoscaling_ceiling(tmp_path):
     project = make_project(tmp_path, "prod", {"modelfleet:budget": {"monthlyUsd": 250000, "basis": "max"}})
     status = project.costed("prod").budget
-    assert status.over and status.monthly_usd == pytest.approx(386_539.6904)  # max replicas, see test_figures
-    with pytest.raises(CompileError, match=r"max monthly cost 386,539.69 USD exceeds the budget of 250,000.00"):
+    assert status.over and status.monthly_usd == pytest.approx(387_124.9104)  # max replicas, see test_figures
+    with pytest.raises(CompileError, match=r"max monthly cost 387,124.91 USD exceeds the budget of 250,000.00"):
         project.plan("prod")
 
 
@@ -85,7 +85,7 @@ def test_cost_exits_3_only_for_guardrails_that_would_fail_the_render(tmp_path, c
     staging = ["--project", str(tmp_path), "cost", "--stack", "staging"]
     assert main(staging) == 0
     out = capsys.readouterr().out
-    assert ("staging: desired monthly cost 116,717.26 USD exceeds the budget of 100,000.00 USD (117%) "
+    assert ("staging: desired monthly cost 117,009.87 USD exceeds the budget of 100,000.00 USD (117%) "
             "[OVER BUDGET: a warning only (onExceed: warn)]") in out
     assert main(staging + ["--fail-on", "budget,policy"]) == 0  # warn mode: render succeeds, so does CI
     make_project(tmp_path / "p", "prod", {"modelfleet:budget": {"monthlyUsd": 150000}})
@@ -94,8 +94,8 @@ def test_cost_exits_3_only_for_guardrails_that_would_fail_the_render(tmp_path, c
     assert "[OVER BUDGET: the compile fails (onExceed: fail)]" in capsys.readouterr().out
     assert main(prod + ["--fail-on", "budget"]) == 3
     captured = capsys.readouterr()
-    assert "prod: desired monthly cost 197,107.66 USD exceeds" in captured.out  # the report is still written
-    assert "prod: budget: prod: desired monthly cost 197,107.66 USD exceeds the budget" in captured.err
+    assert "prod: desired monthly cost 197,400.27 USD exceeds" in captured.out  # the report is still written
+    assert "prod: budget: prod: desired monthly cost 197,400.27 USD exceeds the budget" in captured.err
     assert main(prod + ["--fail-on", "policy"]) == 0
 
 
@@ -206,7 +206,8 @@ def test_no_quantisation_advice_where_it_cannot_lower_the_gpus(project):
     assert "fp8 on L4, L40S, H100 or H200) for more KV cache per replica, so fewer replicas, or size.dtype: fp8 " \
            "alone (this vLLM release" in prod[
         "llama-3-1-8b-instruct"]
-    for name in ("fraud-scorer", "image-preprocessor", "resnet50-classifier", "text-embedder"):
+    assert "fraud-scorer" not in prod  # KIND_CPU in prod: it holds no GPU
+    for name in ("image-preprocessor", "resnet50-classifier", "text-embedder"):
         # Triton serves the artifact as it is (and these are measured): nothing else to suggest
         assert prod[name] == ("lower the peak load or overrides.replicas, lower modelfleet:replicas.maxScaleFactor, "
                               "or raise the policy")
@@ -229,11 +230,19 @@ def test_an_unmeasured_classic_model_is_told_to_measure(tmp_path):
 
 
 def test_allowed_families(project):
-    (issue,) = _violations(project, "prod", policies={"allowed_families": ["g5", "g6", "g6e"]})
+    (issue,) = _violations(project, "prod", policies={"allowed_families": ["g5", "g6", "g6e", "c7i"]})
     assert issue.message == ("llama-3-1-405b-instruct: runs on p5.48xlarge; policy allowedFamilies of prod is "
-                             "g5, g6, g6e")
+                             "g5, g6, g6e, c7i")
     assert issue.fix.startswith("drop p5 from modelfleet:instanceFamilies so the compiler picks an allowed family")
     assert "environments: {prod: {enabled: false}}" in issue.fix
+
+
+def test_a_cpu_family_is_allowed_per_stack_like_a_gpu_family(project):
+    """KIND_CPU models run on a CPU family the stack's policy must allow, like any GPU family."""
+    issues = _violations(project, "prod", policies={"allowed_families": ["g5", "g6e", "p5", "m7i"]})
+    (issue,) = [i for i in issues if i.message.startswith("fraud-scorer")]
+    assert issue.message == "fraud-scorer: runs on c7i.xlarge; policy allowedFamilies of prod is g5, g6e, p5, m7i"
+    assert issue.fix.startswith("drop c7i from modelfleet:instanceFamilies so the compiler picks an allowed family")
 
 
 def test_max_monthly_usd_per_model(project):
@@ -243,7 +252,7 @@ def test_max_monthly_usd_per_model(project):
 
 
 def test_every_violation_is_reported_at_once(project):
-    issues = _violations(project, "prod", policies={"max_gpus_per_model": 8, "allowed_families": ["g5", "p5"]})
+    issues = _violations(project, "prod", policies={"max_gpus_per_model": 8, "allowed_families": ["g5", "p5", "c7i"]})
     messages = sorted(i.message.split(":")[0] + ": " + i.message.split("; policy ")[1].split(" ")[0] for i in issues)
     assert messages == ["llama-3-1-405b-instruct: maxGpusPerModel", "llama-3-1-8b-instruct: allowedFamilies",
                         "llama-3-3-70b-instruct: allowedFamilies", "llama-3-3-70b-instruct: maxGpusPerModel"]
@@ -286,7 +295,7 @@ def test_cli_reports_budget_failures_on_one_line_each(tmp_path):
 def test_the_pulumi_program_gets_the_same_guardrails_without_files(project, catalogue):
     from modelfleet.cost.policy import compile_with_guardrails
     env = _env_with(project, "prod", budget={"monthly_usd": 100000})
-    with pytest.raises(CompileError, match="prod: desired monthly cost 197,107.66 USD exceeds the budget"):
+    with pytest.raises(CompileError, match="prod: desired monthly cost 197,400.27 USD exceeds the budget"):
         compile_with_guardrails(project.fleet(), env, catalogue)
     plan, cost = compile_with_guardrails(project.fleet(), project.environment("prod"), catalogue)
-    assert cost.monthly_usd.desired == pytest.approx(197_107.6588) and plan.environment == "prod"
+    assert cost.monthly_usd.desired == pytest.approx(197_400.2688) and plan.environment == "prod"

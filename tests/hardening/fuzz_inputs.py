@@ -209,7 +209,7 @@ def llm_models(draw: st.DrawFn, name: str) -> dict[str, Any]:
         "tensor_parallel_size": st.sampled_from([t for t in (1, 2, 4, 8) if heads % t == 0]),
         "pipeline_parallel_size": _int(1, 16), "max_num_seqs": _int(1, 4096), "replicas": _int(1, 1000),
         "gpu_memory_utilization": _float(0.5, 0.98), "kv_cache_dtype": st.sampled_from(["auto", "fp8"]),
-        "enable_prefix_caching": st.booleans(), "serving": st.sampled_from(["vllm", "triton"])}))
+        "enable_prefix_caching": st.booleans(), "serving": st.just("vllm")}))
     serving = overrides.pop("serving", None)
     # pinned (#15): a Hub commit, or an s3:// sub-prefix
     model["revision"] = draw(st.from_regex(r"\A[0-9a-f]{40}\Z") if not model["artifact"].startswith("s3://")

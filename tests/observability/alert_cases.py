@@ -18,7 +18,7 @@ from modelfleet.render.observability.durations import seconds
 from modelfleet.render.observability.thresholds import queue_bound
 
 SERVER, LLM, MULTI_NODE_LLM = "triton-g5-xlarge", "llama-3-1-8b-instruct", "llama-3-1-405b-instruct"
-CACHED, UNCACHED = "fraud-scorer", "image-classification"  # a model with the response cache; the pipeline
+CACHED, UNCACHED = "resnet50-classifier", "image-classification"  # a model with the response cache; the pipeline
 
 
 @dataclass(frozen=True)
@@ -56,14 +56,14 @@ def _vllm(plan: FleetPlan, name: str = LLM) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- availability
 def triton_burn(plan: FleetPlan, groups) -> list[Case]:
-    labels = _triton(plan, CACHED)  # availability 99.95: fast above 0.72% failed, slow above 0.3%
+    labels = _triton(plan, CACHED)  # availability 99.9: fast above 1.44% failed, slow above 0.6%
 
     def load(failed_per_min: int, minutes: int) -> list[dict[str, str]]:
         return [series("nv_inference_request_success", labels, f"0+1000x{minutes}"),
                 series("nv_inference_request_failure", {**labels, "reason": "REJECTED"}, f"0+{failed_per_min}x{minutes}"),
                 series("nv_inference_request_failure", {**labels, "reason": "CANCELED"}, f"0+500x{minutes}")]
     return [_case(groups, "TritonErrorBudgetBurnFast", "9% rejected vs 0.4%", CACHED, load(100, 90), load(4, 90), 75),
-            _case(groups, "TritonErrorBudgetBurnSlow", "0.5% rejected vs 0.2%", CACHED, load(5, 440), load(2, 440), 420)]
+            _case(groups, "TritonErrorBudgetBurnSlow", "1% rejected vs 0.2%", CACHED, load(10, 440), load(2, 440), 420)]
 
 
 def vllm_burn(plan: FleetPlan, groups) -> list[Case]:

@@ -151,7 +151,8 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
     assert server.pod is not None  # the compiler sets every workload's pod
     pod: dict[str, Any] = {
         "serviceAccountName": server.name, "automountServiceAccountToken": False,
-        "securityContext": c.pod_security(TRITON_UID), **c.gpu_placement(group.instance_type, group.capacity_type),
+        "securityContext": c.pod_security(TRITON_UID),
+        **(c.cpu_placement if server.device == "cpu" else c.gpu_placement)(group.instance_type, group.capacity_type),
         "initContainers": [_init_container(sync_script(bucket, server, plan, revision), aws_cli_image, plan.region,
                                            server.pod)],
         "containers": [_container(server, plan, server.pod)],
@@ -193,11 +194,9 @@ def autoscaling_metrics(server: TritonServerPlan, plan: FleetPlan) -> list[dict[
     metrics = []
     for name in server.models:
         model = plan.model(name)
-        if isinstance(model, TritonModelPlan):
-            drained = model.rps_per_instance * model.instance_count * model.queue_timeout_us / 1e6
-            metrics.append(c.pods_metric(PENDING_METRIC, math.floor(drained / 2), {"model": name}))
-        else:  # an LLM on Triton's vLLM backend: a quarter of its batch waiting, as for vLLM itself
-            metrics.append(c.pods_metric(PENDING_METRIC, model.max_num_seqs // 4, {"model": name}))
+        assert isinstance(model, TritonModelPlan)  # LLMs are served by vLLM's own Deployment
+        drained = model.rps_per_instance * model.instance_count * model.queue_timeout_us / 1e6
+        metrics.append(c.pods_metric(PENDING_METRIC, math.floor(drained / 2), {"model": name}))
     return metrics
 
 
