@@ -24,7 +24,8 @@ class CanaryCost(PlanModel):
     workload: str
     instance_type: str
     extra_replicas: int  # at desired replicas, at the canary's fullest step
-    extra_gpus: int
+    extra_gpus: int  # in ``unit``s: GPUs, or whole nodes for a KIND_CPU server
+    unit: str = "GPU"  # "node" for a KIND_CPU server, whose replica holds a CPU node
     hours_per_rollout: float  # every step's pause
     usd_per_hour: float | None  # the extra GPUs' share of their nodes (None: no price)
     usd_per_rollout: float | None
@@ -46,7 +47,7 @@ def canary_cost(workload: TritonServerPlan | VllmModelPlan, rollout: RolloutPlan
     hours = len([w for w in rollout.steps if w < 100]) * rollout.pause_s / 3600
     return CanaryCost(
         workload=workload.name, instance_type=workload.instance_type, extra_replicas=rollout.extra_replicas_desired,
-        extra_gpus=extra, hours_per_rollout=round(hours, 3),
+        extra_gpus=extra, unit="GPU" if workload.gpus_per_replica else "node", hours_per_rollout=round(hours, 3),
         usd_per_hour=None if per_gpu_hour is None else round(extra * per_gpu_hour, 4),
         usd_per_rollout=None if per_gpu_hour is None else round(extra * per_gpu_hour * hours, 2),
         room_gpus_at_max=room,
@@ -68,5 +69,6 @@ def canary_text(c: CanaryCost) -> str:
     price = ("unpriced" if c.usd_per_rollout is None else
              f"{c.usd_per_hour:,.2f} USD/h, {c.usd_per_rollout:,.2f} USD per rollout of {c.hours_per_rollout:g} h")
     room = "" if c.room_usd_per_month is None else f" ({c.room_usd_per_month:,.2f} USD/month if held all month)"
-    return (f"canary {c.workload}: +{c.extra_replicas} replica(s) = +{c.extra_gpus} GPU(s) on {c.instance_type} while "
-            f"it runs: {price}; the node group's max holds +{c.room_gpus_at_max} GPU(s){room}, in the max figure")
+    return (f"canary {c.workload}: +{c.extra_replicas} replica(s) = +{c.extra_gpus} {c.unit}(s) on {c.instance_type} "
+            f"while it runs: {price}; the node group's max holds +{c.room_gpus_at_max} {c.unit}(s){room}, in the max "
+            "figure")

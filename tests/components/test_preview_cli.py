@@ -11,6 +11,7 @@ import yaml
 from modelfleet.cli import main
 from modelfleet.render.k8s import vllm_models
 from tests.components.mocked import example_models
+from modelfleet.project import Project
 from tests.conftest import ROOT
 
 
@@ -112,9 +113,10 @@ def test_preview_base_names_a_version_bump_and_rolls_that_server_alone(capsys, t
     code, out, _ = preview(capsys, "--stack", "prod", "--models", str(path), "--base", str(ROOT / "models.yaml"))
     assert code == 0
     lines = out.splitlines()
-    assert "  fraud-scorer: version 1 -> 2, rolls triton-g5-xlarge alone as a canary 10% -> 100%, 10 min each, " \
+    server = Project(root=str(ROOT)).plan("prod").model("fraud-scorer").server
+    assert f"  fraud-scorer: version 1 -> 2, rolls {server} alone as a canary 10% -> 100%, 10 min each, " \
            "gated by its SLA analysis" in lines
     updated = [line.split()[1:3] for line in lines if line.startswith("  ~ ")]
-    assert updated == [["k8s:Rollout", "modelfleet/triton-g5-xlarge"]], out
+    assert updated == [["k8s:Rollout", f"modelfleet/{server}"]], out
     others = [line for line in lines if line.startswith(("  + ", "  - ", "  +- "))]
-    assert others and all("BucketObjectv2 triton-g5-xlarge-" in line for line in others), others
+    assert others and all(f"BucketObjectv2 {server}-" in line for line in others), others

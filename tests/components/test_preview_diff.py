@@ -4,6 +4,7 @@ the PR workflow showed no preview at all; tests/cost/test_workflow.py checks the
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -103,14 +104,18 @@ def test_a_bigger_root_volume_rolls_the_nodes(tmp_path, capsys, deploy_settings)
 
 
 def test_removing_a_model_keeps_old_configs_and_rolls_its_servers_pods(tmp_path, capsys):
-    def drop_text_embedder(text: str) -> str:  # a model of the shared GPU server (fraud-scorer has its own CPU one)
+    # A model of the shared GPU server whose removal moves nothing else: without text-embedder, fraud-scorer
+    # would come back from its CPU server (a different change), and the GPU server would become a canary.
+    def drop_session_recommender(text: str) -> str:
         data = yaml.safe_load(text)
-        data["models"] = [m for m in data["models"] if m["name"] != "text-embedder"]
+        data["models"] = [m for m in data["models"] if m["name"] != "session-recommender"]
         return yaml.safe_dump(data, sort_keys=False)
-    out = preview_base(repo_with_change(tmp_path, models_edit=drop_text_embedder), capsys)
-    assert "! pods roll: the pod template changes" in out
+    out = preview_base(repo_with_change(tmp_path, models_edit=drop_session_recommender), capsys)
+    details = out.split("~  k8s:Deployment modelfleet/triton-g5-xlarge\n", 1)[1].splitlines()
+    server = list(itertools.takewhile(lambda line: line.startswith(" " * 7), details))
+    assert "       ! pods roll: the pod template changes" in server, server
     assert "! retained: Pulumi forgets it but leaves it in AWS" in out
     deleted = out.split("to delete", 1)[1].split("\n  -  ")[1:]
-    assert any(d.startswith("aws:s3:BucketObjectv2 triton-g5-xlarge-") and "text-embedder-config.pbtxt" in d
+    assert any(d.startswith("aws:s3:BucketObjectv2 triton-g5-xlarge-") and "session-recommender-config.pbtxt" in d
                for d in deleted)  # the old revision's config, kept for the pods still reading it
-    assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-g5-xlarge" in out  # text-embedder's metric goes
+    assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-g5-xlarge" in out  # its metric goes

@@ -118,7 +118,9 @@ def test_a_bad_rollout_is_a_located_error(tmp_path, rollout, message):
         return text.replace("rollout: {strategy: canary, steps: [10, 100], pause: 10m}", f"rollout: {rollout}")
     with pytest.raises(SpecError, match=message) as failed:
         copy_project(tmp_path, edit).fleet()
-    assert "models.yaml:83:" in str(failed.value) and "models[2].rollout" in str(failed.value)
+    line = next(n for n, text in enumerate((ROOT / "models.yaml").read_text().splitlines(), 1)
+                if "rollout: {strategy: canary, steps: [10, 100], pause: 10m}" in text)
+    assert f"models.yaml:{line}:" in str(failed.value) and "models[2].rollout" in str(failed.value)
 
 
 def test_argo_rollouts_replica_arithmetic():
@@ -148,8 +150,8 @@ def test_a_multi_node_canary_is_refused_or_falls_back_with_a_warning(tmp_path):
     assert any("a canary needs single-node replicas" in w.message for w in plan.warnings if w.model == big.name)
 
     def edit(text: str) -> str:
-        return text.replace("    revision: be1b1eb5a8d9cd3e5e5b2e8bc2c71f9a3e8d6a0b",
-                            "    revision: be1b1eb5a8d9cd3e5e5b2e8bc2c71f9a3e8d6a0b\n    rollout: {strategy: canary}")
+        return text.replace("    revision: 069992c75aed59df00ec06c17177e76c63296a26",
+                            "    revision: 069992c75aed59df00ec06c17177e76c63296a26\n    rollout: {strategy: canary}")
     with pytest.raises(CompileError, match="a canary needs single-node replicas"):
         (tmp_path / "own").mkdir()
         copy_project(tmp_path / "own", edit).plan("prod")

@@ -95,7 +95,7 @@ class FraudScorerResult:
 
 
 class FraudScorer:
-    """fraud-scorer (tabular; stacks dev, prod, staging).
+    """fraud-scorer (tabular; stacks dev, prod, staging; batch <= 32, the strictest of dev 128, prod 32, staging 32).
 
     dev: SLA p99 20 ms: a request queued longer than 11100 us is rejected (503), not answered late. prod: SLA p99
     20 ms: a request queued longer than 7200 us is rejected (503), not answered late. staging: SLA p99 20 ms: a
@@ -103,7 +103,7 @@ class FraudScorer:
     """
 
     name: ClassVar[str] = "fraud-scorer"
-    max_batch_size: ClassVar[int] = 128
+    max_batch_size: ClassVar[int] = 32
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("features", "FP32", (64,)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("fraud_probability", "FP32", (1,)),)
     stateful: ClassVar[bool] = False
@@ -111,7 +111,7 @@ class FraudScorer:
 
     @classmethod
     def request(cls, features: np.ndarray, *, caller: str, protocol: ModuleType = _http) -> Request:
-        """features: FP32 [batch, 64] (batch <= 128)"""
+        """features: FP32 [batch, 64] (batch <= 32)"""
         values = (features,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
