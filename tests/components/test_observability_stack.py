@@ -7,13 +7,14 @@ from __future__ import annotations
 from modelfleet.deploy import compile_deploy_plan
 from modelfleet.deploy.types import object_key, release_key
 from modelfleet.grafana import build_dashboard
+from modelfleet.plan.types import VllmModelPlan
 from modelfleet.render.k8s import prerequisites as p
 from tests.components.mocked import created_cluster, k8s_objects, of_type, run
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
-def test_a_created_cluster_turns_on_grafana_with_the_sidecar_and_alertmanager():
+def test_a_created_cluster_turns_on_grafana_with_the_sidecar_and_alertmanager(project):
     result = run("prod", config=created_cluster("prod"))
     values = of_type(result, RELEASE)["kube-prometheus-stack"].inputs["values"]
     assert values["alertmanager"] == {"enabled": True}
@@ -25,7 +26,9 @@ def test_a_created_cluster_turns_on_grafana_with_the_sidecar_and_alertmanager():
     rules = {name for kind, name in objects if kind == "PrometheusRule"}
     dashboards = {name for (kind, name), o in objects.items() if kind == "ConfigMap"
                   and o["metadata"]["labels"].get(p.GRAFANA_SIDECAR["label"]) == p.GRAFANA_SIDECAR["labelValue"]}
-    assert rules == {"triton-g5-xlarge", "llama-3-1-8b-instruct", "llama-3-3-70b-instruct", "llama-3-1-405b-instruct"}
+    plan = project.plan("prod")  # one rule set per workload: each Triton server (GPU or CPU), each vLLM model
+    assert rules == {s.name for s in plan.triton_servers} | {m.name for m in plan.models if isinstance(m, VllmModelPlan)}
+    assert {"triton-g5-xlarge", "triton-c7i-xlarge", "llama-3-1-405b-instruct"} <= rules
     assert dashboards == {f"{name}-dashboard" for name in rules} | {"modelfleet-fleet-dashboard"}
 
 
