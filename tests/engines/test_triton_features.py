@@ -209,8 +209,8 @@ def overloaded(features, plan):
     priority=name)`` puts in ``Request.options``), so the proof covers the client's mapping too."""
     server, client_module = features
     ranker, fifo = plan.model("ranker"), plan.model("ranker-fifo")
-    request = client_module.Ranker.request(np.zeros((1, 4), np.float32), priority="interactive")
-    assert request.options == {"priority": 1}  # the tightest class is Triton's level 1
+    request = client_module.Ranker.request(np.zeros((1, 4), np.float32), caller="tests", priority="interactive")
+    assert request.options["priority"] == 1  # the tightest class is Triton's level 1
     return overload(server, ranker, dict(client_module.Ranker.priorities)), overload(server, fifo, None)
 
 
@@ -254,7 +254,8 @@ def send(server, client_module, embedding, session: int, **flags):
     model = client_module.SessionRecommender
     client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
     try:
-        request = model.request(np.asarray(embedding, np.float32).reshape(1, 16), caller="tests", sequence_id=session, **flags)
+        request = model.request(np.asarray(embedding, np.float32).reshape(1, 16), caller="tests",
+                                sequence_id=session, **flags)
         return model.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs,
                                          **request.options))
     finally:
@@ -319,12 +320,13 @@ def _streams(server, model, count: int) -> dict:
         if result.get_response().parameters["triton_final_response"].bool_param:
             record["done"].set()
 
+    request = model.request(np.array([[count]], np.int32), caller="tests", protocol=grpcclient)
+    options = dict(request.options)  # tritonclient takes a stream's headers when it starts, not per request
     client = grpcclient.InferenceServerClient(server.grpc_url)
-    client.start_stream(callback=on_response)
-    request = model.request(np.array([[count]], np.int32), protocol=grpcclient)
+    client.start_stream(callback=on_response, headers=options.pop("headers", None))
     record["sent"], record["client"] = time.monotonic(), client
     client.async_stream_infer(request.model_name, request.inputs, outputs=request.outputs,
-                              enable_empty_final_response=True, **request.options)
+                              enable_empty_final_response=True, **options)
     return record
 
 
@@ -380,7 +382,7 @@ def test_a_kind_cpu_model_is_served_as_compiled(features, plan, tmp_path) -> Non
     features_in = np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32)
     client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
     try:
-        request = client_module.CpuScorer.request(features_in)
+        request = client_module.CpuScorer.request(features_in, caller="tests")
         result = client_module.CpuScorer.decode(client.infer(request.model_name, request.inputs,
                                                              outputs=request.outputs, **request.options))
     finally:
@@ -399,7 +401,7 @@ def test_kind_cpu_instances_run_side_by_side(features, plan) -> None:
     def call(_: int) -> None:
         client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
         try:
-            request = client_module.CpuSleeper.request(np.zeros((1, 1), np.float32))
+            request = client_module.CpuSleeper.request(np.zeros((1, 1), np.float32), caller="tests")
             client.infer(request.model_name, request.inputs, outputs=request.outputs, **request.options)
         finally:
             client.close()
