@@ -96,6 +96,8 @@ CASES = [
                                    "artifact: Qwen/Qwen2.5-7B-Instruct\n    size: {dtype: bf16}\n    architecture: qwen2.5-7b\n"
                                    "    overrides: {tensor_parallel_size: 8}"),
      19, "models[1].overrides.tensor_parallel_size", "28 attention heads"),
+    ("preset-typo-keeps-the-artifacts-size", edit("architecture: llama-3.1-8b", "architecture: llama-3-70b"), 18,
+     "models[1].architecture", "did you mean `llama-3.1-8b`"),
     ("preset-contradicts-artifact", edit("architecture: llama-3.1-8b", "architecture: llama-3.1-70b"), 18,
      "models[1].architecture", "use architecture: llama-3.1-8b"),
     ("preset-contradicts-params", edit("size: {dtype: bf16}", "size: {params: 70B, dtype: bf16}"), 17,

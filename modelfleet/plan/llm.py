@@ -14,18 +14,19 @@ pods take, and at least one node per zone the availability floor spreads replica
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..errors import Issue
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import LlmModelSpec
 from ..spec.units import GIB
-from .instances import InstanceCatalogue, InstanceType
+from .instances import GpuType, InstanceCatalogue, InstanceType
 from .llm_fit import fit_layout
 from .llm_infeasible import explain_infeasible
 from .llm_shape import kv_bytes_per_sequence, llm_weights_gib, lora_gib_per_gpu, model_shape
-from .llm_speed import Demand, Fit, Miss, speed_of
+from .llm_speed import Demand, Miss, SpeedCorrection, speed_of
 from .node_price import PRICE_REFERENCE_REGION
-from .performance import Layout
+from .performance import Layout, LlmShape
 from .performance_data import gpu_for
 from .precision import Precision, precision_on, unsupported
 from .rejection import CONTEXT, MEMORY, PRECISION, TPOT, TTFT, Rejection, closeness
@@ -70,30 +71,58 @@ def price(instance: InstanceType, region: str) -> float:
     return instance.price(region) or instance.price(PRICE_REFERENCE_REGION) or math.inf
 
 
-def size_layout(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType, tp: int, pp: int,
-                ep: bool, demand: Demand) -> Sized | Rejection:
-    """Memory and context for one layout (weights, LoRA buffers, one full context of KV cache)."""
-    label = f"{instance.name} tp={tp} pp={pp}" + (" ep" if ep else "")
-    precision = precision_on(model, instance.gpu, model.image or env.vllm.image)
+@dataclass(frozen=True)
+class _Memory:
+    """What one replica holds on a GPU model at (tp, pp): the same on every instance type of that GPU."""
+
+    precision: Precision
+    shape: LlmShape
+    seqs: int = 0  # sequences of the average context the KV cache holds
+    kv_tokens: int = 0
+    kv_gib: float = 0.0  # per replica, all GPUs
+    lora: float = 0.0  # GiB per GPU
+    problem: tuple[str, int, float] | None = None  # (reason, rejection stage, figure) when it does not fit
+
+
+def gpu_memory(model: LlmModelSpec, env: EnvironmentSpec, gpu: GpuType, tp: int, pp: int) -> _Memory:
+    """Weights, LoRA buffers and one full context of KV cache within the budget of each GPU."""
+    precision = precision_on(model, gpu, model.image or env.vllm.image)
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
-    budget = instance.gpu_memory_gib * util - LLM_RUNTIME_OVERHEAD_GIB_PER_GPU
+    budget = gpu.memory_gib * util - LLM_RUNTIME_OVERHEAD_GIB_PER_GPU
     shape = model_shape(model, precision)
     weights = llm_weights_gib(model) / (tp * pp)
     lora = lora_gib_per_gpu(model, shape, tp, pp)
     if (weights + lora) * precision.load_factor >= budget:
-        return Rejection(label, _memory_reason(weights, lora, precision, budget), MEMORY, budget * tp * pp)
+        return _Memory(precision, shape, problem=(_memory_reason(weights, lora, precision, budget), MEMORY,
+                                                  budget * tp * pp))
     free = (budget - weights - lora) * GIB
-    context = model.sla.max_context_tokens
-    per_sequence = kv_bytes_per_sequence(shape, model.sla.context_tokens(), tp, pp)
+    context, average = model.sla.max_context_tokens, model.sla.context_tokens()
     if kv_bytes_per_sequence(shape, context, tp, pp) > free:
         tokens = int(free / kv_bytes_per_sequence(shape, 1, tp, pp))
-        return Rejection(label, f"KV cache holds {tokens} tokens, less than one {context}-token context", CONTEXT,
-                         tokens)
-    seqs = int(free // per_sequence)
+        return _Memory(precision, shape, problem=(f"KV cache holds {tokens} tokens, less than one {context}-token "
+                                                  "context", CONTEXT, tokens))
+    per_sequence = kv_bytes_per_sequence(shape, average, tp, pp)
+    return _Memory(precision, shape, int(free // per_sequence), int(free / per_sequence * average),
+                   (budget - weights - lora) * tp * pp, lora)
+
+
+def size_layout(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType, tp: int, pp: int,
+                ep: bool, demand: Demand, memo: dict | None = None) -> Sized | Rejection:
+    """Memory and context for one layout (gpu_memory, shared by the instance types of a GPU through ``memo``),
+    and its cost at the replica floor."""
+    label = f"{instance.name} tp={tp} pp={pp}" + (" ep" if ep else "")
+    key = (instance.gpu, tp, pp)
+    memory = memo.get(key) if memo is not None else None
+    if memory is None:
+        memory = gpu_memory(model, env, instance.gpu, tp, pp)
+        if memo is not None:
+            memo[key] = memory
+    if memory.problem is not None:
+        return Rejection(label, *memory.problem)
     lo, floor, _ = replica_bounds(model, env, demand.pinned_replicas or demand.floor)
     floor_usd = nodes_for_replicas(instance, tp, pp, lo, floor) * price(instance, env.region)
-    return Sized(instance, tp, pp, ep, precision, shape, seqs, int(free / per_sequence * model.sla.context_tokens()),
-                 (budget - weights - lora) * tp * pp, lora, floor_usd)
+    return Sized(instance, tp, pp, ep, memory.precision, memory.shape, memory.seqs, memory.kv_tokens, memory.kv_gib,
+                 memory.lora, floor_usd)
 
 
 def _memory_reason(weights: float, lora: float, precision: Precision, budget: float) -> str:
@@ -104,11 +133,18 @@ def _memory_reason(weights: float, lora: float, precision: Precision, budget: fl
     return f"weights {weights:.1f} GiB per GPU{adapters} exceed the {budget:.1f} GiB budget"
 
 
+def measured_correction(model: LlmModelSpec, gpu: GpuType) -> SpeedCorrection | None:
+    """Where a measured profile corrects the prediction: measured / predicted ratios of its prefill and TPOT
+    (on the GPU it was measured on, or scaled), which every estimate of the model then carries, with the
+    profile as its source (llm_speed.SpeedCorrection). None: no measured profile, the prediction stands."""
+    return None
+
+
 def time_layout(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: Demand) -> LlmCandidate | Rejection:
     """Fit a sized layout to the SLA at peak (llm_fit): a priced candidate, or why no replica count serves."""
     gpu = gpu_for(sized.instance.gpu)
     speed = speed_of(gpu, sized.shape, Layout(sized.tp, sized.pp, sized.expert_parallel), demand.input_tokens,
-                     demand.output_tokens, None)
+                     demand.output_tokens, measured_correction(model, sized.instance.gpu))
     fit = fit_layout(speed, demand, sized.kv_seqs)
     if isinstance(fit, Miss):
         return Rejection(sized.label, f"{fit.reason} ({speed.source})", TTFT if fit.stage == "ttft" else TPOT,
@@ -140,13 +176,14 @@ def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceT
     """Every layout's outcome, by instance type: sized for memory, then timed cheapest floor first."""
     demand, found = demand_of(model, env), {i.name: [] for i in instances}
     waiting: list[Sized] = []
+    memo: dict = {}
     for instance in instances:
         problem = unsupported(model, instance.gpu)
         if problem:
             found[instance.name].append(Rejection(instance.name, problem, PRECISION))
             continue
         for tp, pp, ep in layouts(model, instance, multi_node):
-            result = size_layout(model, env, instance, tp, pp, ep, demand)
+            result = size_layout(model, env, instance, tp, pp, ep, demand, memo)
             (waiting if isinstance(result, Sized) else found[instance.name]).append(result)
     best = math.inf
     for sized in sorted(waiting, key=lambda s: (s.floor_usd, s.instance.gpus * s.pp, s.instance.name, s.tp,

@@ -107,12 +107,16 @@ class ResolvedArchitecture:
     params: int | None  # the published total (presets); None: counted from the figures by the planner
     origin: str  # where the figures come from, as the plan says it
 
-    @property
-    def fields(self) -> dict[str, Any]:
+    @functools.cached_property
+    def _mapping(self) -> dict[str, Any]:  # kept in the instance's __dict__: the planner reads it per layout
         return dict(self.items)
 
+    @property
+    def fields(self) -> dict[str, Any]:
+        return dict(self._mapping)
+
     def _get(self, name: str) -> Any:
-        return self.fields.get(name)
+        return self._mapping.get(name)
 
     layers = property(lambda self: int(self._get("layers")))
     attention_heads = property(lambda self: int(self._get("heads")))

@@ -21,6 +21,7 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -389,9 +390,12 @@ class LlmModelSpec(Frozen):
 
     @field_validator("architecture")
     @classmethod
-    def _known_preset(cls, value: Any) -> Any:
+    def _known_preset(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str) and value not in LLM_PRESETS:
-            close = difflib.get_close_matches(value.lower(), sorted(LLM_PRESETS), n=1, cutoff=0.7)
+            # a preset of the size the artifact names first: a typo must not suggest a bigger model
+            named = sorted(p for size in sizes_named(str(info.data.get("artifact", ""))) for p in presets_of_size(size, value))
+            close = (difflib.get_close_matches(value.lower(), named, n=1, cutoff=0.5)
+                     or difflib.get_close_matches(value.lower(), sorted(LLM_PRESETS), n=1, cutoff=0.7))
             raise FieldProblem((), f"unknown architecture preset {value!r}; the presets are "
                                f"{', '.join(sorted(LLM_PRESETS))}",
                                f"did you mean `{close[0]}`?" if close else
