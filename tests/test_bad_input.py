@@ -119,6 +119,8 @@ CASES = [
      "set overrides.max_num_seqs"),
     ("lora-from-s3", edit("architecture: llama-3.1-8b", "architecture: llama-3.1-8b\n    lora: {adapters: [{name: a, "
                           "artifact: 's3://b/lora'}]}"), 19, "models[1].lora.adapters[0].artifact", "Hugging Face"),
+    ("lora-on-triton", edit("architecture: llama-3.1-8b", "architecture: llama-3.1-8b\n    serving: triton\n    lora: "
+                            "{adapters: [{name: a, artifact: acme/a}]}"), 20, "models[1].lora", "use serving: vllm"),
     ("lora-rank", edit("architecture: llama-3.1-8b", "architecture: llama-3.1-8b\n    lora: {adapters: [{name: a, "
                        "artifact: acme/a}], max_rank: 24}"), 19, "models[1].lora.max_rank", "16"),
     ("bad-gqa", edit("architecture: llama-3.1-8b", "architecture: {layers: 4, attention_heads: 10, kv_heads: 4, head_dim: 64}"),

@@ -174,7 +174,7 @@ def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidat
         where = "single-replica environment" if env.replicas.single_replica else "overrides.replicas"
         notes.append(f"{where}: {fit.shortfall}")
     if fit.ttft_p99_ms > sla.p99_ttft_ms or (sla.p99_tpot_ms is not None and fit.tpot_ms > sla.p99_tpot_ms):
-        notes.append(f"at its pinned size ({fit.binding}) the SLA is not met at peak: predicted p99 TTFT "
+        notes.append(f"pinned to {fit.replicas} replica(s) ({fit.binding}), it misses the SLA at peak: predicted p99 TTFT "
                      f"{fit.ttft_p99_ms:,.0f} ms (sla {sla.p99_ttft_ms:g}), TPOT {fit.tpot_ms:.1f} ms"
                      + (f" (sla {sla.p99_tpot_ms:g})" if sla.p99_tpot_ms is not None else ""))
     if "output_tokens_per_s_per_sequence" in model.profile.model_fields_set:

@@ -45,9 +45,10 @@ def demand_of(model: LlmModelSpec, env: EnvironmentSpec) -> Demand:
     floor = 1 if policy.single_replica else availability_floor(sla.availability, policy.ha_availability,
                                                                  policy.ha3_availability)
     pinned = 1 if policy.single_replica else model.overrides.replicas
-    return Demand(sla.input_tokens(), sla.output_tokens(), sla.max_context_tokens - sla.output_tokens(), sla.p99_ttft_ms, sla.p99_tpot_ms, load, amount, floor,
-                  env.vllm.max_num_seqs_cap, model.overrides.max_num_seqs, pinned,
-                  model.overrides.max_num_batched_tokens)
+    return Demand(sla.input_tokens(), sla.output_tokens(), sla.max_context_tokens - sla.output_tokens(),
+                  sla.p99_ttft_ms, sla.p99_tpot_ms, load, amount, floor, env.vllm.max_num_seqs_cap,
+                  model.overrides.max_num_seqs, pinned, model.overrides.max_num_batched_tokens,
+                  "single replica" if policy.single_replica else "overrides.replicas")
 
 
 def replica_bounds(model: LlmModelSpec, env: EnvironmentSpec, desired: int) -> tuple[int, int, int]:

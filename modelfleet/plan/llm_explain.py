@@ -81,7 +81,8 @@ def binding_text(model: LlmModelSpec, chosen: LlmCandidate) -> str:
         "memory": f"memory (the KV cache holds {fit.max_num_seqs} sequences per replica; the peak is {load})",
         "max_num_seqs cap": f"the stack's max_num_seqs cap ({fit.max_num_seqs} per replica; the peak is {load})",
         "overrides.max_num_seqs": f"overrides.max_num_seqs ({fit.max_num_seqs} per replica; the peak is {load})",
-        "overrides.replicas": f"replicas pinned to {fit.replicas} (overrides.replicas, or a single-replica stack)",
+        "overrides.replicas": f"replicas pinned to {fit.replicas} (overrides.replicas)",
+        "single replica": "one replica (the stack's replicas.singleReplica)",
     }
     return texts[fit.binding] + (f"; WARNING: {fit.shortfall}" if fit.shortfall else "")
 

@@ -90,7 +90,7 @@ def _replicas(demand: Demand, capacity: float, ttft_binds: bool, seq_limit: str)
     load = demand.amount if demand.requests_per_s is None else demand.requests_per_s
     needed = max(1, math.ceil(load / capacity - 1e-9)) if capacity > 0 else 10**9
     if demand.pinned_replicas is not None:
-        return demand.pinned_replicas, "overrides.replicas", needed
+        return demand.pinned_replicas, demand.pinned_by, needed
     if needed < demand.floor:
         return demand.floor, "availability", needed
     return needed, "ttft" if ttft_binds else seq_limit, needed

@@ -68,6 +68,7 @@ class Demand:
     pinned_seqs: int | None = None  # overrides.max_num_seqs
     pinned_replicas: int | None = None  # overrides.replicas, or 1 in a single-replica stack
     batched_tokens: int | None = None  # overrides.max_num_batched_tokens
+    pinned_by: str = "overrides.replicas"  # what pinned the replicas: the override, or "single replica"
 
     @property
     def prompt_cv2(self) -> float:

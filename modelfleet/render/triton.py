@@ -85,6 +85,10 @@ def vllm_backend_model_json(plan: VllmModelPlan) -> str:
     }
     if plan.quantization:
         engine["quantization"] = plan.quantization
+    if plan.max_num_batched_tokens:
+        engine["max_num_batched_tokens"] = plan.max_num_batched_tokens
+    if plan.expert_parallel:
+        engine["enable_expert_parallel"] = True
     return json.dumps(engine, indent=2, sort_keys=True) + "\n"
 
 

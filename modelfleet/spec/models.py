@@ -458,6 +458,19 @@ class LlmModelSpec(Frozen):
                                "sequence decodes faster")
 
     @model_validator(mode="after")
+    def _vllm_server_only(self) -> LlmModelSpec:
+        """LoRA adapters, `vllm serve` flags and a vLLM image belong to vLLM's own server: Triton's vLLM
+        backend reads engine arguments from its model.json and runs in the Triton image."""
+        if self.serving != "triton":
+            return self
+        for path, present in ((("lora",), self.lora is not None), (("overrides", "extra_args"), bool(
+                self.overrides.extra_args)), (("image",), self.image is not None)):
+            if present:
+                raise FieldProblem(path, f"{'.'.join(path)} needs vLLM's own server; Triton's vLLM backend "
+                                   "cannot take it", f"use serving: vllm, or remove {path[-1]}")
+        return self
+
+    @model_validator(mode="after")
     def _quantized_checkpoint(self) -> LlmModelSpec:
         """int8/int4 weights exist only in a pre-quantized checkpoint; a declared one fixes the dtype."""
         allowed = CHECKPOINT_DTYPES.get(self.quantization or "", ("fp32", "fp16", "bf16", "fp8", None))

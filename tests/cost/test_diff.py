@@ -139,9 +139,10 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     # the switch alone: -(213,165.8560 - 11 x 16.00) / 2; then the 70B at spot prices: 2 x (10.978821 x 730 + 16.00)
     assert "- stack settings: -106,494.93 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
     assert "- models.yaml: +16,061.08 at desired" in comment
-    # 3 x (10.978821 x 730 + 16.00) = 24,091.62, from 48,135.24
-    assert "`llama-3-3-70b-instruct` | -24,043.62 | 24,091.62 | USD 8.37 per million tokens at 1,095 tok/s predicted |" \
-        in comment
+    # 3 x (10.978821 x 730 + 16.00) = 24,091.62, from 48,135.24, over what its 3 replicas generate at peak
+    served = 3 * Project(root=str(repo)).plan("prod").model("llama-3-3-70b-instruct").estimates.output_tokens_per_s_per_replica
+    assert (f"`llama-3-3-70b-instruct` | -24,043.62 | 24,091.62 | USD {24_091.618 / 730 / (served * 3600) * 1e6:.3g} per "
+            f"million tokens at {served:,.0f} tok/s predicted |") in comment
     assert ("| USD per node-hour 21.957642 (on-demand) -> 10.978821 (spot assumed at 50% of on-demand 21.957642) —"
             in comment)
 
@@ -267,7 +268,7 @@ def test_replicas_change_is_explained_by_the_spec_field(tmp_path):
     (change,) = diff.changes
     assert change.name == "llama-3-1-8b-instruct" and change.status == "changed" and change.edited
     assert change.reasons == ("sla.peak_concurrent_sequences 48 -> 72",  # what the PR edited
-                              "replicas 2-3-5 -> 2-4-6 (min-desired-max)")  # what the compiler made of it: ceil(72/23)
+                              "replicas 2-2-3 -> 2-3-5 (min-desired-max)")  # the compiler's: ceil(72 / 31 per replica)
     assert change.delta_usd == pytest.approx(1 * 1.861 * 730 + 16)  # one more g6e.xlarge and its volume: 1,374.53
 
 
@@ -275,14 +276,17 @@ def test_instance_type_and_sharding_changes_are_explained(tmp_path):
     old = "    overrides:\n      extra_args:"  # the 8B's
     new = "    overrides:\n      instance_type: g6e.12xlarge\n      tensor_parallel_size: 2\n      extra_args:"
     diff = _changed(tmp_path, old, new)
-    (change,) = diff.changes
+    changes = {c.name: c for c in diff.changes}
+    change = changes.pop("llama-3-1-8b-instruct")
     assert change.reasons[:2] == ("overrides.instance_type unset -> g6e.12xlarge",
                                   "overrides.tensor_parallel_size unset -> 2")
     assert "instance type g6e.xlarge -> g6e.12xlarge" in change.reasons
     assert "tensor parallel 1 -> 2" in change.reasons
-    assert any(r.startswith("replicas ") for r in change.reasons)
+    assert any(r.startswith("max_num_seqs ") for r in change.reasons)  # two GPUs decode faster: more sequences
     assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h + EBS 16.00 USD/month per node): nodes 2-2-4 -> 0-0-0" in n
                for n in diff.node_groups)
+    # its 2 replicas of 2 GPUs leave half of each 4-GPU node idle: the Triton server moves there, free
+    assert {c.reasons[0] for c in changes.values()} == {"instance type g5.xlarge -> g6e.12xlarge"}
 
 
 def test_removed_model_gives_back_its_cost(tmp_path):
