@@ -41,7 +41,7 @@ def _launch_template(spec: NodeGroupDeploy, parent: pulumi.Resource) -> aws.ec2.
 class GpuNodeGroup(pulumi.ComponentResource):
     """A managed node group and its launch template. Its EKS name is ``<name>-<suffix>``: a change EKS can
     only make by a new group (AMI type, subnets) creates the new group before deleting the old one, which
-    a protected group stops at (README, "Replacing a protected node group")."""
+    a protected group stops at (docs/operations/deploying.md, "Replacing a protected node group")."""
 
     TYPE = GPU_NODE_GROUP_TYPE
 

@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from modelfleet.deploy.types import CLUSTER_READY, SYSTEM_NODES, DeployPlan, node_group_key
+from modelfleet.deploy.types import CLUSTER_READY, SHARED, SYSTEM_NODES, DeployPlan, node_group_key
 
 from .cluster import ClusterAccess
 from .kubernetes import apply_objects
@@ -16,6 +16,7 @@ from .model_repository import ModelRepository
 from .node_group import GpuNodeGroup, NodeRole, SystemNodeGroup
 from .prerequisites import ClusterPrerequisites
 from .registry import Registry
+from .tags import team_options
 from .triton_server import TritonServer
 from .vllm_deployment import VllmDeployment
 
@@ -41,16 +42,17 @@ def _decode(value: Any) -> Any:
 
 
 def _node_groups(fleet: DeployPlan, cluster: ClusterAccess, registry: Registry) -> dict[str, GpuNodeGroup]:
-    role = NodeRole("gpu-nodes", fleet.node_role)
+    role = NodeRole("gpu-nodes", fleet.node_role, team_options(SHARED))
     groups: dict[str, GpuNodeGroup] = {}
     for spec in fleet.node_groups:  # in order: a zone's group comes after the one it waits for
-        groups[spec.name] = GpuNodeGroup(spec, cluster.name, cluster.subnet_ids, role,
+        groups[spec.name] = GpuNodeGroup(spec, cluster.name, cluster.subnet_ids, role, team_options(spec.team),
                                          after=[groups[name].node_group for name in spec.after])
     for spec in fleet.node_groups:
         # a workload waits for its plan group: every zone's group of a zonal one
         registry.add(node_group_key(spec.plan_group or spec.name), groups[spec.name].node_group)
     if fleet.system_node_group is not None:
-        system = SystemNodeGroup(fleet.system_node_group, cluster.name, cluster.subnet_ids, role)
+        system = SystemNodeGroup(fleet.system_node_group, cluster.name, cluster.subnet_ids, role,
+                                 team_options(fleet.system_node_group.team))
         registry.add(SYSTEM_NODES, system.node_group)
     return groups
 
@@ -59,18 +61,19 @@ def build_fleet(fleet: DeployPlan, hf_token: pulumi.Output[str] | None) -> dict[
     """The cluster (and its prerequisites), node groups and every workload; returns the stack's outputs.
     Nothing waits on anything the deploy plan does not name (each object's ``waits_for``)."""
     registry = Registry()
-    cluster = ClusterAccess("cluster", fleet.cluster)
+    cluster = ClusterAccess("cluster", fleet.cluster, team_options(SHARED))
     registry.add(CLUSTER_READY, *cluster.ready)
     groups = _node_groups(fleet, cluster, registry)
     apply_objects(fleet.cluster_objects, cluster, cluster.provider, registry)
     if fleet.releases:
-        ClusterPrerequisites("prerequisites", fleet.releases, cluster.name, cluster.provider, registry)
+        ClusterPrerequisites("prerequisites", fleet.releases, cluster.name, cluster.provider, registry,
+                             team_options(SHARED))
     if fleet.repository is not None:
-        bucket = ModelRepository(fleet.repository).bucket
+        bucket = ModelRepository(fleet.repository, team_options(SHARED)).bucket
         for server in fleet.triton_servers:
-            TritonServer(server, bucket, cluster.name, cluster.provider, registry)
+            TritonServer(server, bucket, cluster.name, cluster.provider, registry, team_options(server.team))
     for model in fleet.vllm_models:
-        VllmDeployment(model, hf_token, cluster.name, cluster.provider, registry)
+        VllmDeployment(model, hf_token, cluster.name, cluster.provider, registry, team_options(model.team))
     node_groups = {name: {**info, "eks_name": groups[name].node_group.node_group_name}
                    for name, info in fleet.outputs["node_groups"].items()}
     return {"cluster": cluster.name, **fleet.outputs, "node_groups": node_groups}

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from .errors import EXIT_USER_ERROR, ModelfleetError
 
-COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate")
+COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate", "profile")
 
 
 def build_parser() -> argparse.ArgumentParser:

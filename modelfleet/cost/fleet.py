@@ -16,6 +16,8 @@ Pure: a FleetPlan, the dated InstanceCatalogue, the stack's cost settings and th
     environment  = node groups + the EKS control plane and the system node group when the stack creates the
                    cluster (system nodes: on-demand, 2-2-4 of cluster.systemInstanceType, priced from the table's
                    system_instances; not attributed to models, like the control plane)
+    team         = the sum of its models' costs (models.yaml's ``team``; ``unassigned`` without one), so the
+                   teams add up to the node groups; a created cluster's own costs are no team's
 
 A region without a price is *unknown*: its node groups and totals are None, never guessed.
 """
@@ -28,6 +30,7 @@ from collections.abc import Mapping
 from ..plan.compiler import models_in
 from ..plan.instances import InstanceCatalogue
 from ..plan.node_price import HOURS_PER_MONTH, estimate_node_price
+from ..plan.teams import team_of
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from ..plan.types import FleetPlan, LlmEstimatesPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
 from ..spec.environment import EnvironmentSpec
@@ -70,6 +73,9 @@ class UnitCost(PlanModel):
     # Set when the replicas serve less than the declared peak: the figure is then priced at what they
     # serve, so it is not the cost of the peak a reviewer may assume.
     shortfall: str | None = None
+    # A Triton model whose speed is not measured: what its capacity (and so its replicas) rests on instead;
+    # None when measured (or for an LLM, whose estimates say their own source).
+    unmeasured: str | None = None
 
 
 class NodeGroupCost(PlanModel):
@@ -93,6 +99,7 @@ class NodeGroupCost(PlanModel):
 
 class ModelCost(PlanModel):
     name: str
+    team: str  # models.yaml's team, "unassigned" without one
     serving: str
     node_group: str
     instance_type: str
@@ -101,6 +108,14 @@ class ModelCost(PlanModel):
     monthly_usd: MonthlyUsd | None
     unit_cost: UnitCost | None
     estimates: LlmEstimatesPlan | None = None  # an LLM's predicted speed at peak, as the plan says it
+
+
+class TeamCost(PlanModel):
+    """What one team's models cost: the sum of their ModelCosts (None when any of them is unknown)."""
+
+    name: str
+    models: tuple[str, ...]
+    monthly_usd: MonthlyUsd | None
 
 
 class FleetCost(PlanModel):
@@ -114,6 +129,7 @@ class FleetCost(PlanModel):
     attribution_rule: str
     node_groups: tuple[NodeGroupCost, ...]
     models: tuple[ModelCost, ...]
+    teams: tuple[TeamCost, ...]  # by name; they add up to the node groups (not the created cluster's costs)
     control_plane_monthly_usd: float | None  # None: the stack does not create the cluster
     system_nodes: NodeGroupCost | None  # a created cluster's system node group; None: the stack joins a cluster
     monthly_usd: MonthlyUsd | None  # None when any price is unknown
@@ -178,8 +194,19 @@ def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: Envir
         spot_price_ratio=env.cost.spot_price_ratio if plan.capacity_type == "spot" else None,
         hours_per_month=HOURS_PER_MONTH, prices_as_of=_as_of(catalogue, env.region),
         price_basis=_price_basis(catalogue, env), attribution_rule=ATTRIBUTION_RULE, node_groups=groups,
-        models=models, control_plane_monthly_usd=control if env.cluster.create else None, system_nodes=system,
+        models=models, teams=estimate_team_costs(models), control_plane_monthly_usd=control if env.cluster.create else None, system_nodes=system,
         monthly_usd=total, unknown=unknown)
+
+
+def estimate_team_costs(models: tuple[ModelCost, ...]) -> tuple[TeamCost, ...]:
+    """Each team's models and their summed cost, teams by name."""
+    members: dict[str, list[ModelCost]] = defaultdict(list)
+    for model in models:
+        members[model.team].append(model)
+    return tuple(TeamCost(name=team, models=tuple(m.name for m in group),
+                          monthly_usd=None if any(m.monthly_usd is None for m in group)
+                          else _sum([m.monthly_usd for m in group], 0.0))  # type: ignore[misc]
+                 for team, group in sorted(members.items()))
 
 
 def _node_group_cost(group: NodeGroupPlan, disk: VolumePlan, catalogue: InstanceCatalogue,
@@ -306,7 +333,7 @@ def _model_cost(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan,
         attribution = f"its pods hold {held} ({model.gpus_per_replica} per replica)"
     monthly = None if whole is None else MonthlyUsd(**{lvl: whole.at(lvl) * fraction for lvl in LEVELS})
     unit = None if monthly is None else estimate_unit_cost(model, monthly.desired, loads.get(model.name))
-    return ModelCost(name=model.name, serving=model.serving, node_group=model.node_group,
+    return ModelCost(name=model.name, team=team_of(model.team), serving=model.serving, node_group=model.node_group,
                      instance_type=model.instance_type, gpus=gpus, attribution=attribution,  # type: ignore[arg-type]
                      monthly_usd=monthly, unit_cost=unit,
                      estimates=model.estimates if isinstance(model, VllmModelPlan) else None)
@@ -374,7 +401,8 @@ def _triton_unit_cost(model: TritonModelPlan, hourly: float) -> UnitCost:
                  "plan: under 0.005/s), so no finite cost per inference")
     return UnitCost(metric="usd_per_1k_inferences", value=_per_unit(hourly, rps * 3600, 1000),
                     basis=f"{rps:g} inferences/s", shortfall=short,
-                    assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g})")
+                    assumption=f"{rps:g} inferences/s sustained (peak_rps {model.peak_rps:g})",
+                    unmeasured=None if model.measured else model.speed_basis)
 
 
 def _per_unit(usd_per_hour: float, units_per_hour: float, scale: float) -> float | None:

@@ -161,8 +161,9 @@ def fewer_gpus_fixes(model: TritonModelPlan | VllmModelPlan, spec: ClassicModelS
     replicas follow its measured throughput (quantising the artifact is the model owner's job, not a field
     here); an LLM's follow its weights and KV cache, which only a checkpoint that loads smaller shrinks."""
     if isinstance(spec, ClassicModelSpec):
-        return [] if spec.profile.rps_per_instance is not None or spec.overrides.replicas else [
-            "measure profile.rps_per_instance with perf_analyzer (the compiler assumed half-full batches)"]
+        return [] if model.measured or spec.overrides.replicas else [
+            "measure it on its GPU (`modelfleet profile --url URL`, or perf_analyzer into profile.*): unmeasured, "
+            "the compiler assumed half-full batches within an execution budget"]
     return _quantise_fixes(model, spec, env) if isinstance(model, VllmModelPlan) else []
 
 

@@ -52,7 +52,15 @@ def _unit(unit: UnitCost | None, warn: str = "⚠️") -> str:
     if unit is None:
         return "-"
     short = f" {warn} {unit.shortfall}" if unit.shortfall else ""
-    return f"{_unit_figure(unit)} at {unit.basis}{short}"
+    return f"{_unit_figure(unit)} at {unit.basis}{short}{_unmeasured(unit, warn)}"
+
+
+def _unmeasured(unit: UnitCost | None, warn: str = "⚠️") -> str:
+    """The mark of a model whose speed nobody measured: its replicas (so its cost) rest on an assumption."""
+    if unit is None or unit.unmeasured is None:
+        return ""
+    return (f" {warn} UNMEASURED speed: its replicas rest on an execution budget floored by the datasheet bound, "
+            "not on a profile (`modelfleet profile`)")
 
 
 def _unit_figure(unit: UnitCost) -> str:
@@ -117,6 +125,8 @@ def _environment_text(view: CostView) -> str:
               "", f"  {'model':28} {'GPUs':9} {'USD/month min / desired / max':38} unit cost at peak"]
     for m in c.models:
         lines += _model_text(m)
+    lines += ["", f"  {'team':28} {'models':9} USD/month min / desired / max"]
+    lines += [f"  {t.name:28} {len(t.models):<9} {_range(t.monthly_usd)}" for t in c.teams]
     lines += ["", f"  {_budget_line(view.budget)}"]
     lines += [f"  POLICY: {v}" for v in view.violations] + [f"  UNKNOWN: {u}" for u in c.unknown]
     lines += ["", f"  rule: {c.attribution_rule}", ""]
@@ -163,6 +173,8 @@ def _model_text(m: ModelCost) -> list[str]:
         out.append(f"  {'':28}   speed at peak (predicted): {speed(m.estimates)}")
     if m.unit_cost is not None:
         out.append(f"  {'':28}   throughput: {m.unit_cost.assumption}")
+        if m.unit_cost.unmeasured:
+            out.append(f"  {'':28}   speed: {m.unit_cost.unmeasured}")
         if m.unit_cost.shortfall:
             priced = "" if m.unit_cost.value is None else "; the unit cost is at what they serve"
             out.append(f"  {'':28}   WARNING: {m.unit_cost.shortfall}{priced}")
@@ -190,11 +202,19 @@ def _environment_diff_text(env: EnvironmentDiff) -> list[str]:
             lines.append(f"  {'':8} {'':28} {'':>14}  speed at peak (predicted): {speed(change.estimates)}")
         if change.unit_cost is not None and change.unit_cost.shortfall:
             lines.append(f"  {'':8} {'':28} {'':>14}  WARNING: {change.unit_cost.shortfall}")
+        if change.unit_cost is not None and change.unit_cost.unmeasured:
+            lines.append(f"  {'':8} {'':28} {'':>14}  UNMEASURED: {change.unit_cost.unmeasured}")
     lines += [f"  node group {n}" for n in env.node_groups] + [f"  cluster: {n}" for n in env.cluster]
+    lines += [f"  team {t.name}: {_team_side(t.before_usd)} -> {_team_side(t.after_usd)} "
+              f"({usd(t.delta_usd, signed=True)})" for t in env.teams]
     lines += [f"  NOTE: {n}" for n in env.notes]
     if env.after is not None and not env.errors and env.presence != "removed":
         lines += [f"  {_budget_line(env.budget)}"]
     return lines + [f"  POLICY: {v}" for v in env.violations] + [f"  UNKNOWN: {u}" for u in env.unknown]
+
+
+def _team_side(value: float | None) -> str:
+    return "-" if value is None else usd(value)
 
 
 def _side_text(total: MonthlyUsd | None, errors: Sequence[str]) -> str:
@@ -251,6 +271,9 @@ def _preview_section_md(view: CostView) -> list[str]:
              "|---|---|---:|---|---|"]
     lines += [f"| `{m.name}` | {m.instance_type} | {usd(m.monthly_usd.desired if m.monthly_usd else None)} | "
               f"{_unit(m.unit_cost)} | {speed(m.estimates)} |" for m in view.cost.models]
+    lines += ["", "| team | models | USD/month desired |", "|---|---|---:|"]
+    lines += [f"| {t.name} | {', '.join(f'`{m}`' for m in t.models)} | "
+              f"{usd(t.monthly_usd.desired if t.monthly_usd else None)} |" for t in view.cost.teams]
     cluster = _cluster_md(view.cost)
     return lines + (["", *cluster] if cluster else []) + _problems_md(view.violations, view.cost.unknown)
 
@@ -316,12 +339,15 @@ def _environment_md(env: EnvironmentDiff) -> list[str]:
     table = ["| model | change | USD/month after | unit cost at peak | LLM speed at peak (predicted) | why |",
              "|---|---:|---:|---|---|---|"]
     table = table + [_change_row(c) for c in env.changes] if env.changes else []
+    teams = ["| team | before | after | change |", "|---|---:|---:|---:|"] + [
+        f"| {t.name} | {_team_side(t.before_usd)} | {_team_side(t.after_usd)} | {usd(t.delta_usd, signed=True)} |"
+        for t in env.teams] if env.teams else []
     extra = [f"- node group {n}" for n in env.node_groups] + [f"- cluster: {n}" for n in env.cluster]
     if env.delta is not None and env.changes:
         extra.append(f"- at min / max replicas: {_minmax(env.delta)}")
     extra += [f"- ⚠️ {n}" for n in env.notes]
     problems = [f"- ❌ policy: {v}" for v in env.violations] + [f"- ⚠️ unknown price: {u}" for u in env.unknown]
-    blocks = [block for block in (head, table, extra, problems) if block]
+    blocks = [block for block in (head, table, teams, extra, problems) if block]
     if not blocks:
         return []
     lines = ["", f"#### {env.environment}"]

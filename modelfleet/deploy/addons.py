@@ -30,7 +30,7 @@ def autoscaler_identity(env: EnvironmentSpec) -> PodIdentityDeploy:
 
 
 def releases(plan: FleetPlan, env: EnvironmentSpec) -> tuple[HelmReleaseDeploy, ...]:
-    """What a created cluster needs before the workloads: none for a joined cluster (README lists them)."""
+    """What a created cluster needs before the workloads: none for a joined cluster (docs/operations/deploying.md lists them)."""
     if not env.cluster.create:
         return ()
     name = cluster_name(env)

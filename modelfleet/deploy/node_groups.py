@@ -32,9 +32,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import Issue
+from ..plan.teams import node_group_team
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from ..plan.types import FleetPlan, NodeGroupPlan, VllmModelPlan
 from ..spec.environment import EnvironmentSpec
+from ..spec.team import SHARED
 from .types import (
     GPU_NODE_GROUP_TYPE,
     SYSTEM_NODE_GROUP_TYPE,
@@ -117,6 +119,8 @@ def zone_subnets(subnets: Sequence[LiveSubnet]) -> dict[str, tuple[str, ...]]:
 
 
 def _template(group: NodeGroupPlan, name: str, env: EnvironmentSpec, labels: dict[str, str]) -> LaunchTemplateDeploy:
+    """Its instance tags carry no team: they are part of the template's version, so a model of another team
+    joining the group would roll its nodes. The team tag is on the node group and the template resource."""
     volume = group.root_volume
     store = group.ephemeral_storage_on == "instance-store"
     return LaunchTemplateDeploy(name=f"{name}-lt", device_name=DATA_DEVICE[env.deploy.ami_type],
@@ -134,26 +138,27 @@ def gpu_node_groups(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec,
     """The plan group as EKS node groups: one, or one per zone of a zonal layout (see the module docstring)."""
     if not group.zonal:
         return (_gpu_group(group, group.name, env, live, (group.min_size, group.desired_size, group.max_size),
-                           env.cluster.subnet_ids),)
+                           env.cluster.subnet_ids, team=node_group_team(plan, group)),)
     by_zone, out = zone_subnets(subnets), []
     for zone in group.zonal:
         name = f"{group.name}-{zone.zone}"
         deployed = _gpu_group(group, name, env, live, (zone.min_size, zone.desired_size, zone.max_size),
-                              by_zone.get(zone.zone, ()), zone.zone)
+                              by_zone.get(zone.zone, ()), zone.zone, node_group_team(plan, group))
         out.append(deployed.model_copy(update={"update_max_unavailable": _replica_nodes(plan, group),
                                                "force_update": True, "after": (out[-1].name,) if out else ()}))
     return tuple(out)
 
 
 def _gpu_group(group: NodeGroupPlan, name: str, env: EnvironmentSpec, live: Sequence[LiveNodeGroup],
-               sizes: tuple[int, int, int], subnet_ids: tuple[str, ...], zone: str | None = None) -> NodeGroupDeploy:
+               sizes: tuple[int, int, int], subnet_ids: tuple[str, ...], zone: str | None = None,
+               team: str = SHARED) -> NodeGroupDeploy:
     labels = _labels(group) | ({ZONE_LABEL: zone} if zone else {})
     return NodeGroupDeploy(name=name, name_prefix=f"{name}-", instance_type=group.instance_type,
                            capacity_type=CAPACITY_TYPES[group.capacity_type], ami_type=env.deploy.ami_type,
                            labels=labels, tags=labels | {GROUP_LABEL: name, STACK_TAG: env.name}, taints=(GPU_TAINT,),
                            scaling=scaling(sizes, live_group(name, live, env.name)),
                            launch_template=_template(group, name, env, labels), subnet_ids=subnet_ids,
-                           protect=env.protect, zone=zone, plan_group=group.name if zone else None)
+                           protect=env.protect, team=team, zone=zone, plan_group=group.name if zone else None)
 
 
 def zone_issues(plan: FleetPlan, subnets: Sequence[LiveSubnet], file: str) -> list[Issue]:
@@ -218,5 +223,5 @@ def protected_changes(groups: Sequence[NodeGroupDeploy], live: Sequence[LiveNode
             messages.append(f"protected node group {name} ({group.name}) would be "
                             f"{'deleted' if target is None else 'replaced'} ({'; '.join(changes)}): `pulumi up` "
                             "would create the new groups and then fail; first run `pulumi state unprotect "
-                            f"'{node_group_urn(env.name, project, name)}'` (README, \"Replacing a protected node group\")")
+                            f"'{node_group_urn(env.name, project, name)}'` (docs/operations/deploying.md, \"Replacing a protected node group\")")
     return messages

@@ -15,6 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ..plan.teams import TEAM_LABEL  # noqa: F401  (components tag with it: they import only these types)
+from ..spec.team import SHARED
+
 
 class DeployModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -123,6 +126,9 @@ class NodeGroupDeploy(DeployModel):
     launch_template: LaunchTemplateDeploy
     subnet_ids: tuple[str, ...]  # empty: the cluster's own subnets (looked up)
     protect: bool
+    # Its modelfleet.io/team tag, on it, its launch template and its instances (plan/teams.py): the team of
+    # the models it hosts, or "shared".
+    team: str = SHARED
     zone: str | None = None  # a zonal group's one zone (its subnets are that zone's)
     plan_group: str | None = None  # a zonal group's node group in the plan (what workloads wait for)
     # EKS's update of the group's nodes (a new launch template or AMI): how many nodes at a time, and whether
@@ -231,6 +237,7 @@ class HelmReleaseDeploy(DeployModel):
 
 class TritonDeploy(DeployModel):
     name: str
+    team: str = SHARED  # the modelfleet.io/team tag of its AWS resources (its models' team, plan/teams.py)
     aliases: tuple[str, ...] = ()  # the server's former names (TritonServerPlan.former_names)
     objects: tuple[S3ObjectDeploy, ...]
     identity: PodIdentityDeploy
@@ -239,6 +246,7 @@ class TritonDeploy(DeployModel):
 
 class VllmDeploy(DeployModel):
     name: str
+    team: str = "unassigned"  # the modelfleet.io/team tag of its AWS resources (the model's team)
     identity: PodIdentityDeploy | None  # an s3:// artifact
     hf_secret: SecretDeploy | None  # a Hugging Face id
     manifests: tuple[AppliedObject, ...]

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..plan.teams import server_team, team_of
 from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from ..render.iam import pod_identity_trust_policy, triton_read_policy, vllm_read_policy
 from ..render.k8s import (
@@ -121,7 +122,7 @@ def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpe
                                  trust_policy=pod_identity_trust_policy(), aliases=server.former_names)
     own = tuple(o.model_copy(update={"aliases": _former(o.name, server)})
                 for o in applied(manifests, server.node_group, True, ctx))
-    return TritonDeploy(name=server.name, aliases=server.former_names, objects=objects, identity=identity,
+    return TritonDeploy(name=server.name, team=server_team(plan, server), aliases=server.former_names, objects=objects, identity=identity,
                         manifests=own)
 
 
@@ -143,7 +144,7 @@ def vllm_model(plan: FleetPlan, model: VllmModelPlan, manifests: Sequence[dict[s
     identity = None if policy is None else PodIdentityDeploy(name=model.name, namespace=plan.namespace,
                                                              service_account=model.name, policy=policy,
                                                              trust_policy=pod_identity_trust_policy())
-    return VllmDeploy(name=model.name, identity=identity, hf_secret=hf_secret(plan, model, ctx) if policy is None else None,
+    return VllmDeploy(name=model.name, team=team_of(model.team), identity=identity, hf_secret=hf_secret(plan, model, ctx) if policy is None else None,
                       manifests=applied(manifests, model.node_group, identity is not None, ctx))
 
 

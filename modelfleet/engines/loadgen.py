@@ -122,7 +122,7 @@ def open_loop(http_url: str, model_name: str, bodies: Sequence[bytes], rate_rps:
 
 
 async def _closed_loop(url: str, body_of: Callable[[int], bytes], concurrency: int, duration_s: float,
-                       timeout_s: float) -> list[Sample]:
+                       timeout_s: float, pause_s: float = 0.0) -> list[Sample]:
     loop = asyncio.get_running_loop()
     samples: list[Sample] = []
     counter = iter(range(1 << 62))
@@ -133,16 +133,19 @@ async def _closed_loop(url: str, body_of: Callable[[int], bytes], concurrency: i
             while loop.time() - start < duration_s:
                 now = loop.time()
                 samples.append(await _send(session, url, body_of(next(counter)), now, start))
+                if pause_s:
+                    await asyncio.sleep(pause_s)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return samples
 
 
 def closed_loop(http_url: str, model_name: str, body_of: Callable[[int], bytes], concurrency: int,
-                duration_s: float, timeout_s: float = 60.0) -> list[Sample]:
-    """``concurrency`` clients, each sending its next request when the last is answered, for ``duration_s``."""
+                duration_s: float, timeout_s: float = 60.0, pause_s: float = 0.0) -> list[Sample]:
+    """``concurrency`` clients, each sending its next request when the last is answered (and ``pause_s`` has
+    passed), for ``duration_s``."""
     url = f"{http_url}/v2/models/{model_name}/infer"
-    return asyncio.run(_closed_loop(url, body_of, concurrency, duration_s, timeout_s))
+    return asyncio.run(_closed_loop(url, body_of, concurrency, duration_s, timeout_s, pause_s))
 
 
 @dataclass(frozen=True)

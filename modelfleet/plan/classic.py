@@ -3,12 +3,14 @@ each model's plan, and the pipelines (ensembles) on those servers."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..errors import Issue
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import ClassicModelSpec
 from ..spec.pipelines import PipelineSpec
+from .bounds import elsewhere
 from .engine_args import triton_server_args
 from .instances import InstanceCatalogue
 from .names import node_group_name
@@ -133,16 +135,27 @@ def _classic_infeasible(classic: list[Indexed], pipelines: list[IndexedPipeline]
     reasons."""
     instances = catalogue.in_families(env.instance_families)
     if instances:
-        fastest = max(instances, key=lambda i: (i.gpu.fp16_tflops, i.name)).gpu
+        # the fastest by peak, then by bandwidth (an H200 reads weights faster than an H100 of the same peak)
+        fastest = max(instances, key=lambda i: (i.gpu.fp16_tflops, i.gpu.memory_bandwidth_gbs or 0, i.name)).gpu
         sized = size_on([m for _, m in classic], [p for _, p in pipelines], fastest, catalogue,
                         env.triton.target_utilization)
-        tight = [_pipeline_tight(pipelines, sized, m.name) or check_budget(sized.specs[m.name], sized.sizings[m.name], i)
+        tight = [_pipeline_tight(pipelines, sized, m.name) or _with_elsewhere(
+                     check_budget(sized.specs[m.name], sized.sizings[m.name], i), sized.sizings[m.name], sized.specs[m.name],
+                     {i.family: i.gpu for i in catalogue.instances.values() if i.family not in env.instance_families})
                  for i, m in classic if not within_budget(sized.specs[m.name], sized.sizings[m.name])]
         if tight:
             return sorted(set(tight))
     reasons = "; ".join(sorted({r.reason for r in results})[:3]) or "no instance families allowed"
     return [Issue("", 0, 0, "models", f"no allowed instance type can host the Triton models: {reasons}",
                   "allow a family with larger GPUs (e.g. g6e) or declare smaller models")]
+
+
+def _with_elsewhere(issue: Issue | None, sizing, model: ClassicModelSpec, others: dict) -> Issue | None:
+    """A datasheet-bound issue's fix, completed with the families the stack does not allow that would do."""
+    if issue is None or sizing.measured or sizing.bound is None or "datasheet bound" not in issue.message:
+        return issue
+    hint = elsewhere(sizing.bound, model.sla.p99_latency_ms, EXECUTIONS_IN_WORST_CASE, others)
+    return dataclasses.replace(issue, fix=issue.fix + hint)
 
 
 def _pipeline_tight(pipelines: list[IndexedPipeline], sized, model: str) -> Issue | None:

@@ -17,6 +17,7 @@ from .kubelet import memory_share_gib
 from .layout import size_node_groups
 from .llm import LlmCandidate, choose_llm_layout, replica_bounds
 from .llm_explain import architecture_decision
+from .llm_measured import with_measurement
 from .names import node_group_name, stable_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
@@ -112,7 +113,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
                                                      env.deploy.daemonset_allowance, gpus_per_pod)) / 10)
     _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
-        name=model.name, serving=serving, node_group=group, instance_type=chosen.instance.name, replicas=desired,
+        name=model.name, serving=serving, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=fit.max_num_seqs, max_model_len=model.sla.max_context_tokens,
@@ -128,6 +129,9 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         max_num_batched_tokens=fit.max_num_batched_tokens, expert_parallel=chosen.expert_parallel,
         lora_adapters=tuple(a.name for a in model.lora.adapters) if model.lora else (),
         lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen))
+    # the sequences in flight at peak, as the plan spreads them (a rate load's too): what a measurement is held to
+    peak_sequences = fit.sequences_per_replica * desired
+    plan = with_measurement(plan, model, chosen.instance.gpu.key, peak_sequences, index, issues, warnings)
     if serving != "triton":
         return plan, None
     return plan, _triton_llm_server(model, env, plan, warnings, issues, index)
@@ -180,6 +184,9 @@ def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidat
     if "output_tokens_per_s_per_sequence" in model.profile.model_fields_set:
         notes.append("profile.output_tokens_per_s_per_sequence no longer sets the decode speed: the planner predicts "
                      "it (estimates.tpot_ms), and a measured profile corrects the prediction")
+    if model.sla.avg_input_tokens is None:
+        notes.append(f"no sla.avg_input_tokens: planned for prompts of {model.sla.input_tokens():,} tokens, the context "
+                     f"less the answer (the worst case); declare the average prompt to size for it")
     if model.sla.p99_tpot_ms is None:
         notes.append(f"no sla.p99_tpot_ms: max_num_seqs {chosen.fit.max_num_seqs} is bounded by memory alone, and a "
                      f"stream then gets a token every {chosen.fit.tpot_at_max_ms:.1f} ms when all run; declare the "

@@ -40,10 +40,11 @@ def fit_layout(speed: Speed, demand: Demand, kv_seqs: int) -> Fit | Miss:
     replicas, binding, needed = _replicas(demand, capacity, ttft_binds, seq_limit)
     batch, rate, shortfall = _at_peak(speed, demand, seqs, chunk, replicas)
     limits = {"seq_limit": seq_limit, "capacity": capacity, "needed": needed, "kv_seqs": kv_seqs}
+    # The figures as the plan keeps them (0.1 ms, TPOT 0.01 ms, 0.1 token/s), so every text quoting them agrees.
     return Fit(max_num_seqs=seqs, max_num_batched_tokens=chunk, replicas=replicas, sequences_per_replica=batch,
-               prefill_ms=speed.prefill_ms, ttft_p99_ms=_ttft(speed, demand, batch, chunk, rate),
-               tpot_ms=speed.tpot(batch), tpot_at_max_ms=speed.tpot(seqs),
-               output_tokens_per_s_per_replica=rate * demand.output_tokens, binding=binding, limits=limits,
+               prefill_ms=round(speed.prefill_ms, 1), ttft_p99_ms=round(_ttft(speed, demand, batch, chunk, rate), 1),
+               tpot_ms=round(speed.tpot(batch), 2), tpot_at_max_ms=round(speed.tpot(seqs), 2),
+               output_tokens_per_s_per_replica=round(rate * demand.output_tokens, 1), binding=binding, limits=limits,
                shortfall=shortfall)
 
 

@@ -30,8 +30,9 @@ def _warn(model: ClassicModelSpec, assumed: tuple[str, ...], warnings: list[Warn
                                  "a request already in execute() runs to the end even after its client gave up "
                                  "(cancelled it); set handles_cancellation: true once it does"))
     if assumed:
-        warnings.append(Warning_(model=model.name, message="no measured profile, assuming " + ", ".join(assumed)
-                                 + "; measure with perf_analyzer and set profile.*"))
+        warnings.append(Warning_(model=model.name, message="no measured profile applies, assuming " + ", ".join(assumed)
+                                 + "; measure it: `modelfleet profile --stack STACK --url URL` on the GPU "
+                                 "endpoint writes profile.* (or perf_analyzer's figures by hand)"))
 
 
 def _warn_overloaded(model: ClassicModelSpec, demand: float, server: PackedServer, warnings: list[Warning_]) -> None:
@@ -64,7 +65,7 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
     backend, platform = BACKENDS[model.framework]
     capacity = placement.instance.gpu_memory_gib
     return TritonModelPlan(
-        name=model.name, type=model.type, server=server.name, node_group=node_group,
+        name=model.name, type=model.type, team=model.team, server=server.name, node_group=node_group,
         instance_type=placement.instance.name, replicas=server.replicas, gpus_per_replica=1,
         gpu_share=round(max(sizing.gpu_memory_gib / capacity, sizing.gpu_demand / max(server.replicas, 1)), 4),
         weights_gib=round(sizing.weights_gib, 4), gpu_memory_gib=round(sizing.gpu_memory_gib, 4),
@@ -74,6 +75,7 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: PackedServer,
         response_cache=_cache(model, server, warnings), versions=model.versions,
         inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),
-        compute_ms=sizing.compute_ms, decisions=(*queueing, *decisions, *((step,) if step else ())),
+        compute_ms=sizing.compute_ms, measured=sizing.measured, speed_basis=sizing.basis,
+        bound_ms=None if sizing.bound is None else round(sizing.bound.ms, 4), decisions=(*queueing, *decisions, *((step,) if step else ())),
         **fields,
     )

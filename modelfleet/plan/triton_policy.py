@@ -1,6 +1,6 @@
 """Per-model Triton settings derived from the SLA: batching, queue policy, footprint and throughput.
 
-The queue derivation (documented in README "How queue timeouts are derived"):
+The queue derivation (documented in docs/concepts/decisions.md, "How queue timeouts are derived"):
 
     p99 budget L  =  time queued (batching window included)  +  one batch in progress  +  its own batch
     max_batch_size      = the type's default, halved until a full batch runs in <= 0.4 L at the measured rate
@@ -8,7 +8,8 @@ The queue derivation (documented in README "How queue timeouts are derived"):
     compute             = a full batch's time on the target GPU: measured compute_ms scaled from the GPU it was
                           measured on by min(FP16 TFLOPS ratio, memory bandwidth ratio) (a roofline: a model
                           is bound by one of the two, and which one is unknown, so the slower ratio is
-                          taken), and never less than batch / requests-per-second
+                          taken), and never less than batch / requests-per-second; unmeasured, an execution
+                          budget of L / 4 never below the datasheet bound (classic_speed.py, bounds.py)
     queue_timeout_us    = L - 2 x compute                       (a request that waited longer cannot make
                                                                  its SLA; REJECT it instead of serving late)
     max_queue_delay_us  = min(L / 10, 5 ms, timeout / 2), at least 100 us  (a short window: Triton's advice)
@@ -42,6 +43,8 @@ from dataclasses import dataclass
 
 from ..errors import Issue
 from ..spec.models import ClassicModelSpec
+from .bounds import BatchBound, bound_issue
+from .classic_speed import classic_speed, speed_ratio  # noqa: F401  (speed_ratio: re-exported)
 from .instances import GpuType, InstanceCatalogue
 from .sequences import sequence_instances
 from .sizing import CLASSIC_ACTIVATION_FACTOR, CLASSIC_WORKSPACE_GIB, weights_gib
@@ -51,10 +54,6 @@ from .types import Decision
 # small for heavy inputs (audio, detection), following Triton model_analyzer's usual search results.
 DEFAULT_MAX_BATCH = {"vision": 32, "nlp": 16, "embedding": 64, "tabular": 256, "audio": 8,
                      "recommender": 128, "other": 8}
-# Without a measured profile a full batch is assumed to take a quarter of the p99 budget.
-ASSUMED_COMPUTE_FRACTION = 0.25
-# ...and batches are assumed half full on average when estimating throughput.
-ASSUMED_BATCH_FILL = 0.5
 MAX_BATCH_WINDOW_US = 5_000
 # The queue bound is memory protection, not the load shedder (the timeout is): Triton drops timed-out
 # requests only when its scheduler reaches them, so under sustained overload any bound fills, and an earlier
@@ -67,9 +66,6 @@ VARIABLE_DIM_ASSUMED = 512  # elements assumed for a -1 dimension when sizing a 
 STRING_ELEMENT_BYTES = 4096  # bytes assumed per string element (e.g. an encoded image or a sentence)
 DTYPE_SIZES = {"bool": 1, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "fp16": 2, "bf16": 2, "uint32": 4,
                "int32": 4, "fp32": 4, "uint64": 8, "int64": 8, "fp64": 8, "string": STRING_ELEMENT_BYTES}
-# Default batch sizes shrink (by halves) until a full batch executes within this share of the p99 budget:
-# two executions (the one waited behind and its own) then leave at least a fifth of it to queue in.
-MAX_BATCH_BUDGET_FRACTION = 0.4
 # Executions an answered request may take beyond its time queued: the batch in progress, then its own.
 EXECUTIONS_IN_WORST_CASE = 2
 MIN_BATCH_WINDOW_US = 100
@@ -99,6 +95,9 @@ class ClassicSizing:
     queue_timeout_us: int
     max_queue_size: int
     assumed: tuple[str, ...]  # which figures are assumptions (warned once)
+    measured: bool  # compute_ms and rps_per_instance rest on a measurement that applies to this GPU
+    basis: str  # what they rest on (classic_speed)
+    bound: BatchBound | None  # the datasheet bound of a full batch on this GPU (None: no params declared)
     # Host RAM the model holds while serving: a python-backend model lives in its stub process; the other
     # backends copy their weights to the GPU and keep only a transient host copy while loading.
     host_gib: float = 0.0
@@ -124,67 +123,15 @@ def size_classic(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatal
                  target_utilization: float) -> ClassicSizing:
     batch = model.overrides.max_batch_size if model.overrides.max_batch_size is not None else (
         DEFAULT_MAX_BATCH[model.type])
-    assumed: list[str] = []
-    compute_ms = _compute_ms_on(model, gpu, catalogue)
-    if model.profile.compute_ms is None:
-        assumed.append(f"compute_ms={compute_ms:g} ({ASSUMED_COMPUTE_FRACTION:.0%} of p99)")
-    rps = _rps_on(model, gpu, catalogue, max(batch, 1), compute_ms, assumed)
-    if model.profile.rps_per_instance is not None:
-        if model.overrides.max_batch_size is None:
-            batch = _batch_within_budget(batch, rps, model.sla.p99_latency_ms)
-        # A full batch cannot finish faster than the measured throughput allows; a profile saying otherwise
-        # would leave too little of the p99 budget for execution.
-        compute_ms = max(compute_ms, round(1000.0 * max(batch, 1) / rps, 3))
+    speed = classic_speed(model, gpu, catalogue, batch)
+    batch, compute_ms, rps = speed.batch, speed.compute_ms, speed.rps
     count = sequence_instances(model, batch)  # the override; for a stateful model, enough sequence slots
     window, timeout, queue = queue_policy(model, batch, compute_ms, rps * count)
     demand = model.sla.peak_rps / (rps * count * target_utilization)
     weights = model_weights_gib(model)
     return ClassicSizing(batch, count, weights, instance_memory_gib(model) * count, compute_ms,
-                         rps, demand, window, timeout, queue, tuple(assumed),
+                         rps, demand, window, timeout, queue, speed.assumed, speed.measured, speed.basis, speed.bound,
                          weights * count if model.framework == "python" else 0.0)
-
-
-def _batch_within_budget(batch: int, rps: float, p99_ms: float) -> int:
-    """The type's default batch, halved until a full batch takes at most half the p99 budget at ``rps``."""
-    while batch > 1 and 1000.0 * batch / rps > p99_ms * MAX_BATCH_BUDGET_FRACTION:
-        batch //= 2
-    return batch
-
-
-def _compute_ms_on(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue) -> float:
-    """A full batch's execution time on ``gpu``: measured, scaled like the throughput is (a slower GPU takes
-    longer per batch, which must come out of the queueing budget); else assumed."""
-    measured = model.profile.compute_ms
-    if measured is None:
-        return model.sla.p99_latency_ms * ASSUMED_COMPUTE_FRACTION
-    reference = _gpu(catalogue, model.profile.measured_on)
-    return round(measured / speed_ratio(reference, gpu), 3) if reference else measured
-
-
-def _rps_on(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue, batch: int,
-            compute_ms: float, assumed: list[str]) -> float:
-    """Measured requests/s scaled from the GPU it was measured on; else from batch / compute."""
-    measured = model.profile.rps_per_instance
-    if measured is None:
-        estimate = batch * ASSUMED_BATCH_FILL / (compute_ms / 1000.0)
-        assumed.append(f"rps_per_instance={estimate:g} (half-full batches of {batch} every {compute_ms:g} ms)")
-        return estimate
-    reference = _gpu(catalogue, model.profile.measured_on)
-    return measured * speed_ratio(reference, gpu) if reference else measured
-
-
-def speed_ratio(reference: GpuType, gpu: GpuType) -> float:
-    """How much faster ``gpu`` runs a model measured on ``reference``: the smaller of the FP16 TFLOPS and
-    memory bandwidth ratios (an L4 has an A10G's TFLOPS but half its bandwidth: half as fast; an H100 is
-    5.6x an A10G, not 7.9x). Without both bandwidths, the TFLOPS ratio, never above 1 (no speed-up assumed)."""
-    compute = gpu.fp16_tflops / reference.fp16_tflops
-    if gpu.memory_bandwidth_gbs and reference.memory_bandwidth_gbs:
-        return min(compute, gpu.memory_bandwidth_gbs / reference.memory_bandwidth_gbs)
-    return min(compute, 1.0)
-
-
-def _gpu(catalogue: InstanceCatalogue, key: str) -> GpuType | None:
-    return next((i.gpu for i in catalogue.instances.values() if i.gpu.key == key), None)
 
 
 def queue_policy(model: ClassicModelSpec, batch: int, compute_ms: float, rps: float) -> tuple[int, int, int]:
@@ -239,6 +186,10 @@ def check_budget(model: ClassicModelSpec, sizing: ClassicSizing, index: int) -> 
     field = next((f for f in OVERRIDES_IN_BUDGET if getattr(model.overrides, f) is not None), None)
     path = f"models[{index}]." + (f"overrides.{field}" if field else "sla.p99_latency_ms")
     p99, compute = model.sla.p99_latency_ms, sizing.compute_ms
+    impossible = bound_issue(model.name, p99, sizing.bound, path, EXECUTIONS_IN_WORST_CASE) if (
+        not sizing.measured and sizing.bound is not None) else None
+    if impossible is not None:
+        return impossible
     if sizing.queue_timeout_us <= 0 or (field is None and sizing.max_queue_delay_us >= sizing.queue_timeout_us):
         return Issue("", 0, 0, path, f"{model.name}: p99 {p99:g} ms leaves no queueing budget after two "
                      f"executions of {compute:g} ms (the batch in progress and its own, batch of "

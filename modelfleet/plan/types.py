@@ -200,6 +200,12 @@ class TritonModelPlan(PlanModel):
     p99_latency_ms: float
     rps_per_instance: float  # on this GPU, after scaling from the measured GPU
     compute_ms: float
+    # Whether compute_ms and rps_per_instance rest on a measured profile that applies to this GPU, and what
+    # they rest on: the measurement (where, when, how scaled), or, UNMEASURED, an execution budget floored
+    # by the datasheet bound (plan/classic_speed.py).
+    measured: bool
+    speed_basis: str
+    bound_ms: float | None  # a full batch's datasheet lower bound on this GPU (None: size given as memory_gib)
     decisions: tuple[Decision, ...]
     device: Literal["gpu", "cpu"] = "gpu"  # KIND_GPU or KIND_CPU instances
     priority_levels: tuple[PriorityLevelPlan, ...] = ()  # highest first; empty: one queue
@@ -207,6 +213,7 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
 
 
 class PipelineStepPlan(PlanModel):
@@ -277,6 +284,25 @@ class LlmEstimatesPlan(PlanModel):
     # or a measured profile
 
 
+class LlmMeasuredPlan(PlanModel):
+    """An LLM's measured profile as the plan reports it (spec/profiles.py), and what the plan made of it
+    (plan/llm_measured.py): checked against the SLA only when ``applies`` (its GPU and tensor-parallel size)."""
+
+    measured_on: str
+    measured_at: str
+    tensor_parallel: int
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    ttft_median_ms: float
+    ttft_p99_ms: float
+    tpot_median_ms: float
+    tpot_p99_ms: float
+    output_tokens_per_s: float
+    applies: bool
+    verdict: str
+
+
 class VllmModelPlan(PlanModel):
     name: str
     serving: Literal["vllm", "triton"] = "vllm"
@@ -319,6 +345,8 @@ class VllmModelPlan(PlanModel):
     # What set this model's size: memory, ttft, tpot, availability, the max_num_seqs cap or an override.
     binding_constraint: str = ""
     estimates: LlmEstimatesPlan | None = None
+    measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
+    team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
 
 
 class FleetPlan(PlanModel):

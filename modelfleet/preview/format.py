@@ -206,7 +206,7 @@ def format_preview(result: Any) -> str:
             f"{kinds['provider']} provider(s) and the stack",
             "offline preview: the real program under Pulumi's mocks, no AWS account, nothing created; as a first "
             "deploy (no node groups running)",
-            f"protected resources are never deleted or replaced by `pulumi up`: see README, \"Replacing a protected "
+            f"protected resources are never deleted or replaced by `pulumi up`: see docs/operations/deploying.md, \"Replacing a protected "
             f"node group\"" if protected else "nothing is protected",
             ""]
     outputs = {k: result.outputs.get(k, "(known after a real deploy)") for k in result.exported}

@@ -31,8 +31,11 @@ from .architecture import ArchitectureConfigSpec, ArchitectureSpec, ResolvedArch
 from .llm_options import IMAGE, ExtraArgs, LoraSpec, check_extra_args
 from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, presets_of_size, sizes_named
+from .profiles import ClassicProfileSpec, GpuModel, LlmProfileSpec  # noqa: F401  (part of this module's API)
+from .request_size import REQUEST_SIZE_FIX, request_size_problem
+from .team import Team
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
-from .triton_options import CpuProfileSpec, Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
+from .triton_options import Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype, format_param_count
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
@@ -61,7 +64,6 @@ DnsLabel = Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
 CLASSIC_TYPES = ("vision", "nlp", "tabular", "audio", "embedding", "recommender", "other")
 ClassicType = Literal["vision", "nlp", "tabular", "audio", "embedding", "recommender", "other"]
 Framework = Literal["onnx", "tensorrt", "pytorch", "tensorflow", "openvino", "python"]
-GpuModel = Literal["t4", "a10g", "l4", "l40s", "a100", "h100", "h200"]
 
 # ---------------------------------------------------------------------------------------------- shared parts
 class SizeSpec(Frozen):
@@ -132,26 +134,6 @@ class ClassicSlaSpec(Frozen):
         return self
 
 
-class ClassicProfileSpec(Frozen):
-    """Measured figures (perf_analyzer / model_analyzer). Without them the compiler assumes and warns."""
-
-    rps_per_instance: quantity(0.001, MAX_PEAK_RPS, "requests per second one model instance sustains, "
-                                                     "measured; 0.001 to 10,000,000", low_inclusive=True,
-                                optional=True) = None
-    measured_on: GpuModel = "a10g"  # the GPU the figures were taken on; others are scaled by FP16 TFLOPS
-    compute_ms: quantity(0.01, MAX_LATENCY_MS, "p99 time of one full batch's execution in milliseconds, 0.01 "
-                                                "(a few kernel launches) to 600,000", low_inclusive=True,
-                          optional=True) = None
-    gpu_memory_gib: quantity(0.001, 1024, "GPU memory one model instance uses, measured, in GiB; 0.001 to 1,024",
-                              low_inclusive=True, optional=True) = None
-    # The batch size the measurement found most efficient (e.g. a TensorRT engine's optimisation profile):
-    # becomes dynamic_batching.preferred_batch_size when it fits max_batch_size. None: Triton's default.
-    efficient_batch_size: quantity(1, 4096, "the most efficient batch size measured, 1 to 4,096; Triton then "
-                                   "executes a batch of this size as soon as it is formed", low_inclusive=True,
-                                   kind=int, optional=True) = None
-    cpu: Optional[CpuProfileSpec] = None  # measured on a CPU node (KIND_CPU); see triton_options
-
-
 class ClassicOverridesSpec(Frozen):
     max_batch_size: quantity(0, 4096, "Triton max_batch_size, 0 (no batching) to 4,096", low_inclusive=True,
                               kind=int, optional=True) = None
@@ -177,7 +159,11 @@ class ClassicModelSpec(Frozen):
     framework: Framework
     artifact: TritonArtifact  # s3:// directory holding the version folders
     size: SizeSpec
-    inputs: Annotated[tuple[TensorSpec, ...], Field(**LIST, min_length=1, max_length=256)]
+    # One request (batch 1) must fit what Triton accepts over HTTP: spec/request_size.py says why 64 MiB.
+    inputs: Annotated[tuple[TensorSpec, ...], Field(
+        **LIST, min_length=1, max_length=256,
+        description="the model's input tensors; one request's inputs (batch 1, -1 dimensions at 1 element) take at "
+                    "most 64 MiB, what Triton accepts in one HTTP request (--http-max-input-size's default)")]
     outputs: Annotated[tuple[TensorSpec, ...], Field(**LIST, min_length=1, max_length=256)]
     sla: ClassicSlaSpec
     # Deterministic models get Triton's response cache: the same input gives the same output.
@@ -189,7 +175,7 @@ class ClassicModelSpec(Frozen):
                                            Field(**LIST, min_length=1, max_length=64)]],
                         Field(description="Triton version folders to serve: positive int64 numbers, 1 to 64 of "
                                           "them; default the latest")] = None
-    team: str | None = None
+    team: Team = None  # None: the cost report's and the labels' 'unassigned'
     # Models of one pool share Triton servers only with each other, and the servers are named after it
     # (triton-<pool>); without one, a model is in its instance type's pool (triton-g5-xlarge). A pool of its
     # own costs GPUs that sharing would save: plan shows each server's members.
@@ -224,6 +210,8 @@ class ClassicModelSpec(Frozen):
         if self.size.params is None and self.size.memory_gib is None:
             raise FieldProblem(("size",), "a classic model's size needs params or memory_gib",
                                "add params (e.g. params: 25M) or memory_gib")
+        if problem := request_size_problem(self.inputs):
+            raise FieldProblem(("inputs",), problem, REQUEST_SIZE_FIX)
         return self
 
 
@@ -321,13 +309,6 @@ class LlmSlaSpec(Frozen):
         return self.avg_context_tokens or self.input_tokens() + self.output_tokens()
 
 
-class LlmProfileSpec(Frozen):
-    # Decode speed one sequence sees; converts peak_output_tokens_per_s into concurrent sequences.
-    # 30 tokens/s is a typical interactive target for a single stream on a data-centre GPU.
-    output_tokens_per_s_per_sequence: quantity(0.1, 10_000, "decode speed one sequence sees, tokens/s, 0.1 to "
-                                                "10,000", low_inclusive=True) = 30.0
-
-
 class LlmOverridesSpec(Frozen):
     instance_type: Annotated[str, Field(pattern=r"^[a-z0-9]+\.[a-z0-9]+$")] | None = None
     tensor_parallel_size: Literal[1, 2, 4, 8] | None = None
@@ -376,10 +357,10 @@ class LlmModelSpec(Frozen):
     sla: LlmSlaSpec
     # How the checkpoint at `artifact` is already quantized, as its config.json's quantization_config says;
     # passed to vLLM as --quantization. None: a 16-bit checkpoint (size.dtype fp8 then quantizes it while
-    # loading). Owned by the compiler's quantization rules (README "Quantized LLMs").
+    # loading). Owned by the compiler's quantization rules (docs/concepts/decisions.md, "Quantized LLMs").
     # (mxfp4: gpt-oss's own 4-bit experts.)
     quantization: QUANTIZATIONS | None = None
-    team: str | None = None
+    team: Team = None  # None: the cost report's and the labels' 'unassigned'
     # The vLLM image of this model alone; None: the stack's modelfleet:vllm.image (spec/llm_options.py).
     image: Annotated[Optional[str], Field(pattern=IMAGE, max_length=512, description=(
         "the vLLM container image for this model, e.g. vllm/vllm-openai:v0.11.0; default: the stack's"))] = None

@@ -27,6 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from .team import Team
 from .tensors import LIST, Frozen, TensorSpec
 from .values import MAX_LATENCY_MS, MAX_PEAK_RPS, quantity
 
@@ -70,7 +71,7 @@ class PipelineSpec(Frozen):
     outputs: Annotated[tuple[PipelineOutputSpec, ...], Field(**LIST, min_length=1, max_length=256)]
     steps: Annotated[tuple[PipelineStepSpec, ...], Field(**LIST, min_length=1, max_length=64)]
     sla: PipelineSlaSpec
-    team: str | None = None
+    team: Team = None  # its owner, for people: an ensemble's cost and labels are its step models'
     environments: dict[str, PipelineEnvironmentPatch] = Field(default_factory=dict)
 
     def step_models(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from modelfleet.plan.disk import GP3_MAX_MIBPS, pod_disk_gib_s
 from modelfleet.plan.kubelet import ephemeral_allocatable_gib
 from modelfleet.plan.node_volume import node_disk_gib
 from modelfleet.render.k8s.vllm import HF_CACHE, startup_s
+from modelfleet.plan.teams import node_group_team
 from tests.components.mocked import copy_project, example_models, k8s_objects, live_group, of_type, run, stack_config
 from tests.conftest import STACKS
 
@@ -42,7 +43,8 @@ def test_node_groups_match_the_plan(runs, plans, project, stack):
         assert inputs["capacityType"] == ("SPOT" if planned.capacity_type == "spot" else "ON_DEMAND")
         assert inputs["amiType"] == project.environment(stack).deploy.ami_type == "AL2023_x86_64_NVIDIA"
         assert inputs["labels"]["modelfleet.io/node-group"] == planned.name
-        assert inputs["tags"] == {**inputs["labels"], "modelfleet.io/node-group": name, "modelfleet.io/stack": stack}
+        assert inputs["tags"] == {**inputs["labels"], "modelfleet.io/node-group": name, "modelfleet.io/stack": stack,
+                                  "modelfleet.io/team": node_group_team(plan, planned)}  # tests/test_teams.py
         assert inputs["nodeGroupNamePrefix"] == f"{name}-"  # replaced groups are created before deletion
         autoscaled = high > low
         assert groups[name].ignore_changes == (("scalingConfig.desiredSize",) if autoscaled else ())

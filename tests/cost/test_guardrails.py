@@ -224,9 +224,10 @@ def test_an_unmeasured_classic_model_is_told_to_measure(tmp_path):
     costed = project.costed("prod")
     env = _env_with(project, "prod", policies={"max_gpus_per_model": 1})
     (issue,) = check_policies(costed.plan, costed.cost, project.fleet(), env)
-    assert issue.fix == ("lower the peak load or overrides.replicas, measure profile.rps_per_instance with "
-                         "perf_analyzer (the compiler assumed half-full batches), lower "
-                         "modelfleet:replicas.maxScaleFactor, or raise the policy")
+    assert issue.fix == ("lower the peak load or overrides.replicas, measure it on its GPU (`modelfleet profile "
+                         "--url URL`, or perf_analyzer into profile.*): unmeasured, the compiler assumed half-full "
+                         "batches within an execution budget, lower modelfleet:replicas.maxScaleFactor, or raise "
+                         "the policy")
 
 
 def test_allowed_families(project):

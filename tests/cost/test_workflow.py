@@ -83,9 +83,10 @@ def clone_with_pr(tmp_path: Path, change: str = ADDITION) -> Path:
     """origin: the example on main; the checkout: a PR branch with ``change`` appended to models.yaml."""
     origin, work = tmp_path / "origin", tmp_path / "work"
     origin.mkdir()
-    for name in ("models.yaml", "Pulumi.yaml"):
+    for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, origin / name)
     shutil.copytree(ROOT / "stacks", origin / "stacks")
+    shutil.copytree(ROOT / "components", origin / "components", ignore=shutil.ignore_patterns("__pycache__"))
     for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "base"]):
         subprocess.run([*GIT, "-C", str(origin), *args], check=True)
     subprocess.run([*GIT, "clone", "-q", str(origin), str(work)], check=True)
@@ -136,6 +137,7 @@ def posted(tmp_path: Path) -> str:
 
 
 COST, POST = "Cost diff against the base branch", "Post or update the cost comment"
+PREVIEW = "Offline preview against the base branch"
 VALIDATE = "Validate models.yaml and every stack"
 RENDER = "Render every stack (fails on policy violations and budgets in fail mode)"
 
@@ -143,9 +145,11 @@ RENDER = "Render every stack (fails on policy violations and budgets in fail mod
 def test_the_workflow_runs_for_everything_that_changes_the_figures():
     workflow = load_workflow()
     assert workflow["on"]["pull_request"]["paths"] == [
-        "models.yaml", "stacks/**", "modelfleet/**", "pyproject.toml", "scripts/setup.sh",
+        "models.yaml", "stacks/**", "modelfleet/**", "components/**", "__main__.py", "pyproject.toml", "scripts/setup.sh",
         ".github/workflows/models-pr.yml"]
-    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert workflow["permissions"] == {}  # the job asks for its own (zizmor: excessive-permissions)
+    (job,) = workflow["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
 
 
 def test_the_install_step_is_the_script_ci_runs_and_made_this_interpreter():
@@ -163,7 +167,7 @@ def test_the_install_step_is_the_script_ci_runs_and_made_this_interpreter():
 def test_without_secrets_every_step_runs_and_preview_is_skipped_with_a_notice(tmp_path):
     work = clone_with_pr(tmp_path)
     run = run_workflow(work, tmp_path, has_cloud=False)
-    assert run.ran == ["Install", COST, POST, VALIDATE, RENDER, "pulumi preview skipped"] and not run.failed
+    assert run.ran == ["Install", COST, PREVIEW, POST, VALIDATE, RENDER, "pulumi preview skipped"] and not run.failed
     comment = (work / "cost-comment.md").read_text()
     assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +68,026.13 USD/month")
     assert "| prod (on-demand) | 213,165.86 | 245,256.01 | **+32,090.16 (+15.1%)** |" in comment
@@ -175,6 +179,21 @@ def test_without_secrets_every_step_runs_and_preview_is_skipped_with_a_notice(tm
     assert not any(c.startswith("pulumi") for c in log)
     for stack in ("dev", "prod", "staging"):
         assert (work / "out" / stack / "plan.json").exists()
+
+
+def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes(tmp_path):
+    """Defect 17 of #17: no AWS credentials, and still the reviewer sees what `pulumi up` would change."""
+    work = clone_with_pr(tmp_path)
+    run_workflow(work, tmp_path, has_cloud=False)
+    comment = posted(tmp_path)
+    cost, preview = comment.split("<!-- modelfleet-preview -->")
+    assert cost.startswith("<!-- modelfleet-cost -->")  # one comment: the cost first, then the resources
+    assert "### Offline preview: what `pulumi up` would change against `origin/main`" in preview
+    assert "| prod | 8 | 2 | 0 | 0 | 0 | 63 |" in preview  # created, updated, replaced, deleted, node rolls
+    assert "| ➕ | k8s:Deployment `modelfleet/llama-3-1-70b-support` | created |" in preview
+    assert ("| 🔄 | aws:eks:NodeGroup `gpu-p4d-24xlarge-od` | `scalingConfig.maxSize: 6 -> 10`; "
+            "`scalingConfig.minSize: 2 -> 4`;") in preview
+    assert preview in (tmp_path / "summary.md").read_text()
 
 
 def test_the_comment_is_updated_in_place_and_preview_runs_with_secrets(tmp_path):
@@ -192,7 +211,7 @@ def test_a_change_that_does_not_compile_still_posts_the_comment_then_fails(tmp_p
     """The review's case: before, `cost` exited before printing anything and the old comment stayed."""
     work = clone_with_pr(tmp_path, change=BIG_COPY)
     run = run_workflow(work, tmp_path, has_cloud=False, existing_comment="4242")
-    assert run.ran == ["Install", COST, POST] and run.failed == [COST] and run.job_failed
+    assert run.ran == ["Install", COST, PREVIEW, POST] and run.failed == [COST, PREVIEW] and run.job_failed
     comment = (work / "cost-comment.md").read_text()
     assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 | ❌ does not compile | unknown | - |" in comment
     assert "- ❌ dev: ./models.yaml:" in comment and "big-405b-copy" in comment
@@ -206,8 +225,9 @@ def test_a_change_over_budget_posts_the_comment_then_fails(tmp_path):
     prod = work / "stacks" / "Pulumi.prod.yaml"
     prod.write_text(prod.read_text().replace("monthlyUsd: 250000", "monthlyUsd: 200000"))
     run = run_workflow(work, tmp_path, has_cloud=False)
-    assert run.failed == [COST] and run.job_failed and RENDER not in run.ran
+    assert run.failed == [COST, PREVIEW] and run.job_failed and RENDER not in run.ran
     comment = posted(tmp_path)
+    assert "| prod | ❌ `pulumi up` stops: the program refuses the stack (see above) | | | | | |" in comment
     assert "— ❌ over budget: prod" in comment.splitlines()[1]
     assert "| ❌ 123% of 200,000.00 (desired): the render fails |" in comment
     # the budget edit is a stack change, read at the base branch and named as a cause
@@ -219,8 +239,9 @@ def test_a_change_over_budget_posts_the_comment_then_fails(tmp_path):
 def test_no_report_at_all_still_replaces_the_old_comment(tmp_path):
     work = clone_with_pr(tmp_path)
     run = run_workflow(work, tmp_path, has_cloud=False, existing_comment="4242", base_ref="not-fetched")
-    assert run.failed == [COST] and run.job_failed and POST in run.ran
+    assert run.failed == [COST, PREVIEW] and run.job_failed and POST in run.ran
     assert "--base: 'origin/not-fetched' is not a file or directory" in run.output[COST]
+    assert "--base: 'origin/not-fetched' is not a file or directory" in run.output[PREVIEW]
     assert (work / "cost-comment.md").read_text() == (
         "<!-- modelfleet-cost -->\n### modelfleet cost: not computed\n\nThe cost preview failed before writing a "
         "report: https://github.com/acme/models/actions/runs/99\n")

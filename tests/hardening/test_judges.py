@@ -27,7 +27,7 @@ from tests.hardening.pod_security import check_restricted, pod_templates
 
 pytestmark = pytest.mark.judge
 
-# checkov skips each workload may carry, by its app.kubernetes.io/component label, and why (README,
+# checkov skips each workload may carry, by its app.kubernetes.io/component label, and why (docs/hardening.md,
 # "Hardening and benchmarks"); CKV_K8S_43 (image by digest) as well while any of its images is pinned by tag.
 EXPECTED_SKIPS = {
     "triton": {"CKV_K8S_15", "CKV_K8S_40"},  # IfNotPresent; uid 1000 is the image's own user

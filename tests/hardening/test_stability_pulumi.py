@@ -2,7 +2,7 @@
 of models.yaml and an LLM added under any name and load, every resource the unchanged catalogue creates
 keeps its name and every input; only the node group the new model joins may change, and only its sizes.
 
-(Classic models are different by design: adding one may re-pack Triton servers, see README "Classic models
+(Classic models are different by design: adding one may re-pack Triton servers, see docs/concepts/decisions.md, "Classic models
 and packing"; tests/hardening/test_stability.py holds their server names to the same rule.)
 """
 

@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
+from ...plan.teams import workload_team
 from ...plan.types import FleetPlan, VllmModelPlan
 from ...spec.environment import DeploySettings
 from ..fleet import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
+from .common import with_team
 from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
 from .triton import model_repository_prefix, render_triton_manifests, repository_files, repository_objects
 from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
@@ -55,7 +57,7 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings,
                                                       repository_files(files, server))
     for model in vllm_models(plan):
         groups[model.name] = render_vllm_manifests(plan, model)
-    return groups
+    return {name: [with_team(o, workload_team(plan, name)) for o in objects] for name, objects in groups.items()}
 
 
 def render_kubernetes(plan: FleetPlan, deploy: DeploySettings) -> dict[str, bytes]:

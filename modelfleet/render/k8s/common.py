@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ...plan.node_volume import disk_gib
+from ...plan.teams import TEAM_LABEL
 from ...plan.types import ContainerResourcesPlan, FleetPlan, RolloutPlan
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -21,6 +22,20 @@ AWAIT_TIMEOUT = "pulumi.com/timeoutSeconds"
 
 def labels(name: str, component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component, **MANAGED_BY}
+
+
+def with_team(obj: dict[str, Any], team: str) -> dict[str, Any]:
+    """The object, and every pod template in it, labelled with its team (plan/teams.py). Pods carry it too, so
+    cost tools that read pod labels see it; a change of team therefore rolls the pods. Selectors never use it."""
+    out = {**obj, "metadata": {**obj["metadata"], "labels": {**obj["metadata"].get("labels", {}), TEAM_LABEL: team}}}
+    spec = obj.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("template"), dict) and "metadata" in spec["template"]:
+        out["spec"] = {**spec, "template": with_team(spec["template"], team)}
+    lws = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
+    if isinstance(lws, dict):
+        out["spec"] = {**spec, "leaderWorkerTemplate": {
+            **lws, **{k: with_team(lws[k], team) for k in ("leaderTemplate", "workerTemplate") if k in lws}}}
+    return out
 
 
 def selector(name: str) -> dict[str, str]:

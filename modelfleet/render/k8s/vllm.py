@@ -17,6 +17,7 @@ from ...plan import disk
 from ...plan.disk import from_hub
 from ...plan.engine_args import VLLM_PORT, startup_budget_s
 from ...plan.node_volume import hf_cache_gib
+from ...plan.teams import TEAM_LABEL, team_of
 from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
 
@@ -42,7 +43,8 @@ def hf_secret_name(model: VllmModelPlan) -> str:
 
 def hf_secret_metadata(plan: FleetPlan, model: VllmModelPlan) -> dict[str, Any]:
     """The token Secret's metadata; its data is a Pulumi secret, so only the component writes it."""
-    return c.metadata(hf_secret_name(model), plan, "credentials")
+    meta = c.metadata(hf_secret_name(model), plan, "credentials")
+    return {**meta, "labels": {**meta["labels"], TEAM_LABEL: team_of(model.team)}}
 
 
 def startup_s(model: VllmModelPlan, plan: FleetPlan) -> int:
