@@ -215,3 +215,29 @@ def test_the_prod_70b_is_not_planned_on_l40s_any_more(plans):
     assert not mid.instance_type.startswith("g6e")
     rejected = {a.option.split()[0]: a.reason for a in mid.decisions[0].rejected}
     assert "g6e.12xlarge" in rejected and "to its first token" in rejected["g6e.12xlarge"]
+
+
+def test_a_prompt_length_left_to_its_default_is_a_warning():
+    """The default prompt fills the context (the worst case): a plan sized for it says so."""
+    defaulted = plan_of("llama-3.1-8b", "max_context_tokens: 8192, peak_concurrent_sequences: 8, p99_ttft_ms: 3000, "
+                        "p99_tpot_ms: 50")
+    declared = plan_of("llama-3.1-8b", "max_context_tokens: 8192, avg_input_tokens: 1000, peak_concurrent_sequences: 8, "
+                       "p99_ttft_ms: 3000, p99_tpot_ms: 50")
+    assert defaulted.model("chat").estimates.input_tokens == 8192 - 256
+    assert any("no sla.avg_input_tokens: planned for prompts of 7,936 tokens" in w.message for w in defaulted.warnings)
+    assert not any("avg_input_tokens" in w.message for w in declared.warnings)
+
+
+def test_the_estimates_and_the_explanation_quote_the_same_figures(plans):
+    """The figures are rounded once, as the plan keeps them: a TTFT of 1,636.54 ms was 1,637 in the reason and
+    1,636 on the estimates line (1,636.5 rounds to even)."""
+    from modelfleet.commands.plan import format_plan
+
+    deepseek = Project(root=str(ROOT / "examples" / "deepseek-v3")).plan("prod")
+    for plan in (plans["prod"], plans["staging"], deepseek):
+        text = format_plan(plan)
+        for model in (m for m in plan.models if m.type == "llm"):
+            e = model.estimates
+            ttft, tpot = f"p99 TTFT {e.ttft_p99_ms:,.0f} ms", f"TPOT {e.tpot_ms:.1f} ms"
+            assert ttft in model.decisions[0].reason and tpot in model.decisions[0].reason, model.name
+            assert ttft in text and tpot in text, model.name
