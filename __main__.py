@@ -15,6 +15,7 @@ from modelfleet.deploy import cluster_deploy, compile_deploy_plan
 from modelfleet.deploy.checks import cluster_issues, credential_issues, version_issues
 from modelfleet.deploy.node_groups import zone_issues
 from modelfleet.errors import ModelfleetError, SpecError
+from modelfleet.grafana import dashboard_builder
 from modelfleet.project import Project
 from modelfleet.spec.environment import deployment_issues
 
@@ -23,7 +24,7 @@ project = Project(root=".", models_file=os.environ.get("MODELFLEET_MODELS"), pri
 hf_token = pulumi.Config("modelfleet").get_secret("hfToken")
 stack_file = project.environment_path(stack)
 try:
-    deployment = project.deployment(stack, read_stack_config())
+    deployment = project.deployment(stack, read_stack_config(), dashboards=dashboard_builder())
     if issues := deployment_issues(deployment.env, stack_file) + cluster_issues(deployment.env, stack_file):
         raise SpecError(issues)
     cluster = read_live_cluster(cluster_deploy(deployment.env))

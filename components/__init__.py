@@ -9,13 +9,13 @@ from .cluster import ClusterAccess
 from .kubernetes import KubernetesObject, apply_objects
 from .live import read_live_cluster, read_live_node_groups
 from .model_repository import ModelRepository
-from .node_group import GpuNodeGroup, NodeRole, SystemNodeGroup
+from .node_group import CpuNodeGroup, GpuNodeGroup, NodeRole, SystemNodeGroup
 from .prerequisites import ClusterPrerequisites
 from .program import build_fleet, read_stack_config
 from .triton_server import TritonServer
 from .vllm_deployment import VllmDeployment
 
-__all__ = ["ClusterAccess", "ClusterPrerequisites", "GpuNodeGroup", "KubernetesObject", "ModelRepository", "NodeRole",
-           "SystemNodeGroup", "TritonServer", "VllmDeployment", "apply_objects", "build_fleet", "read_live_cluster",
+__all__ = ["ClusterAccess", "ClusterPrerequisites", "CpuNodeGroup", "GpuNodeGroup", "KubernetesObject",
+           "ModelRepository", "NodeRole", "SystemNodeGroup", "TritonServer", "VllmDeployment", "apply_objects", "build_fleet", "read_live_cluster",
            "read_live_node_groups",
            "read_stack_config"]

@@ -7,7 +7,13 @@ import base64
 import pulumi
 import pulumi_aws as aws
 
-from modelfleet.deploy.types import GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE, NodeGroupDeploy, RoleDeploy
+from modelfleet.deploy.types import (
+    CPU_NODE_GROUP_TYPE,
+    GPU_NODE_GROUP_TYPE,
+    SYSTEM_NODE_GROUP_TYPE,
+    NodeGroupDeploy,
+    RoleDeploy,
+)
 
 
 class NodeRole(pulumi.ComponentResource):
@@ -67,6 +73,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 parent=self, protect=spec.protect, depends_on=[*role.attachments, *(after or [])],
                 ignore_changes=["scalingConfig.desiredSize"] if scaling.ignore_desired else []))
         self.register_outputs({"name": self.node_group.node_group_name})
+
+
+class CpuNodeGroup(GpuNodeGroup):
+    """CPU-only nodes of KIND_CPU Triton servers: the spec carries their AMI without the NVIDIA driver and no
+    taint (modelfleet.deploy.node_groups); the resources are the same."""
+
+    TYPE = CPU_NODE_GROUP_TYPE
 
 
 class SystemNodeGroup(GpuNodeGroup):

@@ -13,7 +13,7 @@ from modelfleet.deploy.types import CLUSTER_READY, SHARED, SYSTEM_NODES, DeployP
 from .cluster import ClusterAccess
 from .kubernetes import apply_objects
 from .model_repository import ModelRepository
-from .node_group import GpuNodeGroup, NodeRole, SystemNodeGroup
+from .node_group import CpuNodeGroup, GpuNodeGroup, NodeRole, SystemNodeGroup
 from .prerequisites import ClusterPrerequisites
 from .registry import Registry
 from .tags import team_options
@@ -45,8 +45,9 @@ def _node_groups(fleet: DeployPlan, cluster: ClusterAccess, registry: Registry) 
     role = NodeRole("gpu-nodes", fleet.node_role, team_options(SHARED))
     groups: dict[str, GpuNodeGroup] = {}
     for spec in fleet.node_groups:  # in order: a zone's group comes after the one it waits for
-        groups[spec.name] = GpuNodeGroup(spec, cluster.name, cluster.subnet_ids, role, team_options(spec.team),
-                                         after=[groups[name].node_group for name in spec.after])
+        kind = CpuNodeGroup if spec.device == "cpu" else GpuNodeGroup
+        groups[spec.name] = kind(spec, cluster.name, cluster.subnet_ids, role, team_options(spec.team),
+                                 after=[groups[name].node_group for name in spec.after])
     for spec in fleet.node_groups:
         # a workload waits for its plan group: every zone's group of a zonal one
         registry.add(node_group_key(spec.plan_group or spec.name), groups[spec.name].node_group)

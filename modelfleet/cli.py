@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from .errors import EXIT_USER_ERROR, ModelfleetError
 
-COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate", "profile")
+COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate", "profile",
+            "digest")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,9 +5,11 @@
     │                               (``models.yaml:12:7: models[3].sla.p99_latency_ms: message (fix)``)
     ├── CompileError                valid input that cannot be satisfied
     │                               (``models[5] llama-405b: needs 754 GiB ... (allow p5 or use fp8)``)
-    └── OutputError                 the output cannot go where asked: refused (``render --out`` at a
-                                    directory it did not write) or the filesystem said no
-                                    (``out/: cannot write it: No space left on device (free some ...)``)
+    ├── OutputError                 the output cannot go where asked: refused (``render --out`` at a
+    │                               directory it did not write) or the filesystem said no
+    │                               (``out/: cannot write it: No space left on device (free some ...)``)
+    └── MissingExtra                an optional part needs a package that is not installed
+                                    (``rendering dashboards needs grafana-foundation-sdk ... (pip install ...)``)
 
 Both carry *every* problem found, as a tuple of :class:`Issue`, and are raised once. Anything else that
 escapes is a bug and keeps its traceback.
@@ -61,3 +63,7 @@ class CompileError(ModelfleetError):
 class OutputError(ModelfleetError):
     """The output cannot be written where asked: the target holds something of the user's, or the
     filesystem refused (permissions, no space, no such directory). Nothing was written."""
+
+
+class MissingExtra(ModelfleetError):
+    """An optional part of modelfleet needs a package of an extra that is not installed; the fix names it."""

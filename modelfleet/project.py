@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from .plan.instances import InstanceCatalogue, load_instance_catalogue
 from .plan.types import FleetPlan
 from .render.fleet import render_fleet
 from .render.k8s import render_fleet_manifests, render_kubernetes
+from .render.observability import DashboardBuilder
 from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
 from .spec.load import load_fleet_document, locate_issues, parse_fleet
 from .spec.models import FleetSpec
@@ -79,17 +81,20 @@ class Project:
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
 
-    def rendered(self, stack: str) -> tuple[FleetPlan, dict[str, bytes]]:
+    def rendered(self, stack: str, dashboards: DashboardBuilder | None = None) -> tuple[FleetPlan, dict[str, bytes]]:
         """The plan and every artifact of ``render``: plan.json with costs, Triton repositories, vLLM
-        settings and the Kubernetes manifests that ``pulumi up`` applies."""
+        settings and the Kubernetes manifests that ``pulumi up`` applies (alert rules included; dashboards
+        with a ``dashboards`` builder: modelfleet.grafana)."""
         plan, cost = self.plan_and_cost(stack)
-        deploy = self.environment(stack).deploy
-        return plan, render_fleet(plan, extra=(lambda p: render_kubernetes(p, deploy),), cost=cost)
+        env = self.environment(stack)
+        kubernetes = functools.partial(render_kubernetes, deploy=env.deploy, docs_url=env.observability.docs_url,
+                                       dashboards=dashboards, cost=cost)
+        return plan, render_fleet(plan, extra=(kubernetes,), cost=cost)
 
     def environment_path(self, stack: str) -> str:
         return stack_path(self.stacks_dir, stack)
 
-    def deployment(self, stack: str, config: dict[str, Any]) -> Deployment:
+    def deployment(self, stack: str, config: dict[str, Any], dashboards: DashboardBuilder | None = None) -> Deployment:
         """What the Pulumi program deploys: the environment from the stack config Pulumi hands it (the
         same keys the CLI reads from the stack file), compiled with guardrails, rendered, and the
         Kubernetes objects grouped by workload (as objects: ``render`` writes the same ones as YAML)."""
@@ -100,7 +105,9 @@ class Project:
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
         files = render_fleet(plan, cost=cost)
-        return Deployment(env, plan, cost, files, render_fleet_manifests(plan, env.deploy, files))
+        manifests = render_fleet_manifests(plan, env.deploy, files, docs_url=env.observability.docs_url,
+                                           dashboards=dashboards, cost=cost)
+        return Deployment(env, plan, cost, files, manifests)
 
     def costed(self, stack: str, source: FleetSource | None = None) -> CostedPlan:
         """Compile and price one stack (of ``source``, default models.yaml) without enforcing guardrails."""

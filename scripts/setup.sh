@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[pulumi,serve,aws,profile,test]'
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[pulumi,serve,aws,profile,dashboards,test]'
 .venv/bin/python examples/generate_artifacts.py >/dev/null  # small real ONNX models for `modelfleet serve`
 # Prometheus and promtool (Debian's prometheus 2.42): the judges of the generated alert rules, dashboard
 # queries and rollout analyses. Installed where missing and this is a Debian machine we may change (root);

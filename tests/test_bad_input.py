@@ -84,6 +84,11 @@ CASES = [
     ("cache-contradiction", edit("    sla:\n      p99", "    deterministic: false\n    overrides: {response_cache: true}\n    sla:\n      p99"),
      12, "models[0].overrides.response_cache", "contradicts"),
     ("classic-on-vllm", edit("framework: onnx", "framework: onnx\n    serving: vllm"), 5, "models[0].serving", "triton"),
+    # LLM engines refused with the reason (docs/triton-features.md, "LLMs on Triton"), located at serving
+    ("llm-on-triton", edit("    architecture: llama-3.1-8b", "    serving: triton\n    architecture: llama-3.1-8b"), 18,
+     "models[1].serving", "nv_inference_pending_request_count stays at 0"),
+    ("llm-on-triton-trtllm", edit("    architecture: llama-3.1-8b", "    serving: triton-trtllm\n    architecture: llama-3.1-8b"),
+     18, "models[1].serving", "trtllm-build"),
     ("unknown-preset", edit("architecture: llama-3.1-8b", "architecture: llama-9"), 18, "models[1].architecture",
      "llama-3.1-8b"),
     ("bad-hf-id", edit("artifact: meta-llama/Llama-3.1-8B-Instruct", "artifact: not a repo"), 16,
@@ -119,8 +124,6 @@ CASES = [
      "set overrides.max_num_seqs"),
     ("lora-from-s3", edit("architecture: llama-3.1-8b", "architecture: llama-3.1-8b\n    lora: {adapters: [{name: a, "
                           "artifact: 's3://b/lora'}]}"), 19, "models[1].lora.adapters[0].artifact", "Hugging Face"),
-    ("lora-on-triton", edit("architecture: llama-3.1-8b", "architecture: llama-3.1-8b\n    serving: triton\n    lora: "
-                            "{adapters: [{name: a, artifact: acme/a}]}"), 20, "models[1].lora", "use serving: vllm"),
     ("lora-rank", edit("architecture: llama-3.1-8b", "architecture: llama-3.1-8b\n    lora: {adapters: [{name: a, "
                        "artifact: acme/a}], max_rank: 24}"), 19, "models[1].lora.max_rank", "16"),
     ("bad-gqa", edit("architecture: llama-3.1-8b", "architecture: {layers: 4, attention_heads: 10, kv_heads: 4, head_dim: 64}"),
@@ -335,6 +338,12 @@ STACK_CASES = [
     ("graviton-system-nodes", stack_edit("modelfleet:capacityType: spot",
                                          "modelfleet:cluster: {systemInstanceType: m7g.large}"), 3,
      "config.modelfleet:cluster.systemInstanceType", "arm64"),
+    ("tracing-rate-not-one-in-n", stack_edit("modelfleet:capacityType: spot", "modelfleet:triton: {tracing: "
+                                             "{collectorUrl: 'http://otel:4318/v1/traces', samplingRate: 0.3}}"), 3,
+     "config.modelfleet:triton.tracing.samplingRate", "one in 3"),
+    ("tracing-without-collector", stack_edit("modelfleet:capacityType: spot",
+                                             "modelfleet:triton: {tracing: {samplingRate: 0.01}}"), 3,
+     "config.modelfleet:triton.tracing.collectorUrl", "collector"),
 ]
 
 

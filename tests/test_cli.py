@@ -94,7 +94,7 @@ def test_plan_text_says_how_many_gpus_a_model_needs(plans):
     from modelfleet.commands.plan import _model_lines
     from modelfleet.plan.types import TritonModelPlan
 
-    model = next(m for m in plans["prod"].models if isinstance(m, TritonModelPlan))
+    model = next(m for m in plans["prod"].models if isinstance(m, TritonModelPlan) and m.device == "gpu")
     lines = {share: _model_lines(model.model_copy(update={"gpu_share": share}))[0]
              for share in (3.5714, 1.0, 0.25, 0.004)}
     assert lines[3.5714].endswith("3.6 GPUs") and "%" not in lines[3.5714].rsplit("cache", 1)[1]

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from modelfleet.errors import CompileError
+from modelfleet.errors import CompileError, SpecError
 from modelfleet.plan.compiler import compile_fleet
 from modelfleet.render.fleet import render_fleet
 from modelfleet.render.triton import parse_config
@@ -50,16 +50,15 @@ def idle_prefill_ms(preset: str, instance: str, tp: int, pp: int, tokens: int = 
     return prefill_ms(gpu, shape_from_fields(LLM_PRESETS[preset].fields), Layout(tp, pp), tokens)
 
 
-def test_llm_on_triton_renders_the_vllm_backend_with_a_warning():
-    plan = compile_text(LLM.format(serving="triton", dtype="bf16", arch="llama-3.1-8b", ttft=2000))
-    assert any("Triton's vLLM backend" in w.message for w in plan.warnings)
-    files = render_fleet(plan)
-    server = plan.triton_servers[0]
-    config = parse_config(files[f"triton/{server.name}/chat/config.pbtxt"].decode())
-    assert config.backend == "vllm" and config.model_transaction_policy.decoupled
-    engine = json.loads(files[f"triton/{server.name}/chat/1/model.json"])
-    assert engine["tensor_parallel_size"] == plan.model("chat").tensor_parallel_size
-    assert "vllm/chat.json" not in files
+def test_llm_on_triton_is_refused_with_the_reason_and_the_fix():
+    """Triton's vLLM backend passed every check and failed in the cluster (no vLLM in the -py3 image, a queue
+    metric it never reports); the refusal says why, and where."""
+    for serving, reason in (("triton", "no waiting or running request gauge"), ("triton-trtllm", "trtllm-build")):
+        with pytest.raises(SpecError) as caught:
+            parse_fleet_text(LLM.format(serving=serving, dtype="bf16", arch="llama-3.1-8b", ttft=2000))
+        (issue,) = caught.value.issues
+        assert issue.path == "models[0].serving" and reason in issue.message, issue
+        assert "use serving: vllm" in issue.fix
 
 
 def test_405b_that_fits_nowhere_names_the_binding_constraint_and_the_closest_layouts():
@@ -350,13 +349,6 @@ def test_a_pool_named_like_the_default_one_is_the_default_pool():
 def test_a_model_with_a_gpu_of_its_own_names_its_server_after_the_pool_and_itself():
     text = _scorers(["fraud", "fraud"]).replace("size: {memory_gib: 0.2}", "size: {memory_gib: 0.2}\n    overrides: {dedicated_gpu: true}", 1)
     assert sorted(s.name for s in compile_text(text).triton_servers) == ["triton-fraud", "triton-fraud-scorer-0"]
-
-
-def test_llm_on_triton_carries_the_quantization_into_model_json():
-    plan = compile_text(LLM.format(serving="triton", dtype="fp8", arch="llama-3.1-8b", ttft=2000))
-    server = plan.triton_servers[0]
-    engine = json.loads(render_fleet(plan)[f"triton/{server.name}/chat/1/model.json"])
-    assert (engine["quantization"], engine["dtype"]) == ("fp8_per_tensor", "auto")  # vLLM 0.32's spelling
 
 
 OVERRIDDEN = textwrap.dedent("""\

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("render", ("render",)),
     ("deploy", ("deploy",)),
     ("project", ("project",)),
+    ("grafana", ("grafana",)),  # dashboards' JSON built with grafana-foundation-sdk (an optional extra)
     ("engines", ("engines",)),
     ("serve", ("serve",)),
     ("preview", ("preview",)),
@@ -47,7 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 CORE = ("errors", "spec", "plan", "cost", "render", "deploy", "project")
 IMPURE = ("pulumi", "pulumi_aws", "pulumi_kubernetes", "boto3", "botocore", "requests", "socket", "urllib", "http",
-          "subprocess", "aiohttp", "httpx", "aiconfigurator")
+          "subprocess", "aiohttp", "httpx", "aiconfigurator", "grafana_foundation_sdk")
 COMPONENT_IMPORTS = {"modelfleet.plan.types", "modelfleet.deploy.types"}
 RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
 LAYER_NAME = {top: name for name, tops in LAYERS for top in tops}

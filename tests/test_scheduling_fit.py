@@ -72,7 +72,7 @@ def test_cpu_requests_leave_the_daemonset_allowance(plans, project):
     lws = next(o for o in manifests["llama-3-1-405b-instruct"] if o["kind"] == "LeaderWorkerSet")
     cpu = quantity(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
     assert cpu == pytest.approx(191.45 - allowance) and 191.45 - cpu >= allowance - 1e-9
-    triton = next(o for o in manifests["triton-g5-xlarge"] if o["kind"] == "Deployment")
+    triton = next(o for o in manifests["triton-g5-xlarge"] if o["kind"] in ("Deployment", "Rollout"))
     cpu = quantity(triton["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
     assert cpu == pytest.approx(3.92 - allowance)
 
@@ -101,7 +101,11 @@ def test_rollouts_surge_into_room_the_node_group_has(plans, catalogue):
             for name in group.workloads:
                 workload = next((s for s in plan.triton_servers if s.name == name), None) or plan.model(name)
                 per_replica = workload.gpus_per_replica
-                assert workload.rollout.max_surge + workload.rollout.max_unavailable == 1
+                # a rolling update surges or takes one down; a canary's surge is its extra replicas at its
+                # fullest step (a gateway's can reach nearly a second set: plan/rollout.canary_replicas)
+                rollout = workload.rollout
+                assert rollout.max_surge + rollout.max_unavailable == 1 or (
+                    rollout.strategy == "canary" and rollout.max_unavailable == 0 and rollout.max_surge >= 1)
                 gpus += (workload.max_replicas + workload.rollout.max_surge) * per_replica
             assert group.max_size * group.gpus_per_node >= gpus, (stack, group.name)
     model = plans["prod"].model("llama-3-1-405b-instruct")
@@ -203,17 +207,18 @@ def check_fleet_fits(plan: FleetPlan, deploy: DeploySettings) -> None:
         free = group.allocatable.model_copy()
         allowance = group.daemonset_allowance
         gpus = int(_request(spec, "nvidia.com/gpu"))
-        share = gpus / group.gpus_per_node
+        slots = gpus if group.device == "gpu" else 1  # a KIND_CPU server's pod holds its whole CPU node
+        share = slots / group.pod_slots
         assert _request(spec, "cpu") <= (free.cpu - allowance.cpu) * share + 1e-6, (name, group.name)
         assert _request(spec, "memory") <= (free.memory_gib - allowance.memory_gib) * share + 0.01, (name, group.name)
-        assert _request(spec, "ephemeral-storage") * group.gpus_per_node / gpus <= (
+        assert _request(spec, "ephemeral-storage") * group.pod_slots / slots <= (
             free.ephemeral_storage_gib - allowance.ephemeral_storage_gib), (name, group.name)
-        gpus_at_max[group.name] = gpus_at_max.get(group.name, 0) + pods * gpus
+        gpus_at_max[group.name] = gpus_at_max.get(group.name, 0) + pods * slots
         if size > 1:  # a multi-node replica: its group is one node group per zone, each for whole replicas
             assert group.zonal, name  # (single-node workloads sharing the group add nodes of their own)
             assert len(group.workloads) > 1 or all(z.max_size % size == 0 for z in group.zonal), name
     for group in plan.node_groups:
-        assert group.max_size * group.gpus_per_node >= gpus_at_max.get(group.name, 0), group.name
+        assert group.max_size * group.pod_slots >= gpus_at_max.get(group.name, 0), group.name
     for objects in manifests.values():
         for budget in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
             assert budget["spec"].get("maxUnavailable", 0) >= 1
@@ -241,3 +246,26 @@ def test_random_fleets_fit_their_node_groups(catalogue, models, env, big, zones)
         assert not [i for i in error.issues if any(s in i.message for s in FIT_MESSAGES)], error
         assume(False)
     check_fleet_fits(plan, env.deploy)
+
+
+def test_the_fit_check_covers_a_cpu_node_group(plans):
+    """A CPU node group holds one KIND_CPU server pod per node: its allocatable is the kubelet's (c7i.xlarge:
+    4 vCPU less 80 m, 8 GiB x 0.925 less 255 + 11 x 58 MiB and the 100 MiB threshold), its busiest node the
+    server's pod and the allowance; a pod asking more than a node offers is a located error naming the group."""
+    from modelfleet.plan.fit import check_fit
+
+    plan = plans["prod"]
+    (group,) = [g for g in plan.node_groups if g.device == "cpu"]
+    assert (group.allocatable.cpu, group.allocatable.memory_gib, group.allocatable.gpus, group.allocatable.pods) == (
+        3.92, round((math.floor(8 * 1024 * 0.925) - (11 * 58 + 255) - 100) / 1024, 2), 0, 58)
+    server = plan.server(group.workloads[0])
+    pod = server.pod
+    assert group.requested.cpu == pytest.approx(pod.request("cpu_millis") / 1000 + group.daemonset_allowance.cpu)
+    assert group.requested.memory_gib <= group.allocatable.memory_gib
+    big = pod.model_copy(update={"containers": tuple(
+        c.model_copy(update={"memory_mib": 7 * 1024}) if c.name == "triton" else c for c in pod.containers)})
+    swollen = plan.model_copy(update={"triton_servers": tuple(
+        s.model_copy(update={"pod": big}) if s.name == server.name else s for s in plan.triton_servers)})
+    issues = check_fit(swollen, {"fraud-scorer": "models[2]"})
+    assert any(i.path == "models[2]" and f"{server.name}: a pod cannot schedule on {group.name} (c7i.xlarge)" in i.message
+               and "GiB of memory" in i.message for i in issues), issues

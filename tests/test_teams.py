@@ -82,7 +82,7 @@ def test_every_cost_report_shows_cost_per_team(priced):
     assert "| research | `llama-3-1-405b-instruct` | 160,780.80 |" in markdown
     assert {t["name"]: t["monthly_usd"]["desired"] for t in data["environments"]["prod"]["teams"]}["research"] == \
         round(research.desired, 2)
-    assert "| vision-platform | `image-preprocessor`, `resnet50-classifier` | 940.91 |" in markdown
+    assert "| vision-platform | `image-preprocessor`, `resnet50-classifier` | 1,025.25 |" in markdown
 
 
 def test_the_pr_comment_shows_what_changes_per_team(tmp_path, capsys):

@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..plan.changes import version_of
 from ..plan.types import Decision, FleetPlan, NodeGroupPlan, NodeResourcesPlan, TritonModelPlan, VllmModelPlan
 from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
@@ -30,19 +31,24 @@ def format_plan(plan: FleetPlan) -> str:
     lines = [f"environment {plan.environment} ({plan.region}, {plan.capacity_type}; prices as of "
              f"{plan.catalogue_as_of})", "", "node groups:"]
     for g in plan.node_groups:
-        lines.append(f"  {g.name:28} {g.instance_type:14} {g.gpus_per_node} x {g.gpu_model:16} "
+        hardware = f"{g.gpus_per_node} x {g.gpu_model:16}" if g.device == "gpu" else f"{g.vcpu:>2} vCPU, no GPU  "
+        lines.append(f"  {g.name:28} {g.instance_type:14} {hardware} "
                      f"min {g.min_size} / desired {g.desired_size} / max {g.max_size}   {', '.join(g.workloads)}")
         lines += _node_lines(g)
     lines += ["", "triton servers:"]
+    explained: set[str] = set()  # servers packed together share one decision: shown once, under the first
     for s in plan.triton_servers:
+        kind = "  KIND_CPU" if s.device == "cpu" else ""
         lines.append(f"  {s.name:28} {s.instance_type:14} replicas {s.min_replicas}-{s.replicas}-{s.max_replicas}"
-                     f"  cache {s.cache_size_bytes // 1024**2} MiB  models: {', '.join(s.models)}")
+                     f"  cache {s.cache_size_bytes // 1024**2} MiB{kind}  models: {', '.join(s.models)}")
         lines.append(f"    rollout: {s.rollout.reason}")
         if s.former_names:  # a stack deployed before keeps this server's resources under it (Pulumi aliases)
             lines.append(f"    formerly named {', '.join(s.former_names)}")
-    decisions = {s.decision.reason: s.decision for s in plan.triton_servers}
-    for decision in decisions.values():
-        lines += _decision_lines(decision, "    ")
+        if s.decision.reason not in explained:
+            explained.add(s.decision.reason)
+            lines += _decision_lines(s.decision, "    ")
+        if s.rate_limiter is not None:
+            lines.append(f"    {s.rate_limiter.choice}: {s.rate_limiter.reason}")
     if plan.pipelines:
         lines += ["", "pipelines (Triton ensembles):"]
     for p in plan.pipelines:
@@ -81,7 +87,7 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
                 f"max_num_seqs {m.max_num_seqs}, max_num_batched_tokens {m.max_num_batched_tokens}, max_model_len "
                 f"{m.max_model_len}, KV {m.kv_cache_gib:.0f} GiB" + (", expert parallel" if m.expert_parallel else "")
                 + (f", LoRA {', '.join(m.lora_adapters)}" if m.lora_adapters else ""))
-    out = [head]
+    out = [head, f"      serves {version_of(m)}"]
     if isinstance(m, VllmModelPlan) and m.estimates is not None:
         out.append(f"      estimates: {llm_estimates_text(m)}")
     if isinstance(m, TritonModelPlan):

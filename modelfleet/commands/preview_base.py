@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import yaml
 
@@ -110,7 +110,8 @@ def run_base(args: argparse.Namespace) -> int:
             if sides[1] is not None and sides[1].error:
                 failed += 1
                 print(sides[1].error, file=sys.stderr)
-            previews.append(_compare(name, *sides, compute_preview_diff, StackPreview))
+            compared = _compare(name, *sides, compute_preview_diff, StackPreview)
+            previews.append(replace(compared, bumps=version_bumps(args, base, head, name)) if compared.diff else compared)
     render = render_preview_diff_markdown if args.format == "markdown" else render_preview_diff_text
     sys.stdout.write(render(previews, args.base))
     return 2 if failed else 0
@@ -122,3 +123,19 @@ def _compare(name, base, head, compute, StackPreview):
     if base is not None and base.error:
         return StackPreview(name, None, "the base does not compile: nothing to compare with")
     return StackPreview(name, compute(name, base.resources if base else [], head.resources if head else []))
+
+
+def version_bumps(args: argparse.Namespace, base: Inputs, head: Inputs, stack: str) -> tuple[str, ...]:
+    """Each model whose pinned version changes (#15), with the workload it rolls: both sides compiled with the
+    working tree's stack files (a version is models.yaml's); () when either side does not compile."""
+    from ..errors import ModelfleetError
+    from ..plan.changes import version_change
+    from ..project import Project
+
+    try:
+        plans = [Project(root=project_from(args).root, models_file=side.models_path, prices_file=side.prices_path)
+                 .plan(stack) for side in (base, head)]
+    except ModelfleetError:
+        return ()
+    common = sorted({m.name for m in plans[0].models} & {m.name for m in plans[1].models})
+    return tuple(note for note in (version_change(name, *plans) for name in common) if note)

@@ -8,6 +8,11 @@ taken from AWS and reported). An instance type AWS returns no single on-demand p
 one (reported, never guessed); a type with no spot price is priced, on spot stacks, by the stack's
 ``spotPriceRatio`` assumption, and the report says so.
 
+The CPU types (``cpu_instances``, for KIND_CPU servers) are priced and checked like the GPU types, on-demand and
+spot; their processor is checked too: the Pricing API's ``physicalProcessor`` must name the table's processor
+(``cpus.<key>.code_name``, e.g. "Sapphire Rapids"), since measured CPU figures carry over only between
+families of one processor. A difference is reported, never rewritten.
+
 The system node types (``system_instances``: a created cluster's untainted nodes, never spot) get their
 on-demand prices and vCPU/RAM the same way, dated in their own section; so do the EBS gp3 prices every
 node's volume is billed at (``ebs_gp3``), from the products whose ``volumeApiName`` is gp3, told apart by the
@@ -143,6 +148,8 @@ def check_hardware(name: str, instance: dict[str, Any], gpus: dict[str, Any],
             updates[key] = kind(value)
             report.append(f"{name}: {key} {instance[key]} in the table, {kind(value)} from the Pricing API "
                           f"({aws_key}: {attributes[aws_key]!r}); taken from AWS")
+    if "cpu" in instance:
+        report += _processor_report(name, instance, gpus, attributes)
     if "gpu" not in instance:
         return updates, report
     nominal, count = _number(attributes.get("gpuMemory", "")), updates.get("gpus", instance["gpus"])
@@ -152,6 +159,16 @@ def check_hardware(name: str, instance: dict[str, Any], gpus: dict[str, Any],
                       f"per GPU) but the table's {instance['gpu']} has {usable:g} GiB usable per GPU: check which GPU "
                       "the table names for it (left as it is)")
     return updates, report
+
+
+def _processor_report(name: str, instance: dict[str, Any], cpus: dict[str, Any], attributes: dict[str, str]) -> list[str]:
+    """A CPU type whose Pricing API processor is not the table's (``cpus`` here: the table's processors)."""
+    listed, wanted = attributes.get("physicalProcessor", ""), cpus[instance["cpu"]]["code_name"]
+    squeeze = lambda text: text.lower().replace(" ", "")  # noqa: E731  "Icelake" and "Ice Lake" are one name
+    if not listed or squeeze(wanted) in squeeze(listed):
+        return []
+    return [f"{name}: the Pricing API lists physicalProcessor {listed!r}, but the table says {instance['cpu']} "
+            f"({wanted}): measured CPU figures would carry over to the wrong families; check it (left as it is)"]
 
 
 def fetch_spot(ec2: Any, instance_types: Iterable[str], now: datetime) -> dict[str, float]:
@@ -205,15 +222,17 @@ def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | N
     skips spot. A failing Pricing API call raises (botocore's error); a failing spot call is reported."""
     from botocore.exceptions import BotoCoreError, ClientError  # the clients are botocore's, so botocore is here
 
-    names = sorted(data["instances"])
+    cpu_types = data.get("cpu_instances") or {}
+    names = sorted([*data["instances"], *cpu_types])
     system_types = (data.get("system_instances") or {}).get("types") or {}
     on_demand = fetch_on_demand(pricing, region, names)
     system = fetch_on_demand(pricing, region, system_types)
     ebs, ebs_report = fetch_gp3(pricing, region)
     report, hardware = list(on_demand.report) + system.report + ebs_report, {}
-    for table, fetched in ((data["instances"], on_demand), (system_types, system)):
+    for table, fetched, kinds in ((data["instances"], on_demand, data["gpus"]), (cpu_types, on_demand, data.get("cpus")),
+                                  (system_types, system, {})):
         for name in sorted(set(table) & set(fetched.attributes)):
-            hardware[name], lines = check_hardware(name, table[name], data["gpus"], fetched.attributes[name])
+            hardware[name], lines = check_hardware(name, table[name], kinds or {}, fetched.attributes[name])
             report += lines
     spot: dict[str, float] | None = None
     if ec2 is not None:
@@ -252,7 +271,7 @@ def compute_refreshed_data(data: dict[str, Any], region: str, on_demand: dict[st
             instance.update((hardware or {}).get(name, {}))
             _set_price(instance, "usd_per_hour", region, system.get(name))
         section.setdefault("prices", {})[region] = {"as_of": today.isoformat(), "source": ON_DEMAND_SOURCE}
-    for name, instance in out["instances"].items():
+    for name, instance in [*out["instances"].items(), *(out.get("cpu_instances") or {}).items()]:
         instance.update((hardware or {}).get(name, {}))
         _set_price(instance, "usd_per_hour", region, on_demand.get(name))
         _set_price(instance, "spot_usd_per_hour", region, None if spot is None else spot.get(name))

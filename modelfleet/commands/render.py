@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import argparse
 
+from ..grafana import dashboard_builder
 from ..render.outputs import MARKER, write_tree
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "render"
-HELP = "write Triton model repositories, vLLM settings, Kubernetes manifests and plan.json (atomically)"
+HELP = ("write Triton model repositories, vLLM settings, Kubernetes manifests (alert rules and dashboards "
+        "included) and plan.json (atomically)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     project = project_from(args)
-    plan, files = project.rendered(args.stack)
+    plan, files = project.rendered(args.stack, dashboards=dashboard_builder())
     keep = {project.root: "the project directory", project.models_path: "the catalogue",
             project.stacks_dir: "the stacks directory", **({project.prices_file: "the price table"} if project.prices_file else {})}
     write_tree(files, args.out, keep=keep)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ..errors import Issue
+from ..plan.changes import version_change
 from ..plan.compiler import models_in
 from ..plan.types import FleetPlan, LlmEstimatesPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .fleet import LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
@@ -296,7 +297,9 @@ def _changed(name: str, base: CostedPlan, head: CostedPlan, spec0: dict[str, Any
     delta = None if before is None or after is None else after - before
     m0, m1 = base.plan.model(name), head.plan.model(name)
     edits = describe_spec_changes(spec0, spec1)
-    reasons = (*edits, *compute_reasons(m0, base.plan, m1, head.plan), *_price_reasons(m0, base.cost, m1, head.cost))
+    bump = version_change(name, base.plan, head.plan)
+    reasons = (*((bump,) if bump else ()), *edits, *compute_reasons(m0, base.plan, m1, head.plan),
+               *_price_reasons(m0, base.cost, m1, head.cost))
     if not reasons and delta is not None and abs(delta) >= CENT:
         reasons = (f"same layout; {m1.node_group} is shared differently (its other workloads or idle GPUs changed)",)
     if not reasons:
@@ -350,7 +353,9 @@ def describe_layout(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan) -> 
     server = plan.server(model.server)
     others = [n for n in server.models if n != model.name]
     shared = f", shared with {', '.join(others)}" if others else ""
-    return (f"{server.name}: {server.replicas} x 1 GPU on {model.instance_type}{shared}, "
+    unit = f"{model.instance_type} node (KIND_CPU x {model.instance_count})" if model.device == "cpu" else (
+        f"1 GPU on {model.instance_type}")
+    return (f"{server.name}: {server.replicas} x {unit}{shared}, "
             f"replicas {server.min_replicas}-{server.replicas}-{server.max_replicas}")
 
 

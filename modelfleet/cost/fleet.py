@@ -8,11 +8,14 @@ Pure: a FleetPlan, the dated InstanceCatalogue, the stack's cost settings and th
                    GiB, and IOPS and MiB/s above gp3's included 3,000 and 125, at the table's ebs_gp3 prices;
                    EBS is the same on spot. Bottlerocket's own small OS volume from its AMI is not counted)
     workload     = its node group's cost x its GPUs / all GPUs the group's workloads hold
-                   (GPUs left idle by whole nodes or zone spread are paid by the group's workloads pro rata)
+                   (GPUs left idle by whole nodes or zone spread are paid by the group's workloads pro rata;
+                   a KIND_CPU server holds whole nodes of its CPU group, one pod per node)
     Triton model = its server's cost x its gpu_share / the sum of gpu_share on that server
                    (gpu_share = the larger of its GPU-memory and compute fractions; the plan records it to
                    4 decimals, so models under 0.005% of a GPU show 0: when every share on a server is 0, the
-                   server is split by the models' GPU memory, and equally when that is 0 too)
+                   server is split by the models' GPU memory, and equally when that is 0 too); on a KIND_CPU
+                   server, x the vCPUs its instances hold / all its instances' vCPUs. A CPU model's row also
+                   shows what the GPUs would have cost (the plan's gpu_placement_usd_per_hour x 730): the saving
     environment  = node groups + the EKS control plane and the system node group when the stack creates the
                    cluster (system nodes: on-demand, 2-2-4 of cluster.systemInstanceType, priced from the table's
                    system_instances; not attributed to models, like the control plane)
@@ -35,13 +38,15 @@ from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_M
 from ..plan.types import FleetPlan, LlmEstimatesPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
+from .canary import CanaryCost, canary_costs
 
 LEVELS = ("min", "desired", "max")
 ATTRIBUTION_RULE = (
     "a node group costs nodes x (USD/h x 730 h + the node's EBS volume per month); each workload (a Triton "
-    "server or a vLLM model) pays for the GPUs it holds, idle GPUs of the group shared pro rata; models on a "
-    "shared Triton server split its cost by gpu_share (the larger of their GPU-memory and compute fractions), "
-    "or, when every gpu_share on a server rounds to 0, by GPU memory (equally if that is 0 too)"
+    "server or a vLLM model) pays for the GPUs it holds, idle GPUs of the group shared pro rata, or for its whole "
+    "nodes on a CPU group (one KIND_CPU server pod per node); models on a shared Triton server split its cost by "
+    "gpu_share (the larger of their GPU-memory and compute fractions), or, when every gpu_share on a server "
+    "rounds to 0, by GPU memory (equally if that is 0 too); on a KIND_CPU server, by the vCPUs their instances hold"
 )
 
 
@@ -103,11 +108,22 @@ class ModelCost(PlanModel):
     serving: str
     node_group: str
     instance_type: str
-    gpus: tuple[int, int, int]  # GPUs its workload holds (a shared Triton server's GPUs are shared)
+    gpus: tuple[int, int, int]  # GPUs its workload holds (a shared Triton server's GPUs are shared; 0 on a CPU)
     attribution: str
     monthly_usd: MonthlyUsd | None
     unit_cost: UnitCost | None
     estimates: LlmEstimatesPlan | None = None  # an LLM's predicted speed at peak, as the plan says it
+    device: str = "gpu"  # cpu: KIND_CPU instances on a CPU node group
+    # A CPU model: what placing it on the GPUs would cost instead, USD/month at desired replicas (the plan's
+    # gpu_placement_usd_per_hour x 730; None: no GPU placement holds it). The preview shows the saving.
+    gpu_alternative_monthly_usd: float | None = None
+
+    @property
+    def saving_monthly_usd(self) -> float | None:
+        """What the CPU placement saves against the GPU one a month, at desired (negative: it costs more)."""
+        if self.gpu_alternative_monthly_usd is None or self.monthly_usd is None:
+            return None
+        return self.gpu_alternative_monthly_usd - self.monthly_usd.desired
 
 
 class TeamCost(PlanModel):
@@ -134,6 +150,7 @@ class FleetCost(PlanModel):
     system_nodes: NodeGroupCost | None  # a created cluster's system node group; None: the stack joins a cluster
     monthly_usd: MonthlyUsd | None  # None when any price is unknown
     unknown: tuple[str, ...]  # what could not be priced, and why
+    canaries: tuple[CanaryCost, ...] = ()  # per canary workload (cost/canary.py): priced per rollout, not per month
 
     def model(self, name: str) -> ModelCost:
         return self._by_name("models")[name]  # indexed once (PlanModel): render and policy look up every model
@@ -195,7 +212,7 @@ def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: Envir
         hours_per_month=HOURS_PER_MONTH, prices_as_of=_as_of(catalogue, env.region),
         price_basis=_price_basis(catalogue, env), attribution_rule=ATTRIBUTION_RULE, node_groups=groups,
         models=models, teams=estimate_team_costs(models), control_plane_monthly_usd=control if env.cluster.create else None, system_nodes=system,
-        monthly_usd=total, unknown=unknown)
+        monthly_usd=total, unknown=unknown, canaries=canary_costs(plan, {g.name: g for g in groups}))
 
 
 def estimate_team_costs(models: tuple[ModelCost, ...]) -> tuple[TeamCost, ...]:
@@ -211,7 +228,7 @@ def estimate_team_costs(models: tuple[ModelCost, ...]) -> tuple[TeamCost, ...]:
 
 def _node_group_cost(group: NodeGroupPlan, disk: VolumePlan, catalogue: InstanceCatalogue,
                      env: EnvironmentSpec) -> NodeGroupCost:
-    price, basis = estimate_node_price(catalogue.instances.get(group.instance_type), env.region,
+    price, basis = estimate_node_price(catalogue.node_type(group.instance_type), env.region,  # type: ignore[arg-type]
                                        group.capacity_type, env)
     return _priced_group(group.name, group.instance_type, group.capacity_type, price, basis,
                          (group.min_size, group.desired_size, group.max_size), disk, catalogue, env.region)
@@ -290,10 +307,11 @@ Workload = tuple[str, str]  # (node group, workload name)
 
 
 def workload_gpus(plan: FleetPlan) -> dict[Workload, tuple[int, int, int]]:
-    """GPUs each Triton server and each vLLM model (not served by Triton) holds at min/desired/max."""
+    """What each Triton server and each vLLM model holds of its node group at min/desired/max: its GPUs, or
+    (a KIND_CPU server) its whole CPU nodes."""
     out: dict[Workload, tuple[int, int, int]] = {}
     for s in plan.triton_servers:
-        out[(s.node_group, s.name)] = tuple(s.gpus_per_replica * r for r in (s.min_replicas, s.replicas, s.max_replicas))  # type: ignore[assignment]
+        out[(s.node_group, s.name)] = tuple(s.slots_per_replica * r for r in (s.min_replicas, s.replicas, s.max_replicas))  # type: ignore[assignment]
     for m in plan.models:
         if isinstance(m, VllmModelPlan) and m.serving == "vllm":
             out[(m.node_group, m.name)] = tuple(m.gpus_per_replica * r for r in (m.min_replicas, m.replicas, m.max_replicas))  # type: ignore[assignment]
@@ -313,15 +331,15 @@ def _workload_costs(plan: FleetPlan, groups: Mapping[str, NodeGroupCost]) -> dic
         share = None if monthly is None else MonthlyUsd(**{
             lvl: monthly.at(lvl) * counts[i] / held[group][i] if held[group][i] else 0.0
             for i, lvl in enumerate(LEVELS)})
-        out[name] = share, f"{counts[1]} of the {held[group][1]:g} GPUs used in {group}"
+        unit = "nodes" if plan.node_group(group).device == "cpu" else "GPUs"
+        out[name] = share, f"{counts[1]} of the {held[group][1]:g} {unit} used in {group}"
     return out
 
 
 def _model_cost(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan,
                 workloads: Mapping[str, tuple[MonthlyUsd | None, str]], loads: Mapping[str, LlmLoad]) -> ModelCost:
-    if isinstance(model, TritonModelPlan) or model.serving == "triton":
-        server = plan.server(model.server) if isinstance(model, TritonModelPlan) else next(
-            s for s in plan.triton_servers if model.name in s.models)
+    if isinstance(model, TritonModelPlan):
+        server = plan.server(model.server)
         fraction, split = _server_fraction(model.name, server.models, plan)
         gpus = tuple(server.gpus_per_replica * r for r in (server.min_replicas, server.replicas, server.max_replicas))
         whole, held = workloads[server.name]
@@ -333,9 +351,11 @@ def _model_cost(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan,
         attribution = f"its pods hold {held} ({model.gpus_per_replica} per replica)"
     monthly = None if whole is None else MonthlyUsd(**{lvl: whole.at(lvl) * fraction for lvl in LEVELS})
     unit = None if monthly is None else estimate_unit_cost(model, monthly.desired, loads.get(model.name))
+    alternative = getattr(model, "gpu_placement_usd_per_hour", None)
     return ModelCost(name=model.name, team=team_of(model.team), serving=model.serving, node_group=model.node_group,
                      instance_type=model.instance_type, gpus=gpus, attribution=attribution,  # type: ignore[arg-type]
-                     monthly_usd=monthly, unit_cost=unit,
+                     monthly_usd=monthly, unit_cost=unit, device=getattr(model, "device", "gpu"),
+                     gpu_alternative_monthly_usd=None if alternative is None else alternative * HOURS_PER_MONTH,
                      estimates=model.estimates if isinstance(model, VllmModelPlan) else None)
 
 
@@ -346,6 +366,10 @@ def _server_fraction(name: str, members: tuple[str, ...], plan: FleetPlan) -> tu
         return 1.0, "alone on it"
     models = {n: plan.model(n) for n in members}
     others = ", ".join(n for n in members if n != name)
+    cores = {n: m.cpu_cores if isinstance(m, TritonModelPlan) else 0 for n, m in models.items()}
+    if all(isinstance(m, TritonModelPlan) and m.device == "cpu" for m in models.values()) and sum(cores.values()):
+        return cores[name] / sum(cores.values()), (f"its KIND_CPU instances hold {cores[name]} of the "
+                                                   f"{sum(cores.values())} vCPUs on it (with {others})")
     shares = {n: m.gpu_share if isinstance(m, TritonModelPlan) else 1.0 for n, m in models.items()}
     total = sum(shares.values())
     if total > 0:

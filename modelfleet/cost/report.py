@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .canary import canary_text
 from .diff import CENT, CostCause, EnvironmentDiff, FleetDiff, ModelChange
 from .diff import usd as format_usd
 from ..plan.types import LlmEstimatesPlan
@@ -127,6 +128,7 @@ def _environment_text(view: CostView) -> str:
         lines += _model_text(m)
     lines += ["", f"  {'team':28} {'models':9} USD/month min / desired / max"]
     lines += [f"  {t.name:28} {len(t.models):<9} {_range(t.monthly_usd)}" for t in c.teams]
+    lines += [""] + [f"  {canary_text(k)}" for k in c.canaries] if c.canaries else []
     lines += ["", f"  {_budget_line(view.budget)}"]
     lines += [f"  POLICY: {v}" for v in view.violations] + [f"  UNKNOWN: {u}" for u in c.unknown]
     lines += ["", f"  rule: {c.attribution_rule}", ""]
@@ -164,13 +166,28 @@ def _cluster_md(c: FleetCost) -> list[str]:
             f"{_volume(g)} a month: {_range(g.monthly_usd)} USD/month (min / desired / max)"]
 
 
+def saving_text(m: ModelCost) -> str | None:
+    """A CPU model's cost against its GPU placement, at desired replicas; None for a GPU model."""
+    if m.device != "cpu":
+        return None
+    if m.gpu_alternative_monthly_usd is None:
+        return "on KIND_CPU instances; no GPU placement holds it within its SLA"
+    saving = m.saving_monthly_usd
+    verdict = ("unknown" if saving is None else f"saves {usd(saving)}" if saving >= 0 else f"costs {usd(-saving)} more")
+    return (f"on KIND_CPU instances: {verdict} USD/month against its GPU placement (the GPUs would add "
+            f"{usd(m.gpu_alternative_monthly_usd)} USD/month)")
+
+
 def _model_text(m: ModelCost) -> list[str]:
-    gpus = "-".join(map(str, m.gpus))
+    gpus = "CPU" if m.device == "cpu" else "-".join(map(str, m.gpus))
     unit = "-" if m.unit_cost is None else _unit_figure(m.unit_cost)
     out = [f"  {m.name:28} {gpus:9} {_range(m.monthly_usd):38} {unit}",
            f"  {'':28}   {m.serving} on {m.instance_type}: {m.attribution}"]
     if m.estimates is not None:
         out.append(f"  {'':28}   speed at peak (predicted): {speed(m.estimates)}")
+    saving = saving_text(m)
+    if saving:
+        out.append(f"  {'':28}   {saving}")
     if m.unit_cost is not None:
         out.append(f"  {'':28}   throughput: {m.unit_cost.assumption}")
         if m.unit_cost.unmeasured:
@@ -269,8 +286,11 @@ def _preview_section_md(view: CostView) -> list[str]:
         return [f"- ❌ {e}" for e in view.errors]
     lines = ["| model | runs on | USD/month desired | unit cost at peak | LLM speed at peak (predicted) |",
              "|---|---|---:|---|---|"]
-    lines += [f"| `{m.name}` | {m.instance_type} | {usd(m.monthly_usd.desired if m.monthly_usd else None)} | "
-              f"{_unit(m.unit_cost)} | {speed(m.estimates)} |" for m in view.cost.models]
+    lines += [f"| `{m.name}` | {m.instance_type}{' (KIND_CPU)' if m.device == 'cpu' else ''} | "
+              f"{usd(m.monthly_usd.desired if m.monthly_usd else None)} | {_unit(m.unit_cost)} | {speed(m.estimates)} |"
+              for m in view.cost.models]
+    savings = [f"- `{m.name}` {saving_text(m)}" for m in view.cost.models if saving_text(m)]
+    lines += ["", *savings] if savings else []
     lines += ["", "| team | models | USD/month desired |", "|---|---|---:|"]
     lines += [f"| {t.name} | {', '.join(f'`{m}`' for m in t.models)} | "
               f"{usd(t.monthly_usd.desired if t.monthly_usd else None)} |" for t in view.cost.teams]

@@ -1,5 +1,11 @@
-"""Node groups as EKS gets them: the planned GPU groups (and a created cluster's system group), with their
-taint, labels, volume, and a scaling config EKS accepts given what is running now.
+"""Node groups as EKS gets them: the planned GPU and CPU groups (and a created cluster's system group), with
+their taint, labels, volume, and a scaling config EKS accepts given what is running now.
+
+GPU groups boot the stack's NVIDIA AMI and carry the ``nvidia.com/gpu`` taint, so only GPU pods land there.
+CPU groups (KIND_CPU Triton servers, plan/cpu_placement.py) boot the same AMI family without the driver
+(AL2023_x86_64_STANDARD or BOTTLEROCKET_x86_64: plan/kubelet.node_ami_type), carry no taint and no GPU label,
+and get no device plugin (render/k8s/cluster.py selects GPU types only); their pods select them by instance
+type and capacity type, as every workload here does.
 
 Scaling: once a group exists the cluster autoscaler owns its desired size, so Pulumi ignores it... unless
 the plan moves min or max past it. EKS rejects an update whose min is above the desired size it is sent,
@@ -32,12 +38,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import Issue
+from ..plan.kubelet import node_ami_type
 from ..plan.teams import node_group_team
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from ..plan.types import FleetPlan, NodeGroupPlan, VllmModelPlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.team import SHARED
 from .types import (
+    CPU_NODE_GROUP_TYPE,
     GPU_NODE_GROUP_TYPE,
     SYSTEM_NODE_GROUP_TYPE,
     LaunchTemplateDeploy,
@@ -53,7 +61,7 @@ GROUP_LABEL, GPU_LABEL, STACK_TAG = "modelfleet.io/node-group", "modelfleet.io/g
 # The volume that holds images and emptyDirs: AL2023 has one root volume; Bottlerocket keeps its OS on
 # /dev/xvda and containers on the data volume /dev/xvdb.
 DATA_DEVICE = {"AL2023_x86_64_NVIDIA": "/dev/xvda", "BOTTLEROCKET_x86_64_NVIDIA": "/dev/xvdb",
-               "AL2023_x86_64_STANDARD": "/dev/xvda"}
+               "AL2023_x86_64_STANDARD": "/dev/xvda", "BOTTLEROCKET_x86_64": "/dev/xvdb"}
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT"}
 # A created cluster's untainted group for CoreDNS and the controllers: its sizes and disk are in system_nodes.py,
 # which the cost preview prices too.
@@ -109,6 +117,8 @@ INSTANCE_STORE_USER_DATA = {"AL2023_x86_64_NVIDIA": NODEADM_RAID0, "BOTTLEROCKET
 
 
 def _labels(group: NodeGroupPlan) -> dict[str, str]:
+    if group.device == "cpu":
+        return {GROUP_LABEL: group.name}
     return {GROUP_LABEL: group.name, GPU_LABEL: group.gpu_model.replace(" ", "-")}
 
 
@@ -122,10 +132,11 @@ def _template(group: NodeGroupPlan, name: str, env: EnvironmentSpec, labels: dic
     """Its instance tags carry no team: they are part of the template's version, so a model of another team
     joining the group would roll its nodes. The team tag is on the node group and the template resource."""
     volume = group.root_volume
-    store = group.ephemeral_storage_on == "instance-store"
-    return LaunchTemplateDeploy(name=f"{name}-lt", device_name=DATA_DEVICE[env.deploy.ami_type],
+    store = group.ephemeral_storage_on == "instance-store"  # never on the CPU types (EBS-only in the catalogue)
+    ami = node_ami_type(env.deploy.ami_type, group.device)
+    return LaunchTemplateDeploy(name=f"{name}-lt", device_name=DATA_DEVICE[ami],
                                 volume_gib=volume.size_gib, throughput_mibps=volume.throughput_mibps, iops=volume.iops,
-                                tags=labels, user_data=INSTANCE_STORE_USER_DATA[env.deploy.ami_type] if store else None)
+                                tags=labels, user_data=INSTANCE_STORE_USER_DATA[ami] if store else None)
 
 
 def _replica_nodes(plan: FleetPlan, group: NodeGroupPlan) -> int:
@@ -154,8 +165,10 @@ def _gpu_group(group: NodeGroupPlan, name: str, env: EnvironmentSpec, live: Sequ
                team: str = SHARED) -> NodeGroupDeploy:
     labels = _labels(group) | ({ZONE_LABEL: zone} if zone else {})
     return NodeGroupDeploy(name=name, name_prefix=f"{name}-", instance_type=group.instance_type,
-                           capacity_type=CAPACITY_TYPES[group.capacity_type], ami_type=env.deploy.ami_type,
-                           labels=labels, tags=labels | {GROUP_LABEL: name, STACK_TAG: env.name}, taints=(GPU_TAINT,),
+                           capacity_type=CAPACITY_TYPES[group.capacity_type],
+                           ami_type=node_ami_type(env.deploy.ami_type, group.device), device=group.device,
+                           labels=labels, tags=labels | {GROUP_LABEL: name, STACK_TAG: env.name},
+                           taints=(GPU_TAINT,) if group.device == "gpu" else (),
                            scaling=scaling(sizes, live_group(name, live, env.name)),
                            launch_template=_template(group, name, env, labels), subnet_ids=subnet_ids,
                            protect=env.protect, team=team, zone=zone, plan_group=group.name if zone else None)
@@ -201,7 +214,8 @@ def _replaced_by(planned: NodeGroupDeploy, live: LiveNodeGroup) -> list[str]:
 
 def node_group_urn(stack: str, project: str, name: str) -> str:
     """The URN Pulumi gives the aws:eks NodeGroup ``name`` under its component (for `pulumi state`)."""
-    component = SYSTEM_NODE_GROUP_TYPE if name == SYSTEM_GROUP else GPU_NODE_GROUP_TYPE
+    component = (SYSTEM_NODE_GROUP_TYPE if name == SYSTEM_GROUP else
+                 CPU_NODE_GROUP_TYPE if name.startswith("cpu-") else GPU_NODE_GROUP_TYPE)
     return f"urn:pulumi:{stack}::{project}::{component}$aws:eks/nodeGroup:NodeGroup::{name}"
 
 

@@ -46,6 +46,7 @@ def credentials_key(workload: str) -> str:
 
 # Component types whose URNs the deploy plan names (`pulumi state unprotect` commands).
 GPU_NODE_GROUP_TYPE, SYSTEM_NODE_GROUP_TYPE = "modelfleet:index:GpuNodeGroup", "modelfleet:index:SystemNodeGroup"
+CPU_NODE_GROUP_TYPE = "modelfleet:index:CpuNodeGroup"  # KIND_CPU Triton servers' nodes: no GPU, no taint
 
 CLUSTER_READY = "cluster-ready"  # a created cluster's add-ons (Pod Identity agent, VPC CNI network policy)
 SYSTEM_NODES = "system-nodes"  # a created cluster's untainted node group, where controllers run
@@ -136,6 +137,7 @@ class NodeGroupDeploy(DeployModel):
     update_max_unavailable: int = 1
     force_update: bool = False
     after: tuple[str, ...] = ()  # node groups (logical names) whose updates must finish first
+    device: Literal["gpu", "cpu"] = "gpu"  # cpu: a CPU group (its AMI without the NVIDIA driver, no GPU taint)
 
 
 class RoleDeploy(DeployModel):

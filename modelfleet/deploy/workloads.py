@@ -5,9 +5,10 @@ What waits for what (each object names its dependencies; nothing waits for a GPU
 - the Namespace and the kube-system objects (device plugin) wait for nothing but the cluster: they are applied
   while the node groups are still being created (which takes many minutes; the kubernetes provider retries
   a missing namespace for about 30 s only);
-- every namespaced object waits for the Namespace; ServiceMonitors for the Prometheus operator's CRD, HPAs for
+- every namespaced object waits for the Namespace; ServiceMonitors and PrometheusRules for the Prometheus operator's
+  CRDs, HPAs for
   the metrics adapter (where this stack installs them);
-- a Deployment or LeaderWorkerSet waits for its account, its credentials (pod identity, HF token Secret, S3
+- a Deployment, Rollout (a canary, after its AnalysisTemplate) or LeaderWorkerSet waits for its account, its credentials (pod identity, HF token Secret, S3
   configs), the device plugin, the LWS controller (multi-node) and its own node group;
 - its Service (which Pulumi awaits until it has a ready endpoint) and HPA wait for it.
 """
@@ -45,7 +46,7 @@ from .types import (
     release_key,
 )
 
-WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
+WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet", "Rollout")
 HF_TOKEN_KEY = "token"  # the file the vLLM pod reads (HF_TOKEN_PATH)
 
 
@@ -73,6 +74,8 @@ def _workload_waits(kind: str, workload: str, own: Mapping[str, str], node_group
         waits.append(CLUSTER_READY)
     if kind == "LeaderWorkerSet" and p.LWS.release in ctx.releases:
         waits.append(release_key(p.LWS.release))
+    if kind == "Rollout" and "AnalysisTemplate" in own:  # its analysis runs from the first step
+        waits.append(object_key(own["AnalysisTemplate"]))
     return waits
 
 
@@ -85,7 +88,7 @@ def _waits(obj: Mapping[str, Any], own: Mapping[str, str], node_group: str, iden
         waits += _workload_waits(kind, obj["metadata"]["name"], own, node_group, identity, ctx)
     elif kind in ("Service", "HorizontalPodAutoscaler"):
         waits.append(object_key(workload))
-    if kind == "ServiceMonitor" and p.PROMETHEUS_STACK.release in ctx.releases:
+    if kind in ("ServiceMonitor", "PrometheusRule") and p.PROMETHEUS_STACK.release in ctx.releases:
         waits.append(release_key(p.PROMETHEUS_STACK.release))
     if kind == "HorizontalPodAutoscaler" and p.PROMETHEUS_ADAPTER.release in ctx.releases:
         waits.append(release_key(p.PROMETHEUS_ADAPTER.release))
@@ -96,15 +99,30 @@ def applied(objects: Sequence[dict[str, Any]], node_group: str, identity: bool, 
     """One workload's objects. An autoscaled workload's replicas are set at creation, then left to its HPA."""
     scaled = {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
               for o in objects if o["kind"] == "HorizontalPodAutoscaler"}
-    own = {o["kind"]: logical_name(o) for o in objects}
+    own = {o["kind"]: logical_name(o) for o in objects if o["kind"] != "Service" or "Service" not in
+           {x["kind"] for x in objects[:objects.index(o)]}}  # the workload's own Service, not a canary's
     return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=_waits(o, own, node_group, identity, ctx),
-                               ignore_changes=("spec.replicas",) if (o["kind"], o["metadata"]["name"]) in scaled else ())
-                 for o in objects)
+                               ignore_changes=_ignored(o, scaled)) for o in objects)
+
+
+def _ignored(obj: Mapping[str, Any], scaled: set[tuple[str, str]]) -> tuple[str, ...]:
+    """What others own once applied: an autoscaled workload's replicas (its HPA), a canary HTTPRoute's
+    weights (Argo Rollouts moves them during a rollout)."""
+    if (obj["kind"], obj["metadata"]["name"]) in scaled:
+        return ("spec.replicas",)
+    return ("spec.rules",) if obj["kind"] == "HTTPRoute" else ()
 
 
 def cluster_objects(manifests: Mapping[str, list[dict[str, Any]]]) -> tuple[AppliedObject, ...]:
-    """The namespace and the device plugin: nothing to wait for but the cluster itself."""
-    return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=()) for o in manifests[CLUSTER])
+    """The namespace and the device plugin: nothing to wait for but the cluster itself; an object in the
+    fleet's namespace (the fleet dashboard's ConfigMap) waits for the Namespace."""
+    objects = manifests[CLUSTER]
+    namespace = next((o for o in objects if o["kind"] == "Namespace"), None)
+
+    def waits(o: dict[str, Any]) -> tuple[str, ...]:
+        inside = namespace is not None and o["metadata"].get("namespace") == namespace["metadata"]["name"]
+        return (object_key(logical_name(namespace)),) if inside else ()
+    return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=waits(o)) for o in objects)
 
 
 def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpec, files: Mapping[str, bytes],

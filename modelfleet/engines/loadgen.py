@@ -25,6 +25,8 @@ from typing import Any
 from ..plan.types import TritonModelPlan
 
 OK, TIMEOUT, QUEUE_FULL = "ok", "timeout", "queue-full"
+# No answer within the client's timeout: the request is given up (the server may still hold it).
+NO_ANSWER = "no-answer"
 # Numeric wire types a request can be filled with; strings go as JSON text (BYTES).
 _NUMERIC = {"TYPE_FP32": "FP32", "TYPE_FP64": "FP64", "TYPE_FP16": "FP16", "TYPE_INT64": "INT64",
             "TYPE_INT32": "INT32", "TYPE_INT16": "INT16", "TYPE_INT8": "INT8", "TYPE_UINT8": "UINT8",
@@ -39,7 +41,7 @@ class Sample:
     due_s: float  # when the schedule said to send it (closed loop: when it was sent)
     sent_s: float  # when it was handed to the connection
     done_s: float  # when its answer (or error) had been read completely
-    outcome: str  # OK, TIMEOUT, QUEUE_FULL, or "error: <status> <text>"
+    outcome: str  # OK, TIMEOUT, QUEUE_FULL, NO_ANSWER, or "error: <status> <text>"
 
     @property
     def latency_s(self) -> float:
@@ -87,7 +89,9 @@ async def _send(session: Any, url: str, body: bytes, due: float, start: float) -
         async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
             payload = await response.read()
             outcome = classify(response.status, "" if response.status == 200 else payload.decode(errors="replace"))
-    except Exception as error:  # connection refused/reset, client timeout: a failed request, not a crash
+    except TimeoutError:  # asyncio's and aiohttp's timeouts are TimeoutError from Python 3.11
+        outcome = NO_ANSWER
+    except Exception as error:  # connection refused/reset: a failed request, not a crash
         outcome = f"error: {type(error).__name__} {error}"
     return Sample(due - start, sent - start, loop.time() - start, outcome)
 
@@ -190,7 +194,7 @@ def summarise(samples: Sequence[Sample], sla_s: float, rate_rps: float) -> Summa
         requests=len(samples), answered=len(answered), within_sla=within,
         rejected_timeout=sum(s.outcome == TIMEOUT for s in samples),
         rejected_queue_full=sum(s.outcome == QUEUE_FULL for s in samples),
-        errors=sum(s.outcome.startswith("error") for s in samples),
+        errors=sum(s.outcome.startswith("error") or s.outcome == NO_ANSWER for s in samples),
         p50_ms=ms(answered, 50), p99_ms=ms(answered, 99), schedule_s=round(schedule_s, 3),
         achieved_rps=round((len(samples) - 1) / span, 1) if span > 0 else 0.0,
         lag_p99_ms=ms([s.sent_s - s.due_s for s in samples], 99) or 0.0,

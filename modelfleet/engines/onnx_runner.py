@@ -22,8 +22,9 @@ conda-pack tarball) is the alternative when the server's Python lacks the packag
 Runner behaviour: input names and dtypes come from the model config, outputs are cast to the config's
 dtypes, cancelled requests get a ``CANCELLED`` error without running (the python backend does not drop them
 by itself), and with ``max_batch_size > 0`` the requests of one ``execute`` call (a dynamic batch) are
-concatenated along axis 0 into one onnxruntime call and split again. An optional config parameter
-``intra_op_num_threads`` sets onnxruntime's thread count. String (BYTES) tensors are not supported.
+concatenated along axis 0 into one onnxruntime call and split again. The onnxruntime backend's own config
+parameter ``intra_op_thread_count`` (which the compiler sets on KIND_CPU instances: render/triton.py) sets
+onnxruntime's thread count here too. String (BYTES) tensors are not supported.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         here = os.path.join(args["model_repository"], args["model_version"])
         options = ort.SessionOptions()
-        threads = config.get("parameters", {}).get("intra_op_num_threads", {}).get("string_value")
+        threads = config.get("parameters", {}).get("intra_op_thread_count", {}).get("string_value")
         if threads:
             options.intra_op_num_threads = int(threads)
         self.session = ort.InferenceSession(os.path.join(here, "model.onnx"), sess_options=options,

@@ -50,8 +50,9 @@ def trace_safe_environment(env: dict[str, str]) -> dict[str, str]:
     (``bench/trace_crash.py``): without it 4 of 6 servers died or hung within 15 s of traced load
     (up to 60,000 requests each), with it 0 of 6, and 0 of 6 untraced; over 45 s (100,000-240,000 requests
     each) 1 of 6 servers with it died (SIGABRT), 0 of 3 untraced. The overload bench traces about
-    12,000 requests per server and the engine tests about 1,200. Clusters run the pinned 25.08 image,
-    released after the upstream fix, and do not need this.
+    12,000 requests per server and the engine tests about 1,200. Clusters run the pinned image
+    (``modelfleet/spec/engine_versions.py``: 26.09, Triton 2.73), released after the upstream fix, and do not
+    need this.
     """
     current = env.get("GLIBC_TUNABLES", "")
     if "glibc.malloc.tcache_count=" in current:

@@ -1,5 +1,6 @@
-"""The classic (Triton) models of one environment: the GPU instance type their servers run on, the servers,
-each model's plan, and the pipelines (ensembles) on those servers."""
+"""The classic (Triton) models of one environment: which run on CPU nodes (devices.py, cpu_classic.py), the GPU
+instance type the others' servers run on, the servers, each model's plan, and the pipelines (ensembles) on
+those servers."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from ..spec.environment import EnvironmentSpec
 from ..spec.models import ClassicModelSpec
 from ..spec.pipelines import PipelineSpec
 from .bounds import elsewhere
-from .engine_args import triton_server_args
+from .engine_args import server_observability, triton_server_args
 from .instances import InstanceCatalogue
 from .names import node_group_name
-from .packing import PYTHON_SHM_BYTES, ClassicPlacement, pack_on
-from .pipelines import budget_decision, pipeline_plan, size_on, step_decision
-from .rollout import choose_rollout, replica_floor
-from .triton import triton_model_plan
+from .cpu_classic import compile_cpu
+from .devices import choose_devices
+from .packing import PYTHON_SHM_BYTES, ClassicPlacement, gpu_placements, pack_on
+from .pipelines import binding_pipelines, budget_decision, pipeline_plan, size_on, step_decision
+from .rate_limiter import SERVER_FLAGS as RATE_LIMIT_FLAGS
+from .rate_limiter import rate_limit
+from .rollout import choose_rollout, replica_floor, resolve_rollout, workload_rollout
+from .triton import Where, triton_model_plan
 from .triton_policy import EXECUTIONS_IN_WORST_CASE, check_budget, within_budget
 from .types import Alternative, Decision, PipelinePlan, TritonModelPlan, TritonServerPlan, Warning_
 
@@ -42,19 +47,33 @@ def _choice(chosen: ClassicPlacement, fits: list[ClassicPlacement], results: lis
         + tuple(Alternative(option=r.option, reason=r.reason) for r in results if not isinstance(r, ClassicPlacement)))
 
 
+Compiled = tuple[list[TritonModelPlan], list[TritonServerPlan], list[PipelinePlan]]
+
+
 def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], env: EnvironmentSpec,
                     catalogue: InstanceCatalogue, issues: list[Issue], warnings: list[Warning_],
-                    in_use: dict[str, tuple[int, int]]) -> tuple[list[TritonModelPlan], list[TritonServerPlan],
-                                                                list[PipelinePlan]]:
+                    in_use: dict[str, tuple[int, int]]) -> Compiled:
+    """The CPU models on their CPU node group, the others packed onto GPUs; a pipeline runs where its steps do."""
+    if not classic:
+        return [], [], []
+    devices = choose_devices(classic, [p for _, p in pipelines], env, catalogue, in_use, issues)
+    on_cpu = [(i, m) for i, m in classic if m.name in devices.cpu]
+    cpu_pipes = [(i, p) for i, p in pipelines if set(p.step_models()) <= devices.cpu]
+    gpu = _compile_gpu([(i, m) for i, m in classic if m.name not in devices.cpu],
+                       [ip for ip in pipelines if ip not in cpu_pipes], env, catalogue, issues, warnings, in_use,
+                       devices.decisions)
+    cpu = compile_cpu(on_cpu, cpu_pipes, env, catalogue, issues, warnings, devices)
+    return gpu[0] + cpu[0], gpu[1] + cpu[1], gpu[2] + cpu[2]
+
+
+def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: EnvironmentSpec,
+                 catalogue: InstanceCatalogue, issues: list[Issue], warnings: list[Warning_],
+                 in_use: dict[str, tuple[int, int]], chosen_devices: dict[str, Decision]) -> Compiled:
     if not classic:
         return [], [], []
     specs = [m for _, m in classic]
     pipes = tuple(p for _, p in pipelines)
-    sizings: dict = {}  # per GPU model, shared by every instance size of that GPU
-    results = [pack_on(specs, env, catalogue, inst, in_use.get(inst.name, (0, 0)), sizings, pipes)
-               for inst in catalogue.in_families(env.instance_families)]
-    fits = sorted((r for r in results if isinstance(r, ClassicPlacement)),
-                  key=lambda p: (p.usd_per_hour, p.instance.gpus, p.instance.name))
+    fits, results = gpu_placements(specs, pipes, env, catalogue, in_use)
     if not fits:
         issues.extend(_classic_infeasible(classic, pipelines, env, catalogue, results))
         return [], [], []
@@ -64,11 +83,17 @@ def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], en
     plans, servers = [], []
     index = {m.name: i for i, m in classic}
     own, pipes_list = {m.name: m for _, m in classic}, list(pipes)
-    binding = _binding_pipelines(pipelines, chosen)
+    binding = binding_pipelines(pipelines, chosen.specs, chosen.budgets)
+    where = Where(chosen.instance.name, chosen.instance.gpu_memory_gib, group)
+    overridden = {n for n, m in own.items() if m.overrides.queue_timeout_us is not None}
     for packed in chosen.servers:
-        plans += [triton_model_plan(chosen.specs[n], index[n], packed, chosen, group, issues, warnings, binding.get(n),
-                                    step_decision(own[n], chosen.specs[n], pipes_list, chosen.budgets))
-                  for n in packed.models]
+        members, limiter = rate_limit([
+            triton_model_plan(chosen.specs[n], index[n], packed, chosen.sizings[n], where, issues, warnings,
+                              binding.get(n), _extra(chosen_devices.get(n), step_decision(
+                                  own[n], chosen.specs[n], pipes_list, chosen.budgets)))
+            for n in packed.models], overridden)
+        plans += members
+        flags = RATE_LIMIT_FLAGS if any(m.rate_limiter_priority for m in members) else ()
         servers.append(TritonServerPlan(
             name=packed.name, node_group=group, instance_type=chosen.instance.name, replicas=packed.replicas,
             min_replicas=packed.min_replicas, max_replicas=packed.max_replicas, spread_zones=packed.spread_zones,
@@ -77,24 +102,20 @@ def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], en
             memory_request_gib=packed.memory_request_gib,
             # the flag is one stub's arena; python_shm_bytes counts every stub's
             args=triton_server_args(env.triton.exit_timeout_secs, packed.cache_size_bytes,
-                                    PYTHON_SHM_BYTES if packed.python_shm_bytes else 0),
-            image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision,
+                                    PYTHON_SHM_BYTES if packed.python_shm_bytes else 0,
+                                    server_observability(env, packed.name, decoupled=any(
+                                        chosen.specs[n].streaming for n in packed.models))) + flags,
+            image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision, rate_limiter=limiter,
             former_names=() if packed.former_name == packed.name else (packed.former_name,),
-            rollout=choose_rollout(packed.min_replicas,
-                                   replica_floor(env, max(own[n].sla.availability for n in packed.models)),
-                                   1, chosen.instance.name)))
+            rollout=workload_rollout([resolve_rollout(own[n].rollout, env) for n in packed.models], env,
+                                     (packed.min_replicas, packed.replicas, packed.max_replicas),
+                                     replica_floor(env, max(own[n].sla.availability for n in packed.models)),
+                                     1, chosen.instance.name)))
     return plans, servers, _pipeline_plans(pipelines, chosen, specs, env, catalogue, in_use, plans, issues)
 
 
-def _binding_pipelines(pipelines: list[IndexedPipeline], chosen: ClassicPlacement) -> dict[str, str]:
-    """Model -> the path of the pipeline p99 its budget comes from, where a pipeline's share is tighter than
-    its own p99 (a budget problem is then the pipeline's to fix)."""
-    out: dict[str, str] = {}
-    for i, pipeline in pipelines:
-        for budget in chosen.budgets.get(pipeline.name, ()):
-            if chosen.specs[budget.model].sla.p99_latency_ms == budget.budget_ms and budget.model not in out:
-                out[budget.model] = f"pipelines[{i}].sla.p99_latency_ms"
-    return out
+def _extra(*decisions: Decision | None) -> tuple[Decision, ...]:
+    return tuple(d for d in decisions if d is not None)
 
 
 def _pipeline_plans(pipelines: list[IndexedPipeline], chosen: ClassicPlacement, specs: list[ClassicModelSpec],

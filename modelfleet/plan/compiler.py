@@ -10,7 +10,7 @@ from ..spec.load import apply_environment
 from ..spec.units import format_param_count
 from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmModelSpec
 from .classic import compile_classic
-from .engine_args import LoraArgs, triton_server_args, vllm_serve_args, vllm_shm_gib
+from .engine_args import LoraArgs, vllm_serve_args, vllm_shm_gib
 from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
 from .kubelet import memory_share_gib
@@ -18,12 +18,14 @@ from .layout import size_node_groups
 from .llm import LlmCandidate, choose_llm_layout, replica_bounds
 from .llm_explain import architecture_decision
 from .llm_measured import with_measurement
-from .names import node_group_name, stable_name
+from .llm_speed import Fit
+from .names import node_group_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
 from .pod_resources import with_pods
 from .llm_shape import llm_weights_gib, params_hint, weight_dtype
-from .rollout import choose_rollout, replica_floor
+from .pins import from_hub_id, pin_issues, pinned_artifact
+from .rollout import llm_rollout
 from .types import Decision, FleetPlan, LlmEstimatesPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
@@ -46,7 +48,8 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
     issues: list[Issue] = []
     warnings: list[Warning_] = []
-    vllm_plans, llm_servers = [], []
+    pin_issues(models, env, issues, warnings)
+    vllm_plans = []
     for index, model in llms:
         chosen = choose_llm_layout(model, env, catalogue, index)
         if isinstance(chosen, Issue):
@@ -55,15 +58,11 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         candidate, decision, found = chosen
         extra = architecture_decision(model, candidate, found)
         decisions = (decision, _precision_decision(candidate)) + ((extra,) if extra else ())
-        plan, server = _vllm_plan(model, env, candidate, decisions, warnings=warnings, issues=issues, index=index)
-        vllm_plans.append(plan)
-        if server is not None:
-            llm_servers.append(server)
+        vllm_plans.append(_vllm_plan(model, env, candidate, decisions, warnings=warnings, issues=issues, index=index))
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
     triton_models, servers, pipeline_plans = compile_classic(classic, pipelines, env, catalogue, issues, warnings,
-                                                             gpus_in_use(llm_servers, vllm_plans))
-    servers += llm_servers
+                                                             gpus_in_use(vllm_plans))
     if issues:
         raise CompileError(issues)
     plan = FleetPlan(
@@ -74,6 +73,8 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         models=tuple(sorted([*triton_models, *vllm_plans], key=lambda m: m.name)),
         warnings=tuple(sorted(warnings, key=lambda w: (w.model, w.message))),
         pipelines=tuple(sorted(pipeline_plans, key=lambda p: p.name)),
+        gateway_name=env.gateway.name if env.gateway else None,
+        gateway_namespace=(env.gateway.namespace or env.namespace) if env.gateway else None,
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
     if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):
@@ -83,14 +84,12 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     return plan
 
 
-def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
-    """Per instance type: GPUs held at desired replicas, and the zone spread forced (as _node_groups counts)."""
+def gpus_in_use(llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
+    """Per instance type: GPUs the LLMs hold at desired replicas, and the zone spread they force (as
+    _node_groups counts)."""
     used: dict[str, tuple[int, int]] = {}
-    served = {s.models[0] for s in servers}
-    workloads = [(s.instance_type, s.gpus_per_replica * s.replicas, s.min_replicas if s.spread_zones else 0)
-                 for s in servers]
-    workloads += [(p.instance_type, p.gpus_per_replica * p.replicas,
-                   p.min_replicas * p.nodes_per_replica if p.spread_zones else 0) for p in llms if p.name not in served]
+    workloads = [(p.instance_type, p.gpus_per_replica * p.replicas,
+                  p.min_replicas * p.nodes_per_replica if p.spread_zones else 0) for p in llms]
     for instance_type, gpus, spread in workloads:
         held, most = used.get(instance_type, (0, 0))
         used[instance_type] = (held + gpus, max(most, spread))
@@ -98,12 +97,12 @@ def gpus_in_use(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> d
 
 
 def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, decisions: tuple[Decision, ...], *,
-               warnings: list[Warning_], issues: list[Issue], index: int) -> tuple[VllmModelPlan, TritonServerPlan | None]:
+               warnings: list[Warning_], issues: list[Issue], index: int) -> VllmModelPlan:
     lo, desired, hi = replica_bounds(model, env, chosen.replicas)
     gpus_per_pod, precision, fit = chosen.tp, chosen.precision, chosen.fit
-    serving = model.serving or "vllm"
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
-    args = _serve_args(model, env, chosen, util)
+    artifact = pinned_artifact(model)
+    args = _serve_args(model, env, chosen, util, artifact)
     group = node_group_name(chosen.instance.name, env.capacity_type)
     weights = llm_weights_gib(model)
     # 85% of the pod's share of the node's RAM, at most its share of what the kubelet offers beside the
@@ -113,28 +112,30 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
                                                      env.deploy.daemonset_allowance, gpus_per_pod)) / 10)
     _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
-        name=model.name, serving=serving, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
+        name=model.name, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=fit.max_num_seqs, max_model_len=model.sla.max_context_tokens,
         weights_gib=round(weights, 3), kv_cache_gib=round(chosen.sized.kv_gib, 3),
         kv_cache_tokens=chosen.sized.kv_tokens, gpu_memory_utilization=util, dtype=precision.weights,
         kv_cache_dtype=precision.kv_cache_dtype, estimated_ttft_ms=round(fit.ttft_p99_ms, 1),
-        artifact=model.artifact, args=args, shm_size_gib=vllm_shm_gib(gpus_per_pod),
-        memory_request_gib=round(ram_share, 1), image=model.image or env.vllm.image, decisions=decisions,
-        quantization=precision.quantization_flag,
+        artifact=artifact, args=args, revision=model.revision, tpot_ms=_tpot_gate(model, fit),
+        shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1),
+        image=model.image or env.vllm.image, decisions=decisions, quantization=precision.quantization_flag,
         checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
-        rollout=None if serving == "triton" else choose_rollout(lo, replica_floor(env, model.sla.availability), chosen.pp,
-                                                                 chosen.instance.name),
+        p99_ttft_ms=model.sla.p99_ttft_ms, p99_tpot_ms=model.sla.p99_tpot_ms, availability=model.sla.availability,
+        rollout=llm_rollout(model, env, (lo, desired, hi), chosen.pp, chosen.instance.name, index, issues, warnings),
         max_num_batched_tokens=fit.max_num_batched_tokens, expert_parallel=chosen.expert_parallel,
         lora_adapters=tuple(a.name for a in model.lora.adapters) if model.lora else (),
         lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen))
     # the sequences in flight at peak, as the plan spreads them (a rate load's too): what a measurement is held to
-    peak_sequences = fit.sequences_per_replica * desired
-    plan = with_measurement(plan, model, chosen.instance.gpu.key, peak_sequences, index, issues, warnings)
-    if serving != "triton":
-        return plan, None
-    return plan, _triton_llm_server(model, env, plan, warnings, issues, index)
+    return with_measurement(plan, model, chosen.instance.gpu.key, fit.sequences_per_replica * desired, index, issues,
+                            warnings)
+
+
+def _tpot_gate(model: LlmModelSpec, fit: Fit) -> float:
+    """The canary analysis's p99 TPOT bound: the SLA's, or the slowest the plan lets a stream get."""
+    return float(model.sla.p99_tpot_ms) if model.sla.p99_tpot_ms is not None else round(fit.tpot_at_max_ms, 3)
 
 
 def estimates_of(model: LlmModelSpec, chosen: LlmCandidate) -> LlmEstimatesPlan:
@@ -146,18 +147,20 @@ def estimates_of(model: LlmModelSpec, chosen: LlmCandidate) -> LlmEstimatesPlan:
         output_tokens_per_s_per_replica=round(fit.output_tokens_per_s_per_replica, 1), source=chosen.source)
 
 
-def _serve_args(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, util: float) -> tuple[str, ...]:
+def _serve_args(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, util: float,
+                artifact: str) -> tuple[str, ...]:
     precision = chosen.precision
     prefix = env.vllm.enable_prefix_caching if model.overrides.enable_prefix_caching is None else (
         model.overrides.enable_prefix_caching)
     lora = None if model.lora is None else LoraArgs(tuple((a.name, a.artifact) for a in model.lora.adapters),
                                                     model.lora.max_rank, model.lora.loras)
-    return vllm_serve_args(artifact=model.artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
+    return vllm_serve_args(artifact=artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
                            max_model_len=model.sla.max_context_tokens, max_num_seqs=chosen.fit.max_num_seqs,
                            gpu_memory_utilization=util, dtype=precision.dtype_flag,
                            quantization=precision.quantization_flag, kv_cache_dtype=precision.kv_cache_dtype,
                            prefix_caching=prefix, max_num_batched_tokens=chosen.fit.max_num_batched_tokens,
-                           expert_parallel=chosen.expert_parallel, lora=lora, extra=model.overrides.extra_args)
+                           expert_parallel=chosen.expert_parallel, lora=lora, extra=model.overrides.extra_args,
+                           revision=model.revision if from_hub_id(model.artifact) else None)
 
 
 def _precision_decision(chosen: LlmCandidate) -> Decision:
@@ -194,39 +197,30 @@ def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidat
     warnings.extend(Warning_(model=model.name, message=note) for note in notes)
 
 
-def _triton_llm_server(model: LlmModelSpec, env: EnvironmentSpec, plan: VllmModelPlan, warnings: list[Warning_],
-                       issues: list[Issue], index: int) -> TritonServerPlan | None:
-    warnings.append(Warning_(model=model.name, message="LLM served by Triton's vLLM backend: no OpenAI API, no "
-                             "pipeline parallelism and no queue timeout (decoupled models bypass the dynamic "
-                             "batcher); prefer serving: vllm"))
-    if plan.pipeline_parallel_size > 1:
-        issues.append(Issue("", 0, 0, f"models[{index}].serving", f"{model.name}: needs "
-                            f"{plan.pipeline_parallel_size} nodes per replica, which Triton's vLLM backend cannot span",
-                            "use serving: vllm"))
-        return None
-    return TritonServerPlan(
-        name=stable_name("triton", model.name), node_group=plan.node_group, instance_type=plan.instance_type,
-        replicas=plan.replicas, min_replicas=plan.min_replicas, max_replicas=plan.max_replicas,
-        spread_zones=plan.spread_zones, gpus_per_replica=plan.gpus_per_pod, models=(model.name,),
-        gpu_memory_used_gib=round(plan.weights_gib + plan.kv_cache_gib, 3), gpu_compute_used=1.0,
-        cache_size_bytes=0, memory_request_gib=plan.memory_request_gib,
-        args=triton_server_args(env.triton.exit_timeout_secs, 0, 0), image=env.triton.image, python_shm_bytes=0,
-        decision=plan.decisions[0],
-        rollout=choose_rollout(plan.min_replicas, replica_floor(env, model.sla.availability), 1, plan.instance_type))
-
-
 def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: list[TritonServerPlan],
                  llms: list[VllmModelPlan]) -> tuple[NodeGroupPlan, ...]:
     """One node group per instance type: nodes for min, desired and max (plus surge) replicas of what lands
-    there, and its zones (layout.py). Disks, allocatable and requests come once the plan exists."""
-    gpus = {i: catalogue.instances[i].gpus for i in {*(s.instance_type for s in servers), *(p.instance_type for p in llms)}}
+    there, and its zones (layout.py). Disks, allocatable and requests come once the plan exists. A CPU type's
+    group holds KIND_CPU servers, one pod per node."""
+    types = {*(s.instance_type for s in servers), *(p.instance_type for p in llms)}
+    slots = {i: catalogue.instances[i].gpus if i in catalogue.instances else 1 for i in types}
     groups = []
-    for instance_type, layout in size_node_groups(servers, llms, gpus, env.availability_zones).items():
-        inst = catalogue.instances[instance_type]
+    for instance_type, layout in size_node_groups(servers, llms, slots, env.availability_zones).items():
         groups.append(NodeGroupPlan.model_construct(
-            name=node_group_name(instance_type, env.capacity_type), instance_type=instance_type,
             capacity_type=env.capacity_type, min_size=layout.sizes["min"], desired_size=layout.sizes["desired"],
-            max_size=layout.sizes["max"], gpus_per_node=inst.gpus, gpu_memory_gib=inst.gpu_memory_gib,
-            gpu_model=inst.gpu.name, vcpu=inst.vcpu, ram_gib=inst.ram_gib, zones=layout.zones, zonal=layout.zonal,
-            zone_reason=layout.zone_reason, workloads=tuple(layout.workloads)))
+            max_size=layout.sizes["max"], zones=layout.zones, zonal=layout.zonal, zone_reason=layout.zone_reason,
+            workloads=tuple(layout.workloads), **_hardware(catalogue, instance_type, env.capacity_type)))
     return tuple(groups)
+
+
+def _hardware(catalogue: InstanceCatalogue, instance_type: str, capacity_type: str) -> dict:
+    """A node group's name and hardware fields: a GPU type's, or a CPU type's (no GPU, its processor)."""
+    gpu = catalogue.instances.get(instance_type)
+    if gpu is not None:
+        return {"name": node_group_name(instance_type, capacity_type), "instance_type": instance_type,
+                "gpus_per_node": gpu.gpus, "gpu_memory_gib": gpu.gpu_memory_gib, "gpu_model": gpu.gpu.name,
+                "vcpu": gpu.vcpu, "ram_gib": gpu.ram_gib, "device": "gpu", "processor": ""}
+    cpu = catalogue.cpu_instances[instance_type]
+    return {"name": node_group_name(instance_type, capacity_type, cpu=True), "instance_type": instance_type,
+            "gpus_per_node": 0, "gpu_memory_gib": 0.0, "gpu_model": "", "vcpu": cpu.vcpu, "ram_gib": cpu.ram_gib,
+            "device": "cpu", "processor": cpu.processor.name}

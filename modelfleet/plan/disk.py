@@ -49,7 +49,8 @@ class _Index:
     1,000-model fleet stays linear (``plan.model`` scans the models)."""
 
     models: dict[str, TritonModelPlan | VllmModelPlan]
-    pods: dict[str, list[tuple[int, float]]]  # group -> (GPUs, GiB downloaded) of one pod per workload
+    # group -> (pod slots: its GPUs, or 1 on a CPU node; GiB downloaded) of one pod per workload
+    pods: dict[str, list[tuple[int, float]]]
 
 
 _last: list = [None, None]  # the last plan asked about and its index (plans are immutable)
@@ -61,7 +62,7 @@ def _index(plan: FleetPlan) -> _Index:
         pods: dict[str, list[tuple[int, float]]] = {}
         for server in plan.triton_servers:
             gib = sum(models[n].weights_gib for n in server.models)
-            pods.setdefault(server.node_group, []).append((server.gpus_per_replica, gib))
+            pods.setdefault(server.node_group, []).append((server.slots_per_replica, gib))
         for model in plan.models:
             if isinstance(model, VllmModelPlan) and model.serving == "vllm":
                 pods.setdefault(model.node_group, []).append((model.gpus_per_pod, vllm_download_gib(model)))
@@ -81,19 +82,19 @@ def vllm_download_gib(model: VllmModelPlan) -> float:
 
 
 def _pods(plan: FleetPlan, group: str) -> list[tuple[int, float]]:
-    """(GPUs, GiB downloaded) of one pod of each workload placed on the group."""
+    """(pod slots, GiB downloaded) of one pod of each workload placed on the group."""
     return _index(plan).pods.get(group) or [(1, 0.0)]
 
 
 def concurrent_pods(plan: FleetPlan, group: str) -> int:
     """Pods that may cold-start together on one node (a fresh node gets all of its pods at once)."""
-    return max(1, plan.node_group(group).gpus_per_node // min(gpus for gpus, _ in _pods(plan, group)))
+    return max(1, plan.node_group(group).pod_slots // min(gpus for gpus, _ in _pods(plan, group)))
 
 
 def node_download_gib(plan: FleetPlan, group: str) -> float:
     """What one node downloads when filled with the group's most download-hungry pods."""
     per_gpu = max(gib / gpus for gpus, gib in _pods(plan, group))
-    return per_gpu * plan.node_group(group).gpus_per_node
+    return per_gpu * plan.node_group(group).pod_slots
 
 
 def throughput_mibps(plan: FleetPlan, group: str) -> int:

@@ -4,15 +4,53 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only
+    from ..spec.environment import EnvironmentSpec
 
 TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT = 8000, 8001, 8002
 VLLM_PORT = 8000
 MODEL_REPOSITORY_DIR = "/models"  # filled from the server's S3 prefix before Triton starts
 
 
-def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm_bytes: int) -> tuple[str, ...]:
+# Per-model latency quantiles over a sliding minute (prometheus-cpp's default window): the p99 the alerts hold
+# to sla.p99_latency_ms. Triton 2.51 (here) and 2.73 (deployed) export latency histograms only for decoupled
+# models' first response (nv_inference_first_response_histogram_ms); everything else has counters (means)
+# and these summaries. Pinned rather than Triton's default set, which could change.
+SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.99:0.001"
+
+
+def triton_metrics_args(decoupled: bool) -> tuple[str, ...]:
+    """Latency summaries for every model; the first-response histogram where a server has a decoupled model."""
+    args = ["--metrics-config=summary_latencies=true", f"--metrics-config=summary_quantiles={SUMMARY_QUANTILES}"]
+    if decoupled:
+        args.append("--metrics-config=histogram_latencies=true")
+    return tuple(args)
+
+
+def triton_tracing_args(collector_url: str, one_in: int, service: str, environment: str) -> tuple[str, ...]:
+    """OpenTelemetry tracing: one request in ``one_in`` traced at level TIMESTAMPS (Triton's spans of the
+    request, its queue and compute), with no cap on the count, exported over OTLP/HTTP; the spans name the
+    server (service.name) and the stack (deployment.environment). Accepted by 2.51 and by 2.73 (docs/engines.md)."""
+    return ("--trace-config=mode=opentelemetry", f"--trace-config=rate={one_in}", "--trace-config=level=TIMESTAMPS",
+            "--trace-config=count=-1", f"--trace-config=opentelemetry,url={collector_url}",
+            f"--trace-config=opentelemetry,resource=service.name={service}",
+            f"--trace-config=opentelemetry,resource=deployment.environment={environment}")
+
+
+def server_observability(env: EnvironmentSpec, server: str, decoupled: bool) -> tuple[str, ...]:
+    """One Triton server's metrics flags, and its tracing flags where the stack turns tracing on."""
+    tracing = env.triton.tracing
+    traced = () if tracing is None else triton_tracing_args(tracing.collector_url, tracing.one_in, server, env.name)
+    return triton_metrics_args(decoupled) + traced
+
+
+def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm_bytes: int,
+                       observability: tuple[str, ...]) -> tuple[str, ...]:
     """``tritonserver`` flags: strict readiness (no traffic before every model loads), bounded shutdown,
-    one response cache in host RAM sized by the plan, and a shared-memory arena for python models."""
+    one response cache in host RAM sized by the plan, a shared-memory arena for python models, and
+    ``observability``'s metrics and tracing flags (:func:`triton_metrics_args`, :func:`triton_tracing_args`)."""
     args = [
         "tritonserver",
         f"--model-repository={MODEL_REPOSITORY_DIR}",
@@ -23,22 +61,27 @@ def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm
         f"--grpc-port={TRITON_GRPC_PORT}",
         f"--metrics-port={TRITON_METRICS_PORT}",
         "--allow-metrics=true",
+        # Per-stage latency quantiles per model (queue, compute): the canary analysis's p99 (render/analysis.py).
+        # Triton 2.51 and the deployed releases have them; its histograms cover decoupled models only.
+        "--metrics-config=summary_latencies=true",
     ]
     if cache_size_bytes > 0:
         args.append(f"--cache-config=local,size={cache_size_bytes}")
     if python_shm_bytes > 0:
         args.append(f"--backend-config=python,shm-default-byte-size={python_shm_bytes}")
-    return tuple(args)
+    return tuple(args) + observability
 
 
 def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
                     gpu_memory_utilization: float, dtype: str, quantization: str | None, kv_cache_dtype: str,
                     prefix_caching: bool, max_num_batched_tokens: int | None = None, expert_parallel: bool = False,
-                    lora: LoraArgs | None = None, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+                    lora: LoraArgs | None = None, extra: tuple[str, ...] = (), revision: str | None = None
+                    ) -> tuple[str, ...]:
     """The complete ``vllm serve`` argument list (every default that changed between versions pinned), then the
     model's own ``extra_args`` (which may not repeat these flags: spec/llm_options.py).
 
-    ``dtype``, ``quantization`` and ``kv_cache_dtype`` are vLLM's own values (precision.py decides them)."""
+    ``dtype``, ``quantization`` and ``kv_cache_dtype`` are vLLM's own values (precision.py decides them).
+    ``revision``: a Hub commit the weights and the tokenizer are both read at (spec/versions.py)."""
     args = [
         "vllm", "serve", artifact,
         "--served-model-name", served_name,
@@ -54,6 +97,7 @@ def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_mo
         *(("--quantization", quantization) if quantization else ()),
         "--kv-cache-dtype", kv_cache_dtype,
         "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
+        *(("--revision", revision, "--tokenizer-revision", revision) if revision else ()),
     ]
     if expert_parallel:
         args.append("--enable-expert-parallel")

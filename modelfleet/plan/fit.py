@@ -41,6 +41,7 @@ class Placed:
     path: str  # where the issue points (models[i] of its model or anchor model)
     pod: PodPlan
     gpus_per_pod: int
+    slots_per_pod: int  # of its node's pod slots (NodeGroupPlan.pod_slots): its GPUs, or a whole CPU node
     pods_per_replica: int
     max_pods: int  # at the HPA's max plus the rollout surge
     spread_zones: int  # zones its minimum spreads over (0: none)
@@ -63,28 +64,30 @@ def _placed(plan: FleetPlan, paths: Mapping[str, str]) -> dict[str, list[Placed]
     for s in plan.triton_servers:
         assert s.pod is not None
         by_group.setdefault(s.node_group, []).append(Placed(
-            s.name, paths.get(s.models[0], "models"), s.pod, s.gpus_per_replica, 1,
+            s.name, paths.get(s.models[0], "models"), s.pod, s.gpus_per_replica, s.slots_per_replica, 1,
             s.max_replicas + surge_replicas(s.rollout), s.min_replicas if s.spread_zones else 0))
     for m in plan.models:
         if isinstance(m, VllmModelPlan) and m.pod is not None:
             by_group.setdefault(m.node_group, []).append(Placed(
-                m.name, paths.get(m.name, "models"), m.pod, m.gpus_per_pod, m.nodes_per_replica,
+                m.name, paths.get(m.name, "models"), m.pod, m.gpus_per_pod, m.gpus_per_pod, m.nodes_per_replica,
                 (m.max_replicas + surge_replicas(m.rollout)) * m.nodes_per_replica,
                 m.min_replicas if m.spread_zones else 0))
     return by_group
 
 
 def busiest_node(group: NodeGroupPlan, placed: list[Placed], system_gib: int, images_gib: int) -> NodeResourcesPlan:
-    """A node filled GPU by GPU with the hungriest pods per GPU (each resource on its own: an upper bound),
-    the DaemonSet allowance, the serving images and, on the root volume, the OS."""
-    per_gpu = {field: max(getattr(pod_resources(p.pod, p.gpus_per_pod), field) / p.gpus_per_pod for p in placed)
-               for field, _ in RESOURCES}
-    pods = max(group.gpus_per_node // p.gpus_per_pod for p in placed)
+    """A node filled slot by slot (GPU by GPU; a CPU node holds one server pod) with the hungriest pods per
+    slot (each resource on its own: an upper bound), the DaemonSet allowance, the serving images and, on the
+    root volume, the OS."""
+    per_slot = {field: max(getattr(pod_resources(p.pod, p.gpus_per_pod), field) / p.slots_per_pod for p in placed)
+                for field, _ in RESOURCES}
+    slots = group.pod_slots
+    pods = max(slots // p.slots_per_pod for p in placed)
     d = group.daemonset_allowance
     return NodeResourcesPlan(
-        cpu=round(per_gpu["cpu"] * group.gpus_per_node + d.cpu, 3),
-        memory_gib=round(per_gpu["memory_gib"] * group.gpus_per_node + d.memory_gib, 2),
-        ephemeral_storage_gib=round(per_gpu["ephemeral_storage_gib"] * group.gpus_per_node + d.ephemeral_storage_gib
+        cpu=round(per_slot["cpu"] * slots + d.cpu, 3),
+        memory_gib=round(per_slot["memory_gib"] * slots + d.memory_gib, 2),
+        ephemeral_storage_gib=round(per_slot["ephemeral_storage_gib"] * slots + d.ephemeral_storage_gib
                                     + images_gib + system_gib, 2),
         gpus=group.gpus_per_node, pods=pods + d.pods)
 
@@ -123,8 +126,8 @@ def _capacity_issues(group: NodeGroupPlan, placed: list[Placed]) -> list[Issue]:
     issues = []
     pods: dict[int, int] = {}
     for p in placed:
-        pods[p.gpus_per_pod] = pods.get(p.gpus_per_pod, 0) + p.max_pods
-    need = nodes_for_pods(pods, group.gpus_per_node)
+        pods[p.slots_per_pod] = pods.get(p.slots_per_pod, 0) + p.max_pods
+    need = nodes_for_pods(pods, group.pod_slots)
     if need > group.max_size:
         issues.append(Issue("", 0, 0, placed[0].path, f"node group {group.name}: its max of {group.max_size} node(s) "
                             f"cannot hold the HPA max plus surge of its workloads ({need} nodes): a rollout at peak "

@@ -1,8 +1,10 @@
-"""The GPU instance catalogue: hardware and dated on-demand prices, shipped as data (data/instances.yaml).
+"""The instance catalogue: hardware and dated on-demand prices, shipped as data (data/instances.yaml).
 
-GPU types (``instances``) are what the compiler places models on. A created cluster's system nodes run on
-non-GPU types, priced in a section of their own (``system_instances``): kept apart, so no family lookup,
-instance choice or ``instanceFamilies`` check ever sees them, and a model can never land on one.
+GPU types (``instances``) are what the compiler places models on. CPU types (``cpu_instances``) host the
+classic models that run on KIND_CPU instances (``device: cpu``, or chosen by the compiler: plan/devices.py);
+a stack allows them through ``instanceFamilies`` like the GPU families. They are kept apart from the GPU
+types, so no GPU search (LLM layouts, the GPU packing) ever sees one. A created cluster's system nodes run
+on non-GPU types priced in a section of their own (``system_instances``): no model can land on one.
 
 Loading is the only I/O here and happens at the edge (``load_instance_catalogue``); the compiler receives
 the catalogue as a value, so tests can hand it any table they like.
@@ -55,6 +57,42 @@ class InstanceType:
     @property
     def total_gpu_memory_gib(self) -> float:
         return self.gpu.memory_gib * self.gpus
+
+    def price(self, region: str) -> float | None:
+        return self.usd_per_hour.get(region)
+
+    def spot_price(self, region: str) -> float | None:
+        return self.spot_usd_per_hour.get(region)
+
+
+@dataclass(frozen=True)
+class CpuType:
+    """A processor model: measured CPU figures (``profile.cpu``) apply to every family with the same one."""
+
+    key: str
+    name: str  # as the Pricing API's physicalProcessor attribute spells it
+    code_name: str  # e.g. "Sapphire Rapids": what `prices refresh` looks for in physicalProcessor
+
+
+@dataclass(frozen=True)
+class CpuInstanceType:
+    """A CPU-only node type for KIND_CPU Triton servers; the attributes the kubelet and pricing rules read
+    are named as InstanceType's (``gpus`` is 0), so a node group's allocatable is derived the same way."""
+
+    name: str
+    family: str
+    processor: CpuType
+    vcpu: int
+    ram_gib: float
+    usd_per_hour: Mapping[str, float]  # on-demand, by region; a region missing here is "unknown"
+    spot_usd_per_hour: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    eni_max_pods: int | None = None  # as InstanceType's
+    instance_store_gb: int = 0  # the catalogue lists EBS-only types (no d variants)
+    gpus: int = 0
+
+    @property
+    def instance_store_gib(self) -> int:
+        return self.instance_store_gb * 10**9 // 2**30
 
     def price(self, region: str) -> float | None:
         return self.usd_per_hour.get(region)
@@ -119,12 +157,27 @@ class InstanceCatalogue:
     # EBS gp3 (every node's volume) by region, and where each region's prices came from; missing: unknown.
     ebs_gp3: Mapping[str, Gp3Price] = field(default_factory=lambda: MappingProxyType({}))
     ebs_price_sources: Mapping[str, PriceSource] = field(default_factory=lambda: MappingProxyType({}))
+    # CPU-only types for KIND_CPU servers, priced with the GPU types (same region sources, same refresh).
+    cpu_instances: Mapping[str, CpuInstanceType] = field(default_factory=lambda: MappingProxyType({}))
 
     def in_families(self, families: tuple[str, ...]) -> tuple[InstanceType, ...]:
+        """The GPU types of ``families`` (CPU families among them are ignored here)."""
         return tuple(sorted((i for i in self.instances.values() if i.family in families), key=lambda i: i.name))
 
+    def cpu_in_families(self, families: tuple[str, ...]) -> tuple[CpuInstanceType, ...]:
+        """The CPU types of ``families`` (GPU families among them are ignored here)."""
+        return tuple(sorted((i for i in self.cpu_instances.values() if i.family in families), key=lambda i: i.name))
+
     def families(self) -> tuple[str, ...]:
-        return tuple(sorted({i.family for i in self.instances.values()}))
+        """Every family a stack may name: GPU and CPU."""
+        return tuple(sorted({i.family for i in (*self.instances.values(), *self.cpu_instances.values())}))
+
+    def cpu_families(self) -> tuple[str, ...]:
+        return tuple(sorted({i.family for i in self.cpu_instances.values()}))
+
+    def node_type(self, name: str) -> InstanceType | CpuInstanceType | None:
+        """A node group's instance type, GPU or CPU (None: not in the table)."""
+        return self.instances.get(name) or self.cpu_instances.get(name)
 
 
 def catalogue_from_data(data: dict) -> InstanceCatalogue:
@@ -146,7 +199,18 @@ def catalogue_from_data(data: dict) -> InstanceCatalogue:
     ebs, ebs_sources = _ebs_gp3(data.get("ebs_gp3") or {})
     return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances),
                              MappingProxyType(sources), None if eks is None else float(eks), system, system_sources,
-                             ebs, ebs_sources)
+                             ebs, ebs_sources, _cpu_instances(data.get("cpus") or {}, data.get("cpu_instances") or {}))
+
+
+def _cpu_instances(cpus: dict, types: dict) -> Mapping[str, CpuInstanceType]:
+    """The ``cpus`` (processors) and ``cpu_instances`` sections."""
+    processors = {key: CpuType(key, str(c["name"]), str(c["code_name"])) for key, c in cpus.items()}
+    return MappingProxyType({
+        name: CpuInstanceType(name, i["family"], processors[i["cpu"]], int(i["vcpu"]), float(i["ram_gib"]),
+                              MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
+                              MappingProxyType({r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}),
+                              _optional_int(i.get("eni_max_pods")))
+        for name, i in types.items()})
 
 
 def _ebs_gp3(data: dict) -> tuple[Mapping[str, Gp3Price], Mapping[str, PriceSource]]:

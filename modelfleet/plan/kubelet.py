@@ -34,8 +34,16 @@ from ..spec.environment import DaemonSetAllowance
 from .instances import InstanceType
 
 GIB_MIB = 1024
-# AMI family -> the share of the pods' disk the kubelet holds back (the hard eviction threshold on it).
-DISK_EVICTION_FRACTION = {"AL2023_x86_64_NVIDIA": 0.10, "BOTTLEROCKET_x86_64_NVIDIA": 0.15}
+# AMI family -> the share of the pods' disk the kubelet holds back (the hard eviction threshold on it). The CPU
+# node groups boot the same family without the NVIDIA driver (node_ami_type), with the same kubelet settings.
+DISK_EVICTION_FRACTION = {"AL2023_x86_64_NVIDIA": 0.10, "BOTTLEROCKET_x86_64_NVIDIA": 0.15,
+                          "AL2023_x86_64_STANDARD": 0.10, "BOTTLEROCKET_x86_64": 0.15}
+CPU_AMI_TYPE = {"AL2023_x86_64_NVIDIA": "AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64_NVIDIA": "BOTTLEROCKET_x86_64"}
+
+
+def node_ami_type(ami_type: str, device: str) -> str:
+    """The EKS AMI type a node group boots: the stack's (GPU) AMI, or its CPU sibling for a CPU group."""
+    return CPU_AMI_TYPE[ami_type] if device == "cpu" else ami_type
 KUBE_RESERVED_DISK_GIB = 1.0  # both families
 EVICTION_MEMORY_MIB = 100  # memory.available<100Mi, both families
 VM_MEMORY_OVERHEAD = 0.075  # Karpenter's vmMemoryOverheadPercent default

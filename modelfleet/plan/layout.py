@@ -51,17 +51,13 @@ class GroupSizes:
 
 
 def _workloads(servers: list[TritonServerPlan], llms: list[VllmModelPlan]) -> dict[str, list[tuple[str, _Workload]]]:
-    """Per instance type: (name, pods) of every workload placed on it (an LLM on Triton's vLLM backend is its
-    server's)."""
+    """Per instance type: (name, pods) of every workload placed on it."""
     by_type: dict[str, list[tuple[str, _Workload]]] = {}
-    served = {s.models[0] for s in servers if s.models and any(p.name == s.models[0] for p in llms)}
     for s in servers:
         levels = {"min": s.min_replicas, "desired": s.replicas, "max": s.max_replicas + surge_replicas(s.rollout)}
         by_type.setdefault(s.instance_type, []).append(
-            (s.name, _Workload(s.gpus_per_replica, 1, levels, s.min_replicas if s.spread_zones else 1)))
+            (s.name, _Workload(s.slots_per_replica, 1, levels, s.min_replicas if s.spread_zones else 1)))
     for p in llms:
-        if p.name in served:
-            continue
         levels = {"min": p.min_replicas, "desired": p.replicas, "max": p.max_replicas + surge_replicas(p.rollout)}
         by_type.setdefault(p.instance_type, []).append(
             (p.name, _Workload(p.gpus_per_pod, p.nodes_per_replica, levels, p.min_replicas if p.spread_zones else 1)))
@@ -102,7 +98,8 @@ def _zonal(workloads: list[_Workload], gpus_per_node: int, zones: tuple[str, ...
 
 def size_node_groups(servers: list[TritonServerPlan], llms: list[VllmModelPlan], gpus_per_node: dict[str, int],
                      zone_count: int) -> dict[str, GroupSizes]:
-    """Instance type -> its node group's sizes and zones."""
+    """Instance type -> its node group's sizes and zones. ``gpus_per_node``: each type's pod slots (its GPUs;
+    1 for a CPU type, whose node holds one KIND_CPU server pod)."""
     zones = zone_names(zone_count)
     out = {}
     for instance_type, named in sorted(_workloads(servers, llms).items()):

@@ -17,7 +17,8 @@ def stable_name(prefix: str, name: str, limit: int = 63) -> str:
     return f"{full[: limit - 9].rstrip('-')}-{digest}"
 
 
-def node_group_name(instance_type: str, capacity_type: str) -> str:
-    """One node group per instance type and capacity type: ``gpu-g6e-12xlarge-od`` / ``...-spot``."""
+def node_group_name(instance_type: str, capacity_type: str, cpu: bool = False) -> str:
+    """One node group per instance type and capacity type: ``gpu-g6e-12xlarge-od`` / ``...-spot``; a CPU
+    group of KIND_CPU servers: ``cpu-c7i-xlarge-od``."""
     suffix = "spot" if capacity_type == "spot" else "od"
-    return stable_name("gpu", f"{instance_type.replace('.', '-')}-{suffix}")
+    return stable_name("cpu" if cpu else "gpu", f"{instance_type.replace('.', '-')}-{suffix}")

@@ -6,17 +6,19 @@ from __future__ import annotations
 from ..spec.environment import EnvironmentSpec
 from .fit import allowance_plan
 from .instances import InstanceCatalogue
-from .kubelet import allocatable
+from .kubelet import allocatable, node_ami_type
 from .node_volume import on_instance_store, size_root_volume
 from .types import FleetPlan, NodeGroupPlan, NodeResourcesPlan
 
 
 def _node_disks(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> dict:
     deploy = env.deploy
-    instance = catalogue.instances[group.instance_type]
-    store = on_instance_store(plan, group.name, instance, deploy.ami_type, deploy.daemonset_allowance)
-    volume = size_root_volume(plan, group.name, deploy.node_disk_gib, deploy.ami_type, deploy.daemonset_allowance, store)
-    offered = allocatable(instance, deploy.ami_type, instance.instance_store_gib if store else volume.size_gib)
+    instance = catalogue.node_type(group.instance_type)
+    assert instance is not None  # the compiler placed it from the catalogue
+    ami = node_ami_type(deploy.ami_type, group.device)
+    store = on_instance_store(plan, group.name, instance, ami, deploy.daemonset_allowance)  # type: ignore[arg-type]
+    volume = size_root_volume(plan, group.name, deploy.node_disk_gib, ami, deploy.daemonset_allowance, store)
+    offered = allocatable(instance, ami, instance.instance_store_gib if store else volume.size_gib)  # type: ignore[arg-type]
     return {"ephemeral_storage_on": "instance-store" if store else "root-volume",
             "instance_store_gib": instance.instance_store_gib, "root_volume_gib": volume.size_gib,
             "root_volume_iops": volume.iops, "root_volume_throughput_mibps": volume.throughput_mibps,

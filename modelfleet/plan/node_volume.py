@@ -52,11 +52,12 @@ def hf_cache_gib(model: VllmModelPlan) -> int:
 
 
 def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:
-    """The most any of the group's workloads writes per GPU it holds, and the images they run."""
+    """The most any of the group's workloads writes per pod slot it holds (a GPU, or a whole CPU node), and the
+    images they run."""
     per_gpu, images = 0.0, set()
     for server in plan.triton_servers:
         if server.node_group == group:
-            per_gpu = max(per_gpu, triton_scratch_gib(server, plan) / server.gpus_per_replica)
+            per_gpu = max(per_gpu, triton_scratch_gib(server, plan) / server.slots_per_replica)
             images.add(server.image)
     for model in plan.models:
         if isinstance(model, VllmModelPlan) and model.serving == "vllm" and model.node_group == group:
@@ -74,7 +75,7 @@ def pods_disk_need_gib(plan: FleetPlan, group: str, allowance: DaemonSetAllowanc
     """What one node full of the group's most disk-hungry pods needs on the pods' disk: their requests,
     their images and the DaemonSets' allowance."""
     per_gpu, _ = _scratch_per_gpu(plan, group)
-    return (per_gpu * plan.node_group(group).gpus_per_node + serving_images_gib(plan, group)
+    return (per_gpu * plan.node_group(group).pod_slots + serving_images_gib(plan, group)
             + allowance.ephemeral_storage_gib)
 
 

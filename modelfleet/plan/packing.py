@@ -116,6 +116,11 @@ def _floor(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
                                                                policy.ha3_availability)
 
 
+def replicas_asked(model: ClassicModelSpec, env: EnvironmentSpec) -> tuple[int, int]:
+    """(need, floor): the replicas a model asks of any server it is on, and its availability floor alone."""
+    return _need(model, env), _floor(model, env)
+
+
 @dataclass(frozen=True)
 class _Asks:
     """What each model asks of a server on one GPU type: its packing rank (see packing_rank), need and
@@ -321,3 +326,17 @@ def _nodes(replicas: list[int], servers: list[PackedServer], instance: InstanceT
     pods = sum(replicas)  # every Triton pod takes one GPU
     spread = max((r for r, s in zip(replicas, servers) if s.spread_zones), default=1)
     return max(nodes_for_pods({1: pods}, instance.gpus), spread) if pods else 0
+
+
+def gpu_placements(models: list[ClassicModelSpec], pipelines: tuple[PipelineSpec, ...], env: EnvironmentSpec,
+                   catalogue: InstanceCatalogue, in_use: dict[str, tuple[int, int]],
+                   sizing_cache: dict | None = None) -> tuple[list[ClassicPlacement], list]:
+    """Every allowed GPU type's packing of ``models``, cheapest first (then fewer GPUs, then the name), and the
+    results of all of them (Rejections say why a type cannot host them). ``sizing_cache``: per GPU model, for
+    this very set of models and pipelines only."""
+    cache: dict = {} if sizing_cache is None else sizing_cache
+    results = [pack_on(models, env, catalogue, inst, in_use.get(inst.name, (0, 0)), cache, pipelines)
+               for inst in catalogue.in_families(env.instance_families)]
+    fits = sorted((r for r in results if isinstance(r, ClassicPlacement)),
+                  key=lambda p: (p.usd_per_hour, p.instance.gpus, p.instance.name))
+    return fits, results

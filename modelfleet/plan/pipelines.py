@@ -168,7 +168,7 @@ def pipeline_plan(pipeline: PipelineSpec, index: int, models: dict[str, TritonMo
                         instance_type=first.instance_type, max_batch_size=min(batches),
                         inputs=tensors(pipeline.inputs), outputs=tensors(pipeline.outputs), steps=plans,
                         p99_latency_ms=pipeline.sla.p99_latency_ms, peak_rps=pipeline.sla.peak_rps,
-                        decisions=decisions)
+                        decisions=decisions, availability=min(s.availability for s in steps), team=pipeline.team)
 
 
 def _tensor_of(pipeline: PipelineSpec, reference: str) -> str:
@@ -193,3 +193,15 @@ def step_decision(own: ClassicModelSpec, served: ClassicModelSpec, pipelines: li
                     reason=f"a pipeline step: it carries {own.sla.peak_rps:g} req/s of its own + {loads}; it is held to "
                            f"the tighter of its own p99 {own.sla.p99_latency_ms:g} ms and its share ({shares}): "
                            f"{binding}")
+
+
+def binding_pipelines(pipelines: list[Indexed], specs: dict[str, ClassicModelSpec],
+                      budgets: dict[str, tuple[StepBudget, ...]]) -> dict[str, str]:
+    """Model -> the path of the pipeline p99 its budget comes from, where a pipeline's share is tighter than
+    its own p99 (a budget problem is then the pipeline's to fix). ``specs``: the models as served."""
+    out: dict[str, str] = {}
+    for i, pipeline in pipelines:
+        for budget in budgets.get(pipeline.name, ()):
+            if specs[budget.model].sla.p99_latency_ms == budget.budget_ms and budget.model not in out:
+                out[budget.model] = f"pipelines[{i}].sla.p99_latency_ms"
+    return out

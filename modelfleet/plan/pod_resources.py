@@ -30,15 +30,16 @@ DOWNLOAD_INIT = ContainerResourcesPlan(name="model-download", init=True, cpu_mil
                                        ephemeral_storage_gib=0)
 
 
-def cpu_share_millis(group: NodeGroupPlan, gpus_per_pod: int, allowance: DaemonSetAllowance) -> int:
-    """The pod's share (its GPUs of the node's) of the CPU the kubelet offers, the allowance set aside."""
+def cpu_share_millis(group: NodeGroupPlan, slots: int, allowance: DaemonSetAllowance) -> int:
+    """The pod's share (its slots of the node's: its GPUs, or a whole CPU node) of the CPU the kubelet
+    offers, the allowance set aside."""
     free = group.allocatable.cpu * 1000 - allowance.cpu * 1000
-    return max(100, math.floor(free * gpus_per_pod / group.gpus_per_node))
+    return max(100, math.floor(free * slots / group.pod_slots))
 
 
 def triton_pod(server: TritonServerPlan, plan: FleetPlan, group: NodeGroupPlan, allowance: DaemonSetAllowance) -> PodPlan:
     main = ContainerResourcesPlan(name="triton", init=False,
-                                  cpu_millis=cpu_share_millis(group, server.gpus_per_replica, allowance),
+                                  cpu_millis=cpu_share_millis(group, server.slots_per_replica, allowance),
                                   memory_mib=math.ceil(server.memory_request_gib * 1024),
                                   ephemeral_storage_gib=triton_scratch_gib(server, plan))
     return PodPlan(containers=(REPOSITORY_INIT, main))

@@ -5,6 +5,7 @@ requests (level 1 first). The classes are ranked by their p99, tightest first (s
 level's p99 (triton_policy's module docstring):
 
     queue_timeout_us(level) = p99(level) - 2 x compute        REJECT once it has waited that long
+                              (a streaming model: compute + its first responses, triton_policy)
     max_queue_size(level)   = its share of the 256 MiB memory bound, at least what the instances drain
                               within its timeout, at most 65,536
 
@@ -21,18 +22,18 @@ import math
 from ..errors import Issue
 from ..spec.models import ClassicModelSpec
 from ..spec.triton_options import ranked
-from .triton_policy import EXECUTIONS_IN_WORST_CASE, MAX_QUEUE_SIZE, QUEUE_MEMORY_BUDGET_BYTES, ClassicSizing, request_bytes
+from .triton_policy import MAX_QUEUE_SIZE, QUEUE_MEMORY_BUDGET_BYTES, ClassicSizing, request_bytes
 from .types import Decision, PriorityLevelPlan
 
 
 def priority_levels(model: ClassicModelSpec, sizing: ClassicSizing) -> tuple[PriorityLevelPlan, ...]:
     """The levels, highest first; empty without ``sla.priorities``."""
     levels = []
-    compute_us = int(sizing.compute_ms * 1000)
+    compute_us = int(sizing.compute_ms * 1000) + int(sizing.own_ms * 1000)  # the batch in progress and its own
     drain_rps = sizing.rps_per_instance * sizing.instance_count
     by_memory = QUEUE_MEMORY_BUDGET_BYTES // request_bytes(model)
     for rank, (name, spec, p99) in enumerate(ranked(model.sla.priorities or {}, model.sla.p99_latency_ms), start=1):
-        timeout = (int(p99 * 1000) - EXECUTIONS_IN_WORST_CASE * compute_us) // 100 * 100
+        timeout = (int(p99 * 1000) - compute_us) // 100 * 100
         if p99 == model.sla.p99_latency_ms and model.overrides.queue_timeout_us is not None:
             timeout = model.overrides.queue_timeout_us  # the override speaks for the model's own p99
         drainable = max(sizing.max_batch_size, 1, math.ceil(drain_rps * max(timeout, 0) / 1e6))
@@ -60,7 +61,7 @@ def level_issues(model: ClassicModelSpec, levels: tuple[PriorityLevelPlan, ...],
                             f"{model.name}: class {level.name}'s p99 {level.p99_latency_ms:g} ms leaves a queue timeout "
                             f"of {level.queue_timeout_us} us, not more than the {sizing.max_queue_delay_us} us batching "
                             f"window, after two executions of {sizing.compute_ms:g} ms",
-                            f"raise it above {math.ceil(EXECUTIONS_IN_WORST_CASE * sizing.compute_ms + 1)} ms"))
+                            f"raise it above {math.ceil(sizing.compute_ms + sizing.own_ms + 1)} ms"))
     return issues
 
 

@@ -51,8 +51,9 @@ def scheduling(model: ClassicModelSpec, sizing: ClassicSizing, index: int,
     if model.streaming:
         decisions.append(Decision(choice="decoupled (streaming)", reason=(
             "the model sends its responses as they are ready (model_transaction_policy.decoupled); the p99 and the "
-            "queue timeout count to the first response, the profile's compute_ms is a full batch's time to it; "
-            "no response cache (Triton caches only one-response models); clients stream over gRPC")))
+            "queue timeout count to the first response (the profile's compute_ms is a full batch's time to it), "
+            "behind a batch in progress for its whole streams (rps_per_instance counts whole streams); no response "
+            "cache (Triton caches only one-response models); clients stream over gRPC")))
     preferred, why = preferred_batch_sizes(model, sizing)
     fields["preferred_batch_sizes"] = preferred
     if why is not None:

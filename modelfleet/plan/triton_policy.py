@@ -16,6 +16,14 @@ The queue derivation (documented in docs/concepts/decisions.md, "How queue timeo
     max_queue_size      = 256 MiB of queued inputs, at least what the instances drain within the timeout,
                           at most 65,536 (memory protection; the timeout sheds load)
 
+A streaming (decoupled) model's SLA is its first response: a batch in progress holds its instance until its
+streams end (``compute`` above, which the throughput bound makes the whole streams' time when
+``rps_per_instance`` counts whole streams), but a request's own batch counts only to its first responses, the
+measured ``compute_ms``:
+
+    queue_timeout_us    = L - compute - first_response          (streaming; proven on the real server:
+                                                                 tests/engines/test_triton_features.py)
+
 Why two batches and no separate window, measured on the real tritonserver 2.51 (tests/engines):
 Triton's queue timeout runs from the moment a request is enqueued, so the batching window is spent inside
 it (a window longer than the timeout rejects even a lone request on an idle server); and the timeout is
@@ -43,8 +51,9 @@ from dataclasses import dataclass
 
 from ..errors import Issue
 from ..spec.models import ClassicModelSpec
+from ..spec.profiles import CPU
 from .bounds import BatchBound, bound_issue
-from .classic_speed import classic_speed, speed_ratio  # noqa: F401  (speed_ratio: re-exported)
+from .classic_speed import classic_speed, gpu_by_key, speed_ratio
 from .instances import GpuType, InstanceCatalogue
 from .sequences import sequence_instances
 from .sizing import CLASSIC_ACTIVATION_FACTOR, CLASSIC_WORKSPACE_GIB, weights_gib
@@ -101,6 +110,14 @@ class ClassicSizing:
     # Host RAM the model holds while serving: a python-backend model lives in its stub process; the other
     # backends copy their weights to the GPU and keep only a transient host copy while loading.
     host_gib: float = 0.0
+    # A streaming model's full batch to its first responses (the measured compute_ms): its own execution as
+    # its SLA counts it. None: a model answers once, so its own batch is compute_ms like the one in progress.
+    first_response_ms: float | None = None
+
+    @property
+    def own_ms(self) -> float:
+        """What a request's own batch counts toward its p99: its first responses, or the whole batch."""
+        return self.compute_ms if self.first_response_ms is None else self.first_response_ms
 
 
 def model_weights_gib(model: ClassicModelSpec) -> float:
@@ -125,21 +142,42 @@ def size_classic(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatal
         DEFAULT_MAX_BATCH[model.type])
     speed = classic_speed(model, gpu, catalogue, batch)
     batch, compute_ms, rps = speed.batch, speed.compute_ms, speed.rps
+    first = first_response_ms(model, gpu, catalogue, compute_ms)
     count = sequence_instances(model, batch)  # the override; for a stateful model, enough sequence slots
-    window, timeout, queue = queue_policy(model, batch, compute_ms, rps * count)
+    window, timeout, queue = queue_policy(model, batch, compute_ms, rps * count, first)
     demand = model.sla.peak_rps / (rps * count * target_utilization)
     weights = model_weights_gib(model)
     return ClassicSizing(batch, count, weights, instance_memory_gib(model) * count, compute_ms,
                          rps, demand, window, timeout, queue, speed.assumed, speed.measured, speed.basis, speed.bound,
-                         weights * count if model.framework == "python" else 0.0)
+                         weights * count if model.framework == "python" else 0.0, first)
 
 
-def queue_policy(model: ClassicModelSpec, batch: int, compute_ms: float, rps: float) -> tuple[int, int, int]:
-    """(max_queue_delay_us, queue_timeout_us, max_queue_size) from the SLA; see the module docstring."""
+def first_response_ms(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue,
+                      compute_ms: float) -> float | None:
+    """A streaming model's full batch to its first responses on ``gpu``: the measured ``profile.compute_ms``
+    moved to ``gpu`` like the rest, before the throughput bound stretches ``compute_ms`` to whole streams
+    (classic_speed); measured otherwise (a batch table) or not at all, ``compute_ms`` itself. None: not
+    streaming (a model that answers once counts its whole batch)."""
+    if not model.streaming:
+        return None
+    profile = model.profile
+    applies = profile.measured and (profile.measured_on != CPU or model.framework == "python")
+    if not applies or profile.batches or profile.compute_ms is None:
+        return compute_ms
+    reference = gpu_by_key(catalogue, profile.measured_on)
+    ratio = speed_ratio(reference, gpu) if reference else 1.0
+    return min(compute_ms, round(profile.compute_ms / ratio, 3))
+
+
+def queue_policy(model: ClassicModelSpec, batch: int, compute_ms: float, rps: float,
+                 first_response_ms: float | None = None) -> tuple[int, int, int]:
+    """(max_queue_delay_us, queue_timeout_us, max_queue_size) from the SLA; see the module docstring.
+    ``first_response_ms``: a streaming model's own batch to its first responses (None: ``compute_ms``)."""
     budget_us = int(model.sla.p99_latency_ms * 1000)
     timeout = model.overrides.queue_timeout_us
     if timeout is None:
-        timeout = (budget_us - EXECUTIONS_IN_WORST_CASE * int(compute_ms * 1000)) // 100 * 100
+        own = compute_ms if first_response_ms is None else first_response_ms
+        timeout = (budget_us - int(compute_ms * 1000) - int(own * 1000)) // 100 * 100
     window = model.overrides.max_queue_delay_us
     if window is None:
         window = max(MIN_BATCH_WINDOW_US, min(MAX_BATCH_WINDOW_US, budget_us // 10, timeout // 2) // 100 * 100)
@@ -162,8 +200,9 @@ OVERRIDES_IN_BUDGET = ("queue_timeout_us", "max_queue_delay_us", "max_batch_size
 
 
 def worst_case_us(sizing: ClassicSizing) -> int:
-    """The slowest answered request: queued up to the timeout, then one batch in progress and its own."""
-    return max(sizing.queue_timeout_us, 0) + EXECUTIONS_IN_WORST_CASE * int(sizing.compute_ms * 1000)
+    """The slowest answered request: queued up to the timeout, then one batch in progress and its own (to its
+    first responses, for a streaming model)."""
+    return max(sizing.queue_timeout_us, 0) + int(sizing.compute_ms * 1000) + int(sizing.own_ms * 1000)
 
 
 def overrun_us(model: ClassicModelSpec, sizing: ClassicSizing) -> int:
@@ -191,10 +230,9 @@ def check_budget(model: ClassicModelSpec, sizing: ClassicSizing, index: int) -> 
     if impossible is not None:
         return impossible
     if sizing.queue_timeout_us <= 0 or (field is None and sizing.max_queue_delay_us >= sizing.queue_timeout_us):
-        return Issue("", 0, 0, path, f"{model.name}: p99 {p99:g} ms leaves no queueing budget after two "
-                     f"executions of {compute:g} ms (the batch in progress and its own, batch of "
-                     f"{sizing.max_batch_size})",
-                     f"raise sla.p99_latency_ms above {math.ceil(EXECUTIONS_IN_WORST_CASE * compute + 1)} ms, "
+        return Issue("", 0, 0, path, f"{model.name}: p99 {p99:g} ms leaves no queueing budget after "
+                     f"{_executions(sizing)} (the batch in progress and its own, batch of {sizing.max_batch_size})",
+                     f"raise sla.p99_latency_ms above {math.ceil(compute + sizing.own_ms + 1)} ms, "
                      "lower overrides.max_batch_size or measure profile.compute_ms")
     if sizing.max_queue_delay_us >= sizing.queue_timeout_us:
         return Issue("", 0, 0, path, f"{model.name}: the batching window of {sizing.max_queue_delay_us} us is "
@@ -205,12 +243,19 @@ def check_budget(model: ClassicModelSpec, sizing: ClassicSizing, index: int) -> 
     total_ms = worst_case_us(sizing) / 1000
     return Issue("", 0, 0, path, f"{model.name}: the overrides break the p99 of {p99:g} ms: queue timeout "
                  f"{sizing.queue_timeout_us / 1000:g} ms + the batch in progress {compute:g} ms + its own batch "
-                 f"{compute:g} ms (batch of {sizing.max_batch_size}) = {total_ms:g} ms, so a request could wait "
-                 "past its SLA and still be served", _budget_fix(model, sizing, field, total_ms))
+                 f"{sizing.own_ms:g} ms (batch of {sizing.max_batch_size}) = {total_ms:g} ms, so a request could "
+                 "wait past its SLA and still be served", _budget_fix(model, sizing, field, total_ms))
+
+
+def _executions(sizing: ClassicSizing) -> str:
+    if sizing.first_response_ms is None:
+        return f"two executions of {sizing.compute_ms:g} ms"
+    return (f"a batch of streams in progress ({sizing.compute_ms:g} ms) and its own first responses "
+            f"({sizing.first_response_ms:g} ms)")
 
 
 def _budget_fix(model: ClassicModelSpec, sizing: ClassicSizing, field: str | None, total_ms: float) -> str:
-    room = (int(model.sla.p99_latency_ms * 1000) - EXECUTIONS_IN_WORST_CASE * int(sizing.compute_ms * 1000))
+    room = int(model.sla.p99_latency_ms * 1000) - int(sizing.compute_ms * 1000) - int(sizing.own_ms * 1000)
     room = room // 100 * 100 if field == "queue_timeout_us" else 0
     first = (f"lower overrides.{field} to at most {room}" if room > 0 else
              f"lower or remove overrides.{field} (without it the compiler derives it from the p99)")
@@ -224,12 +269,15 @@ def _budget_fix(model: ClassicModelSpec, sizing: ClassicSizing, field: str | Non
 def triton_decision(model: ClassicModelSpec, sizing: ClassicSizing) -> Decision:
     relation = ">=" if overrun_us(model, sizing) < -100 else "="
     compute = sizing.compute_ms
+    own = (f"its own batch {compute:.1f} ms" if sizing.first_response_ms is None else
+           f"its own first responses {sizing.own_ms:.1f} ms (streaming: the SLA is the first response; a batch in "
+           "progress holds its instance until its streams end)")
     return Decision(
         choice=f"timeout {sizing.queue_timeout_us} us, window {sizing.max_queue_delay_us} us, "
                f"queue <= {sizing.max_queue_size}",
         reason=f"p99 {model.sla.p99_latency_ms:g} ms {relation} queue timeout {sizing.queue_timeout_us / 1000:g} ms "
                f"(the {sizing.max_queue_delay_us / 1000:g} ms batching window counts inside it) + the batch in "
-               f"progress {compute:.1f} ms + its own batch {compute:.1f} ms (batch of {sizing.max_batch_size}); "
+               f"progress {compute:.1f} ms + {own} (batch of {sizing.max_batch_size}); "
                f"the queue bound keeps queued inputs within {QUEUE_MEMORY_BUDGET_BYTES // 1024**2} MiB and above "
                f"what {sizing.instance_count} instance(s) at {sizing.rps_per_instance:.0f} req/s drain within the "
                "timeout",

@@ -102,9 +102,14 @@ class PodPlan(PlanModel):
 class RolloutPlan(PlanModel):
     """How a workload's pods are replaced on an update, and why (rollout.py)."""
 
-    max_surge: int
+    max_surge: int  # replicas above the HPA's max a rollout may add (a canary's: at its largest step)
     max_unavailable: int
     reason: str
+    strategy: Literal["rolling", "canary"] = "rolling"
+    steps: tuple[int, ...] = ()  # canary: traffic percentages, ending at 100
+    pause_s: int = 0  # canary: how long each step is watched
+    traffic: Literal["replicas", "gateway"] | None = None  # canary: how traffic is split
+    extra_replicas_desired: int = 0  # canary: replicas above desired while it runs (what a rollout costs)
 
 
 class ZoneSizePlan(PlanModel):
@@ -144,6 +149,16 @@ class NodeGroupPlan(PlanModel):
     daemonset_allowance: NodeResourcesPlan  # per node, kept free for DaemonSets (deploy.daemonsetAllowance)
     requested: NodeResourcesPlan  # the busiest node at HPA max plus surge, serving images included (fit.py)
     workloads: tuple[str, ...]  # Triton servers and vLLM models placed here
+    # gpu: GPU nodes (tainted, the NVIDIA AMI); cpu: CPU-only nodes of KIND_CPU Triton servers, one server pod per
+    # node (gpus_per_node and gpu_memory_gib are 0, gpu_model empty; processor names the CPU).
+    device: Literal["gpu", "cpu"] = "gpu"
+    processor: str = ""
+
+    @property
+    def pod_slots(self) -> int:
+        """Pods of one GPU each a node holds (its GPUs), or, on a CPU node, its one Triton server pod: what the
+        node counts and fit checks divide a node by."""
+        return self.gpus_per_node if self.device == "gpu" else 1
 
     @property
     def root_volume(self) -> VolumePlan:
@@ -193,7 +208,7 @@ class TritonModelPlan(PlanModel):
     max_queue_delay_us: int
     max_queue_size: int
     response_cache: bool
-    versions: tuple[int, ...] | None
+    versions: tuple[int, ...] | None  # the folders Triton loads (version_policy specific); None: the latest
     inputs: tuple[TensorPlan, ...]
     outputs: tuple[TensorPlan, ...]
     peak_rps: float
@@ -213,7 +228,19 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    version_sha256: str | None = None  # the pinned folder's content digest, checked by the pod (spec/versions.py)
+    warmup_dims: tuple[tuple[int, ...], ...] = ()  # per input, the warmup request's dims (-1 at its typical size)
+    # KIND_CPU: the vCPUs its instances keep busy in each replica (instance_count x vcpu_per_instance), which
+    # its backend's thread count is set to per instance; 0 on a GPU.
+    cpu_cores: int = 0
+    # On a CPU: what placing it on the GPUs instead would add to the stack, USD per hour at the ranking prices
+    # (plan/devices.py); None on a GPU, or when no GPU placement meets its SLA. The cost preview's saving.
+    gpu_placement_usd_per_hour: float | None = None
+    # Its instances' rate-limiter priority on a shared GPU (1 = picked first; plan/rate_limiter.py); 0: none.
+    rate_limiter_priority: int = 0
     team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
+    # What the alerts protect (render/observability): sla.availability (its default, 99.9, is the spec's).
+    availability: float = 99.9
 
 
 class PipelineStepPlan(PlanModel):
@@ -240,6 +267,10 @@ class PipelinePlan(PlanModel):
     p99_latency_ms: float
     peak_rps: float
     decisions: tuple[Decision, ...]
+    # A pipeline fails when any step fails, so it promises no more than its least available step (the spec has
+    # no availability of its own); the alerts hold it to that.
+    availability: float = 99.9
+    team: str | None = None
 
 
 class TritonServerPlan(PlanModel):
@@ -267,6 +298,15 @@ class TritonServerPlan(PlanModel):
     # Names it had under earlier naming schemes (triton-<anchor model>): the Pulumi program aliases them, so a
     # deployed stack's resources carry over.
     former_names: tuple[str, ...] = ()
+    device: Literal["gpu", "cpu"] = "gpu"  # cpu: KIND_CPU instances, a whole CPU node per replica (gpus_per_replica 0)
+    # Whether its models' batches run one at a time on the GPU (Triton's rate limiter), and why; None: one model
+    # on its GPU (or a CPU server, whose cores are split between its instances), nothing to contend with.
+    rate_limiter: Decision | None = None
+
+    @property
+    def slots_per_replica(self) -> int:
+        """What one replica's pod holds of its node: its GPUs, or the whole CPU node (one slot)."""
+        return self.gpus_per_replica if self.device == "gpu" else 1
 
 
 class LlmEstimatesPlan(PlanModel):
@@ -305,7 +345,7 @@ class LlmMeasuredPlan(PlanModel):
 
 class VllmModelPlan(PlanModel):
     name: str
-    serving: Literal["vllm", "triton"] = "vllm"
+    serving: Literal["vllm"] = "vllm"  # vLLM's own server (Triton's vLLM backend is refused: spec/models.py)
     type: str = "llm"
     node_group: str
     instance_type: str
@@ -336,7 +376,7 @@ class VllmModelPlan(PlanModel):
     decisions: tuple[Decision, ...]
     quantization: str | None = None  # vLLM --quantization: the checkpoint's format, or online fp8
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
-    rollout: RolloutPlan | None = None  # None when Triton's vLLM backend serves it (its server's rollout)
+    rollout: RolloutPlan | None = None  # always set by the compiler (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
     max_num_batched_tokens: int = 0  # vLLM --max-num-batched-tokens (plan/llm_speed.batched_tokens)
     expert_parallel: bool = False  # vLLM --enable-expert-parallel (a MoE model's experts dealt out whole)
@@ -345,8 +385,17 @@ class VllmModelPlan(PlanModel):
     # What set this model's size: memory, ttft, tpot, availability, the max_num_seqs cap or an override.
     binding_constraint: str = ""
     estimates: LlmEstimatesPlan | None = None
+    revision: str | None = None  # the pinned checkpoint: a Hub commit, or the s3:// sub-prefix (in artifact)
+    # The canary analysis's TPOT gate: sla.p99_tpot_ms, or without one the TPOT predicted with max_num_seqs
+    # running (estimates.tpot_at_max_num_seqs_ms), the slowest the plan lets a stream get.
+    tpot_ms: float = 0.0
     measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
     team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
+    # The SLA the alerts protect (render/observability): p99 time to first token and (where the language has
+    # it) p99 time per output token; None: no TPOT target, so no TPOT alert.
+    p99_ttft_ms: float
+    p99_tpot_ms: float | None = None
+    availability: float = 99.9  # sla.availability (the spec's default)
 
 
 class FleetPlan(PlanModel):
@@ -361,6 +410,9 @@ class FleetPlan(PlanModel):
     models: tuple[TritonModelPlan | VllmModelPlan, ...]
     warnings: tuple[Warning_, ...]
     pipelines: tuple[PipelinePlan, ...] = ()  # Triton ensembles, by name
+    # The Gateway API Gateway clients come through (modelfleet:gateway): canaries split traffic by HTTPRoute.
+    gateway_name: str | None = None
+    gateway_namespace: str | None = None
 
     def model(self, name: str) -> TritonModelPlan | VllmModelPlan:
         return self._by_name("models")[name]

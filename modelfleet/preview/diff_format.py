@@ -19,6 +19,7 @@ class StackPreview:
     stack: str
     diff: PreviewDiff | None
     problem: str | None = None  # "does not compile", "new stack", ...
+    bumps: tuple[str, ...] = ()  # version changes, with the workload each rolls (plan/changes.version_change)
 
 
 def _counts(diff: PreviewDiff) -> str:
@@ -35,6 +36,7 @@ def render_preview_diff_text(previews: Sequence[StackPreview], base: str) -> str
             lines += [f"{p.stack}: {p.problem}", ""]
             continue
         lines.append(f"{p.stack}: {_counts(p.diff)}")
+        lines += [f"  {b}" for b in p.bumps]  # "fraud-scorer: version 1 -> 2, rolls ..."
         for c in p.diff.changes:
             lines.append(f"  {SYMBOLS[c.action]:2} {c.type} {c.name}")
             lines += [f"       {d}" for d in c.changes] + [f"       ! {n}" for n in c.notes]
@@ -56,7 +58,7 @@ def render_preview_diff_markdown(previews: Sequence[StackPreview], base: str) ->
                      f"{d.count('delete')} | {d.node_rolls} | {d.unchanged} |")
     for p in previews:
         if p.diff is not None and p.diff.changes:
-            lines += ["", *_stack_md(p.diff)]
+            lines += ["", *[f"- **{p.stack}**: {_cell(b)}" for b in p.bumps], *_stack_md(p.diff)]
     return "\n".join(lines) + "\n"
 
 

@@ -127,6 +127,13 @@ SUMMARIES: dict[str, Summary] = {
     "kubernetes:helm.sh/v3:Release": _release,
     "kubernetes:apps/v1:Deployment": _workload,
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": _workload,
+    "kubernetes:argoproj.io/v1alpha1:Rollout": lambda o: "canary " + " -> ".join(
+        f"{s['setWeight']}%" for s in o["spec"]["strategy"]["canary"]["steps"] if "setWeight" in s) + ", " + _workload(o),
+    "kubernetes:argoproj.io/v1alpha1:AnalysisTemplate": lambda o: "aborts the canary unless: " + "; ".join(
+        f"{m['name']} {m['successCondition'].removeprefix('result[0] ')}" for m in o["spec"]["metrics"]),
+    "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute": lambda o: "via " + ", ".join(
+        p["name"] for p in o["spec"]["parentRefs"]) + ": " + ", ".join(
+        f"{b['name']} {b['weight']}%" for b in o["spec"]["rules"][0]["backendRefs"]),
     "kubernetes:apps/v1:DaemonSet": lambda o: o["spec"]["template"]["spec"]["containers"][0]["image"],
     "kubernetes:autoscaling/v2:HorizontalPodAutoscaler": _autoscaler,
     "kubernetes:policy/v1:PodDisruptionBudget": lambda o: ", ".join(f"{k} {v}" for k, v in o["spec"].items() if k != "selector"),
@@ -167,8 +174,9 @@ ORDER = ("pulumi:providers:", "modelfleet:index:ClusterAccess", "modelfleet:inde
          "aws:iam/role:", "aws:iam/rolePolicyAttachment:", "aws:iam/rolePolicy:", "aws:eks/cluster:", "aws:eks/addon:",
          "aws:ec2/", "aws:eks/nodeGroup:", "aws:s3/bucket:", "aws:s3/bucketPublicAccessBlock:", "aws:s3/bucketVersioning:",
          "aws:s3/bucketObjectv2:", "aws:eks/podIdentityAssociation:", "kubernetes:helm.sh/", "kubernetes:")
-KINDS = ("Namespace", "DaemonSet", "Secret", "ServiceAccount", "Deployment", "LeaderWorkerSet", "Service",
-         "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "HorizontalPodAutoscaler")
+KINDS = ("Namespace", "DaemonSet", "Secret", "ServiceAccount", "AnalysisTemplate", "Deployment", "Rollout",
+         "LeaderWorkerSet", "Service", "HTTPRoute", "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor",
+         "HorizontalPodAutoscaler", "PrometheusRule", "ConfigMap")
 
 
 def _rank(resource: Any, index: int) -> tuple[int, int, str | int]:

@@ -68,10 +68,12 @@ def stream(client: Any, request: Request, timeout_s: float = 60.0) -> list[Any]:
     import queue
 
     responses: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    options = dict(request.options)
+    # a stream's headers (the caller's identity) are the stream's, set when it starts
+    client.start_stream(callback=lambda result, error: responses.put((result, error)), headers=options.pop("headers", None))
     try:
         client.async_stream_infer(request.model_name, request.inputs, outputs=request.outputs,
-                                  enable_empty_final_response=True, **request.options)
+                                  enable_empty_final_response=True, **options)
         out = []
         while True:
             try:

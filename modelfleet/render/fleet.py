@@ -5,7 +5,6 @@ Layout of ``render --out DIR``::
     plan.json                                  the whole plan (what `plan --json` prints)
     triton/<server>/server.json                server command line, replicas, node group
     triton/<server>/<model>/config.pbtxt       Triton model configuration (protobuf text format)
-    triton/<server>/<model>/1/model.json       only for LLMs served by Triton's vLLM backend
     triton/<server>/<pipeline>/config.pbtxt    a pipeline's ensemble, on its steps' server
     triton/<server>/<pipeline>/1/README.txt    its version folder (Triton needs one; S3 has no empty folders)
     vllm/<model>.json                          vllm serve arguments, GPUs per pod, shared memory
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
 from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
 from .ensemble import VERSION_NOTE, ensemble_config
-from .triton import model_config, render_config, vllm_backend_config, vllm_backend_model_json
+from .triton import model_config, render_config
 
 if TYPE_CHECKING:  # annotations only: cost prices node volumes with k8s.storage, and k8s renders through here
     from ..cost.fleet import FleetCost, MonthlyUsd
@@ -59,11 +58,8 @@ def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
         files[f"triton/{server.name}/server.json"] = to_json(server.model_dump(mode="json"))
         for name in server.models:
             model = plan.model(name)
-            if isinstance(model, TritonModelPlan):
-                files[f"triton/{server.name}/{name}/config.pbtxt"] = render_config(model_config(model)).encode()
-            elif isinstance(model, VllmModelPlan):
-                files[f"triton/{server.name}/{name}/config.pbtxt"] = render_config(vllm_backend_config(model)).encode()
-                files[f"triton/{server.name}/{name}/1/model.json"] = vllm_backend_model_json(model).encode()
+            assert isinstance(model, TritonModelPlan)  # LLMs are vLLM's own (Triton's vLLM backend is refused)
+            files[f"triton/{server.name}/{name}/config.pbtxt"] = render_config(model_config(model)).encode()
     for pipeline in plan.pipelines:
         files[f"triton/{pipeline.server}/{pipeline.name}/config.pbtxt"] = render_config(ensemble_config(pipeline)).encode()
         files[f"triton/{pipeline.server}/{pipeline.name}/1/README.txt"] = VERSION_NOTE.encode()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..plan.types import TensorPlan, TritonModelPlan, VllmModelPlan
+from ..plan.rate_limiter import RESOURCE as RATE_LIMIT_RESOURCE
+from ..plan.types import TensorPlan, TritonModelPlan
 from .sequences import sequence_batching
+from .warmup import model_warmup
 
 
 def _tensor(message: mc.ModelInput | mc.ModelOutput, tensor: TensorPlan) -> None:
@@ -40,9 +40,22 @@ def _dynamic_batching(config: mc.ModelConfig, plan: TritonModelPlan) -> None:
     _queue_policy(batching.default_queue_policy, default.queue_timeout_us, default.max_queue_size)
 
 
+# The backend parameter that bounds one instance's intra-op threads (onnxruntime_backend and pytorch_backend
+# READMEs); a python model's threads are its model.py's own. Left unset, each instance would start a thread per
+# core of the node, and the KIND_CPU instances would contend for every core.
+THREAD_PARAMETERS = {"onnxruntime": "intra_op_thread_count", "pytorch": "INTRA_OP_THREAD_COUNT"}
+
+
+def _cpu_threads(config: mc.ModelConfig, plan: TritonModelPlan) -> None:
+    """A KIND_CPU instance's share of the server's cores (cpu_cores / instance_count) as its thread count."""
+    key = THREAD_PARAMETERS.get(plan.backend)
+    if plan.device == "cpu" and key is not None:
+        config.parameters[key].string_value = str(plan.cpu_cores // plan.instance_count)
+
+
 def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
     """The ModelConfig message: batching (dynamic, with its REJECT queue policies, or by sequence), cache,
-    instances (KIND_GPU or KIND_CPU), decoupled responses, versions."""
+    instances (KIND_GPU or KIND_CPU), decoupled responses, versions, warmup."""
     config = mc.ModelConfig(name=plan.name, backend=plan.backend, max_batch_size=plan.max_batch_size)
     if plan.platform:
         config.platform = plan.platform
@@ -51,7 +64,11 @@ def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
     for tensor in plan.outputs:
         _tensor(config.output.add(), tensor)
     kind = mc.ModelInstanceGroup.KIND_CPU if plan.device == "cpu" else mc.ModelInstanceGroup.KIND_GPU
-    config.instance_group.add(kind=kind, count=plan.instance_count)
+    group = config.instance_group.add(kind=kind, count=plan.instance_count)
+    if plan.rate_limiter_priority:  # one batch at a time on the shared GPU (plan/rate_limiter.py)
+        group.rate_limiter.resources.add(name=RATE_LIMIT_RESOURCE, count=1)
+        group.rate_limiter.priority = plan.rate_limiter_priority
+    _cpu_threads(config, plan)
     if plan.sequence is not None:
         sequence_batching(config, plan.sequence)
     else:
@@ -63,33 +80,8 @@ def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
         config.version_policy.specific.versions.extend(plan.versions)
     else:
         config.version_policy.latest.num_versions = 1
+    model_warmup(config, plan)
     return config
-
-
-def vllm_backend_config(plan: VllmModelPlan) -> mc.ModelConfig:
-    """Triton's vLLM backend: no batching dims, decoupled streaming, one KIND_MODEL instance."""
-    config = mc.ModelConfig(name=plan.name, backend="vllm", max_batch_size=0)
-    config.model_transaction_policy.decoupled = True
-    config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_MODEL, count=1)
-    config.version_policy.latest.num_versions = 1
-    return config
-
-
-def vllm_backend_model_json(plan: VllmModelPlan) -> str:
-    """``1/model.json``: the same engine settings as the vllm serve arguments, as vLLM engine args."""
-    engine = {
-        "model": plan.artifact, "served_model_name": plan.name, "tensor_parallel_size": plan.tensor_parallel_size,
-        "max_model_len": plan.max_model_len, "max_num_seqs": plan.max_num_seqs,
-        "gpu_memory_utilization": plan.gpu_memory_utilization, "dtype": plan.args[plan.args.index("--dtype") + 1],
-        "kv_cache_dtype": plan.kv_cache_dtype, "enable_prefix_caching": "--enable-prefix-caching" in plan.args,
-    }
-    if plan.quantization:
-        engine["quantization"] = plan.quantization
-    if plan.max_num_batched_tokens:
-        engine["max_num_batched_tokens"] = plan.max_num_batched_tokens
-    if plan.expert_parallel:
-        engine["enable_expert_parallel"] = True
-    return json.dumps(engine, indent=2, sort_keys=True) + "\n"
 
 
 def render_config(config: mc.ModelConfig) -> str:

@@ -4,7 +4,8 @@ The contract of ``modelfleet serve``: queue policy, batching, cache and tensors 
 a CPU machine must change is changed here and nowhere else, and every change is returned as a line of text
 for the command to print:
 
-* ``instance_group``: ``KIND_GPU`` -> ``KIND_CPU`` (same count): there is no GPU to place instances on;
+* ``instance_group``: ``KIND_GPU`` -> ``KIND_CPU`` (same count): there is no GPU to place instances on (a
+  model compiled for KIND_CPU instances keeps its config as compiled, thread counts included);
 * the response cache: the plan sizes it from a GPU node's spare RAM (GiB); capped to a local size;
 * the compiled servers run as one local tritonserver (one set of endpoints), unless one is chosen;
 * backends this server lacks (onnxruntime, tensorrt, ...) become python-based backends of the same name
@@ -39,7 +40,8 @@ from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
 # One response cache in this machine's RAM: enough for thousands of small answers, never the plan's GiBs.
 LOCAL_CACHE_CAP_BYTES = 256 * 1024**2
 # Flags of the compiled command line that a local server sets itself (LocalTritonServer: loopback, free ports).
-LOCAL_OWNED_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=", "--cache-config=")
+LOCAL_OWNED_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=", "--cache-config=",
+                     "--trace-config=")  # the stack's tracing exports to the cluster's collector
 
 Source = Literal["artifact", "onnx-runner", "synthetic", "ensemble"]
 # The file each backend loads from a version folder (Triton's default_model_filename), see REFERENCE.md.
@@ -134,6 +136,8 @@ def local_server_args(servers: tuple[TritonServerPlan, ...], caching: bool,
     for server in servers:
         args += [a for a in server.args[1:] if not a.startswith(LOCAL_OWNED_FLAGS) and a not in args]
     notes = []
+    if any(a.startswith("--trace-config=") for server in servers for a in server.args):
+        notes.append("OpenTelemetry tracing (modelfleet:triton.tracing): off here, its collector is the cluster's")
     planned = max((s.cache_size_bytes for s in servers), default=0)
     if caching and planned > 0:
         size = min(planned, cache_cap_bytes)
@@ -164,7 +168,8 @@ def plan_local_repository(plan: FleetPlan, artifact_root: Path, available_backen
                                   "add a classic model to models.yaml or pick another stack")])
     args, notes = local_server_args(chosen, any(m.response_cache for m in models))
     lacking = sorted({m.backend for m in models if m.backend not in available_backends and m.source != "ensemble"})
-    adaptations = ["instance_group: KIND_GPU -> KIND_CPU for every model (no GPU here; instance counts unchanged)",
+    adaptations = ["instance_group: KIND_GPU -> KIND_CPU for every GPU model (no GPU here; instance counts "
+                   "unchanged); KIND_CPU models run as compiled",
                    *notes, "endpoints: loopback on free ports instead of 8000/8001/8002"]
     if len(chosen) > 1:
         adaptations.append(f"{len(chosen)} compiled Triton servers ({', '.join(s.name for s in chosen)}) run in one "

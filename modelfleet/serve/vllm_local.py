@@ -6,6 +6,7 @@ cluster (or the real checkpoint) changes, and each change is returned as a line 
 * the model: a tiny local Llama directory instead of the hub id / s3 prefix (``--load-format`` dropped, and
   ``--quantization``: the tiny model's weights are plain float32, and a quantized checkpoint's method
   cannot load them);
+* ``--revision``/``--tokenizer-revision`` dropped (a Hub commit; the model is a local directory);
 * ``--tensor-parallel-size``/``--pipeline-parallel-size`` -> 1, ``--distributed-executor-backend`` dropped;
 * ``--gpu-memory-utilization`` -> ``--kv-cache-memory-bytes`` (on the CPU it is a share of the NUMA node's
   RAM and the default asks for more than is free; measured in ``modelfleet.engines.tiny_llm``);
@@ -28,7 +29,9 @@ DROPPED = {"--distributed-executor-backend": "multi-node executor (one process h
            "--quantization": "the tiny local model is not quantized",
            "--enable-expert-parallel": "the tiny local model has no experts",
            "--enable-lora": _ADAPTERS, "--lora-modules": _ADAPTERS, "--max-lora-rank": _ADAPTERS,
-           "--max-loras": _ADAPTERS}
+           "--max-loras": _ADAPTERS,
+           "--revision": "the Hub commit (the model is a local directory)",
+           "--tokenizer-revision": "the Hub commit (the tokenizer is the local directory's)"}
 
 
 def _pairs(args: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:

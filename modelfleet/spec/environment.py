@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from ..errors import Issue, SpecError
 from .engine_versions import TRITON_IMAGE, VLLM_IMAGE
 from .issues import issues_from_validation
+from .rollout import RolloutSpec
 from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
 from .values import FieldProblem, lists_as_tuples, quantity
 from .yaml_source import Document, load_yaml
@@ -71,6 +72,35 @@ class ReplicaPolicy(EnvFrozen):
     ha3_availability: Annotated[float, Field(ge=90.0, lt=100.0, description="percent, at least 90, below 100")] = 99.99
 
 
+class TritonTracingSettings(EnvFrozen):
+    """Triton's OpenTelemetry tracing (``--trace-config mode=opentelemetry``): spans of sampled requests
+    (HTTP/gRPC receive, queue, compute, send; level TIMESTAMPS) exported over OTLP/HTTP to a collector."""
+
+    # The collector's OTLP/HTTP traces endpoint, as Triton's exporter takes it (scheme optional).
+    collector_url: Annotated[str, Field(pattern=r"^(https?://)?[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s,]*)?$",
+                                        max_length=2048, description="OTLP/HTTP traces endpoint of the collector, "
+                                        "e.g. http://otel-collector.observability:4318/v1/traces")]
+    # One request in a thousand: enough spans to see where time goes at production rates, a small fraction
+    # of the exporter's work (every traced request costs its spans' serialisation and an HTTP export).
+    sampling_rate: Annotated[float, AfterValidator(lambda rate: _one_in_n(rate)), Field(
+        gt=0.0, le=1.0, description="fraction of requests traced, above 0, at most 1; Triton samples one request "
+                                    "in N, so it must be 1/N (0.001 = one in 1,000)")] = 0.001
+
+    @property
+    def one_in(self) -> int:
+        """Triton's ``rate``: one request in this many is traced."""
+        return round(1 / self.sampling_rate)
+
+
+def _one_in_n(rate: float) -> float:
+    """Triton's sampling is "one in N": a rate that is not 1/N (0.3) would silently become another one."""
+    if abs(1 / rate - round(1 / rate)) > 1e-3 * (1 / rate):
+        raise FieldProblem((), f"{rate:g} is not one request in a whole number of requests (1/{1 / rate:.4g}): "
+                               "Triton samples one request in N",
+                           f"use 1/N, e.g. {1 / round(1 / rate):.6g} (one in {round(1 / rate):,})")
+    return rate
+
+
 class TritonSettings(EnvFrozen):
     # pinned: config semantics change between releases; the release whose config schema renders the configs
     image: str = TRITON_IMAGE
@@ -81,6 +111,9 @@ class TritonSettings(EnvFrozen):
     # Compute is planned at this fraction of measured capacity, leaving headroom for bursts.
     target_utilization: _bounded(0.1, 1.0, "fraction of measured capacity planned for, above 0.1, at most 1",
                                  low_inclusive=False) = 0.7
+    # Off by default: tracing needs a collector the cluster may not run, and costs every traced request an
+    # export (docs/operations/observability.md "Tracing").
+    tracing: TritonTracingSettings | None = None
 
 
 class VllmSettings(EnvFrozen):
@@ -143,6 +176,14 @@ class DeploySettings(EnvFrozen):
     install_device_plugin: bool = True
 
 
+class ObservabilitySettings(EnvFrozen):
+    """Where the generated alerts point people (docs/operations/observability.md)."""
+
+    # The published docs site's base URL (its runbooks page is <url>/runbooks/); None: alerts carry the
+    # runbook's path in the repository (docs/runbooks/alerts.md#<alert>), which a reader of the rule can still follow.
+    docs_url: Annotated[str, Field(pattern=r"^https?://[^\s#?]+$", max_length=2048)] | None = None
+
+
 class CostSettings(EnvFrozen):
     # Spot price = on-demand x this ratio wherever the price table has no measured spot price. An explicit
     # assumption, printed by every preview: GPU spot usually trades at 30-60% of on-demand; 0.5 errs to
@@ -184,6 +225,14 @@ class PolicySettings(EnvFrozen):
                                         "1,000,000,000", low_inclusive=False, optional=True) = None
 
 
+class GatewaySettings(EnvFrozen):
+    """A Gateway API Gateway the stack's clients reach the models through: a canary's traffic split is then
+    exact (HTTPRoute weights, set by Argo Rollouts' Gateway API plugin), not the replica ratio."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] | None = None  # None: the stack's
+
+
 class EnvironmentSpec(EnvFrozen):
     """One environment (= one Pulumi stack)."""
 
@@ -203,9 +252,17 @@ class EnvironmentSpec(EnvFrozen):
     # destroy` or a replacing change then stops instead of deleting them. Off by default (dev stacks come
     # and go); prod sets it.
     protect: bool = False
+    observability: ObservabilitySettings = ObservabilitySettings()
     cost: CostSettings = CostSettings()
     budget: BudgetSettings | None = None  # None: no budget for this environment
     policies: PolicySettings = PolicySettings()
+    # Every model must pin what it serves (a Triton version, an LLM revision): off by default so that a first
+    # try needs no pins; unpinned models then get a warning. Prod sets it.
+    require_pins: bool = False
+    # How workloads ship a change unless their model says otherwise (spec/rollout.py); None: rolling.
+    rollout: RolloutSpec | None = None
+    # The Gateway clients come through (HTTPRoute weights split a canary exactly); None: the replica ratio.
+    gateway: GatewaySettings | None = None
 
 
 def deployment_issues(env: EnvironmentSpec, file: str) -> list[Issue]:

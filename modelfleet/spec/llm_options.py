@@ -40,6 +40,7 @@ OWNED_FLAGS: dict[str, str] = {
     "--enable-lora": "lora", "--lora-modules": "lora.adapters", "--max-lora-rank": "lora.max_rank",
     "--max-loras": "lora.max_loras", "--enable-expert-parallel": "overrides.expert_parallel",
     "--no-enable-expert-parallel": "overrides.expert_parallel", "-ep": "overrides.expert_parallel",
+    "--revision": "revision", "--tokenizer-revision": "revision",
 }
 
 

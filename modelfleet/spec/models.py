@@ -34,9 +34,11 @@ from .presets import LLM_PRESETS, presets_of_size, sizes_named
 from .profiles import ClassicProfileSpec, GpuModel, LlmProfileSpec  # noqa: F401  (part of this module's API)
 from .request_size import REQUEST_SIZE_FIX, request_size_problem
 from .team import Team
+from .rollout import RolloutSpec
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype, format_param_count
+from .versions import TritonVersion, revision_problem
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
     MAX_DIM,
@@ -173,8 +175,12 @@ class ClassicModelSpec(Frozen):
     # None = the latest one. Triton version folders are int64; at most 64 served at once.
     versions: Annotated[Optional[Annotated[tuple[Annotated[int, Field(strict=True, gt=0, le=MAX_VERSION)], ...],
                                            Field(**LIST, min_length=1, max_length=64)]],
-                        Field(description="Triton version folders to serve: positive int64 numbers, 1 to 64 of "
-                                          "them; default the latest")] = None
+                        Field(description="Triton version folders to serve at once: positive int64 numbers, 1 to "
+                                          "64 of them; default the latest. To pin one, write version")] = None
+    # The pinned version folder (spec/versions.py); None: unpinned (an error in a stack with requirePins).
+    version: Optional[TritonVersion] = None
+    # How a change ships (spec/rollout.py); None: the stack's modelfleet:rollout, else rolling.
+    rollout: Optional[RolloutSpec] = None
     team: Team = None  # None: the cost report's and the labels' 'unassigned'
     # Models of one pool share Triton servers only with each other, and the servers are named after it
     # (triton-<pool>); without one, a model is in its instance type's pool (triton-g5-xlarge). A pool of its
@@ -182,7 +188,8 @@ class ClassicModelSpec(Frozen):
     pool: Annotated[Optional[DnsLabel], Field(description="Triton server pool: models of a pool share servers "
                                                           "only with each other; servers are named triton-<pool>")] = None
     # gpu or cpu (KIND_CPU on a CPU node group). None: a GPU, except a tabular or python model with a
-    # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA.
+    # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA
+    # (plan/devices.py). cpu takes an onnx, pytorch or python model (triton_options.CPU_FRAMEWORKS).
     device: Optional[Device] = None
     stateful: Optional[StatefulSpec] = None  # Triton's sequence batcher (triton_options.StatefulSpec)
     # A python-backend model that sends several responses per request (decoupled); its SLA is the first one.
@@ -203,6 +210,9 @@ class ClassicModelSpec(Frozen):
         if dupes:
             raise FieldProblem((), f"tensor names must be unique across inputs and outputs: {', '.join(dupes)}",
                                "rename one of each pair")
+        if self.version is not None and self.versions is not None:
+            raise FieldProblem(("version",), "give version (the one pinned folder) or versions (several served at "
+                               "once), not both", "keep version: N to pin one folder")
         if self.overrides.response_cache and not self.deterministic:
             raise FieldProblem(("overrides", "response_cache"),
                                "response_cache: true contradicts deterministic: false (cached answers would be stale)",
@@ -345,12 +355,26 @@ CHECKPOINT_DTYPES: dict[str, tuple[str, ...]] = {
 QUANTIZATIONS = Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors", "mxfp4"]
 
 
+# LLM engines modelfleet refuses, and why (docs/triton-features.md, "LLMs on Triton"): each is an error located
+# at ``serving`` with the fix, rather than a plan that passes every check and fails in the cluster.
+REFUSED_LLM_SERVING = {
+    "triton": ("Triton's vLLM backend is not offered: its metrics adapter reports vLLM's token counters and "
+               "latency histograms but no waiting or running request gauge (vllm_backend src/utils/metrics.py, "
+               "the vLLM V1 adapter), and Triton's own nv_inference_pending_request_count stays at 0 because the "
+               "backend hands every request to vLLM's engine at once, so no autoscaler could see its queue; it "
+               "also has no OpenAI API and no pipeline parallelism across nodes"),
+    "triton-trtllm": ("TensorRT-LLM on Triton is not offered: it serves engines built by trtllm-build for one GPU "
+                      "model, tensor-parallel size and TensorRT-LLM release, while the compiler chooses the GPU "
+                      "when it plans; an engine for that choice cannot be built or checked before the deploy"),
+}
+
+
 class LlmModelSpec(Frozen):
-    """A generative LLM, served by vLLM (or, with a warning, by Triton's vLLM backend)."""
+    """A generative LLM, served by vLLM (``serving: triton`` and ``triton-trtllm`` are refused, with the reason)."""
 
     name: DnsLabel
     type: Literal["llm"]
-    serving: Literal["vllm", "triton"] | None = None
+    serving: Literal["vllm"] | None = None  # vLLM's own OpenAI server: the only LLM engine offered
     artifact: LlmArtifact  # Hugging Face id or s3:// path
     size: SizeSpec
     architecture: Architecture
@@ -360,6 +384,12 @@ class LlmModelSpec(Frozen):
     # loading). Owned by the compiler's quantization rules (docs/concepts/decisions.md, "Quantized LLMs").
     # (mxfp4: gpt-oss's own 4-bit experts.)
     quantization: QUANTIZATIONS | None = None
+    # The pinned checkpoint (spec/versions.py): a Hub commit, or an immutable sub-prefix of an s3:// artifact.
+    # None: unpinned (an error in a stack with requirePins).
+    revision: Annotated[Optional[str], Field(max_length=128, description=(
+        "Hugging Face: the 40-hex commit (vLLM --revision); s3://: the immutable sub-prefix holding the "
+        "checkpoint"))] = None
+    rollout: Optional[RolloutSpec] = None  # how a change ships (spec/rollout.py); None: the stack's, else rolling
     team: Team = None  # None: the cost report's and the labels' 'unassigned'
     # The vLLM image of this model alone; None: the stack's modelfleet:vllm.image (spec/llm_options.py).
     image: Annotated[Optional[str], Field(pattern=IMAGE, max_length=512, description=(
@@ -368,6 +398,14 @@ class LlmModelSpec(Frozen):
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)
+
+    @field_validator("serving", mode="before")
+    @classmethod
+    def _offered_engine(cls, value: Any) -> Any:
+        if isinstance(value, str) and value in REFUSED_LLM_SERVING:
+            raise FieldProblem((), REFUSED_LLM_SERVING[value], "use serving: vllm (the default): the same vLLM "
+                               "engine behind its OpenAI API, scaled on vllm:num_requests_waiting")
+        return value
 
     @field_validator("architecture")
     @classmethod
@@ -426,6 +464,9 @@ class LlmModelSpec(Frozen):
             raise FieldProblem(("overrides", "expert_parallel"), "expert parallelism needs a mixture-of-experts model",
                                "remove it")
         self._bounded_load()
+        problem = None if self.revision is None else revision_problem(self.revision, self.artifact)
+        if problem:
+            raise problem
         return self
 
     def _bounded_load(self) -> None:
@@ -437,19 +478,6 @@ class LlmModelSpec(Frozen):
                                f"sequences in flight, more than the {MAX_SEQUENCES:,} one model may have",
                                "check the figure, or raise profile.output_tokens_per_s_per_sequence if each "
                                "sequence decodes faster")
-
-    @model_validator(mode="after")
-    def _vllm_server_only(self) -> LlmModelSpec:
-        """LoRA adapters, `vllm serve` flags and a vLLM image belong to vLLM's own server: Triton's vLLM
-        backend reads engine arguments from its model.json and runs in the Triton image."""
-        if self.serving != "triton":
-            return self
-        for path, present in ((("lora",), self.lora is not None), (("overrides", "extra_args"), bool(
-                self.overrides.extra_args)), (("image",), self.image is not None)):
-            if present:
-                raise FieldProblem(path, f"{'.'.join(path)} needs vLLM's own server; Triton's vLLM backend "
-                                   "cannot take it", f"use serving: vllm, or remove {path[-1]}")
-        return self
 
     @model_validator(mode="after")
     def _quantized_checkpoint(self) -> LlmModelSpec:

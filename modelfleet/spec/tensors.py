@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .values import MAX_DIM, FieldProblem
 
@@ -34,6 +34,24 @@ class TensorSpec(Frozen):
         **LIST, min_length=1, max_length=8,
         description=f"sizes without the batch dimension: positive, or -1 for variable; each at most {MAX_DIM:,} "
                     "(int32, what TensorRT and most backends address); at most 8 dimensions")]
+
+    # The size of each variable dimension in a representative request (the warmup's, plan/warmup.py); the
+    # fixed ones repeat dims. None: 16 for each -1 (plan/warmup.TYPICAL_DIM).
+    typical_dims: Annotated[Optional[tuple[Annotated[int, Field(strict=True, ge=1, le=MAX_DIM)], ...]], Field(
+        **LIST, min_length=1, max_length=8,
+        description="dims of a representative request (the warmup's): dims with each -1 at a typical size; "
+                    "default 16 for each -1")] = None
+
+    @model_validator(mode="after")
+    def _typical(self) -> TensorSpec:
+        if self.typical_dims is None:
+            return self
+        if len(self.typical_dims) != len(self.dims) or any(
+                d not in (-1, t) for d, t in zip(self.dims, self.typical_dims)):
+            raise FieldProblem(("typical_dims",), f"typical_dims {list(self.typical_dims)} must repeat dims "
+                               f"{list(self.dims)} with each -1 at a typical size",
+                               "write the same number of dims, changing only the -1s")
+        return self
 
     @field_validator("dims")
     @classmethod

@@ -117,6 +117,17 @@ def ranked(priorities: dict[str, PrioritySpec], p99_ms: float) -> list[tuple[str
     return sorted(((n, s, s.p99_latency_ms or p99_ms) for n, s in priorities.items()), key=lambda item: item[2])
 
 
+# Frameworks whose KIND_CPU instances the compiler can give their share of the node's cores: onnxruntime
+# (intra_op_thread_count) and pytorch (INTRA_OP_THREAD_COUNT) take a per-model thread count; a python model
+# runs one stub process per instance and uses the threads its model.py starts.
+CPU_FRAMEWORKS = ("onnx", "pytorch", "python")
+CPU_REFUSED = {
+    "tensorrt": "a TensorRT plan runs on NVIDIA GPUs only",
+    "tensorflow": "its backend takes no per-model thread count, so every instance would use all the node's cores "
+                  "and the instances would contend for them",
+    "openvino": "its backend takes no per-model thread count the compiler sets, so every instance would use all "
+                "the node's cores and the instances would contend for them",
+}
 CONTROL_INPUTS = ("START", "END", "READY", "CORRID")  # the sequence batcher's control tensors, by these names
 
 
@@ -141,6 +152,10 @@ def check_model_options(model) -> None:  # a ClassicModelSpec (typed loosely: mo
         if clash:
             raise FieldProblem(("inputs",), f"{', '.join(clash)}: the sequence batcher's control inputs take these "
                                "names", "rename the model's tensor")
+    if model.device == "cpu" and model.framework not in CPU_FRAMEWORKS:
+        raise FieldProblem(("device",), f"a {model.framework} model cannot run on KIND_CPU instances here: "
+                           + CPU_REFUSED[model.framework], "serve an ONNX export on the CPU (framework: onnx), or "
+                           "drop device: cpu")
     if model.device == "cpu" and model.overrides.dedicated_gpu:
         raise FieldProblem(("overrides", "dedicated_gpu"), "device: cpu runs on CPU nodes, so it has no GPU to "
                            "dedicate", "drop overrides.dedicated_gpu or device: cpu")

@@ -15,7 +15,7 @@ from tests.components.mocked import created_cluster, run
 from tests.conftest import STACKS
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-WORKLOADS = ("Deployment", "LeaderWorkerSet")
+WORKLOADS = ("Deployment", "LeaderWorkerSet", "Rollout")  # a canary workload is a Rollout
 
 
 def closure(result):

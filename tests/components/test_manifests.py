@@ -22,11 +22,15 @@ from modelfleet.render.k8s.triton import REPOSITORY_DIGEST, shm_bytes
 from tests.components.mocked import k8s_objects
 from tests.conftest import STACKS
 
-CRD_KINDS = {"ServiceMonitor", "LeaderWorkerSet"}  # not in kubernetes-validate's built-in schemas
+# not in kubernetes-validate's built-in schemas (tests/hardening/test_judges.py validates them against the CRDs)
+CRD_KINDS = {"ServiceMonitor", "LeaderWorkerSet", "PrometheusRule", "Rollout", "AnalysisTemplate", "HTTPRoute"}
 
 
 def rendered_objects(project, stack: str) -> list[dict]:
-    files = project.rendered(stack)[1]
+    """What ``render`` writes: dashboards included (the program builds them too)."""
+    from modelfleet.grafana import build_dashboard
+
+    files = project.rendered(stack, dashboards=build_dashboard)[1]
     return [o for name, text in sorted(files.items()) if name.startswith("kubernetes/") for o in yaml.safe_load_all(text)]
 
 
@@ -66,18 +70,24 @@ def _pod(obj: dict) -> dict:
     return obj["spec"]["template"]["spec"]
 
 
+def workload(objects: list[dict]) -> dict:
+    """A workload's Deployment, or its Rollout when it ships as a canary (#15)."""
+    return next(o for o in objects if o["kind"] in ("Deployment", "Rollout", "LeaderWorkerSet"))
+
+
 def test_triton_pod_builds_its_repository_then_serves(project, plans):
     plan, deploy = plans["prod"], project.environment("prod").deploy
     server = plan.server(plan.model("image-preprocessor").server)
-    deployment = render_fleet_manifests(plan, deploy)[server.name][1]
+    deployment = workload(render_fleet_manifests(plan, deploy)[server.name])
     pod = _pod(deployment)
     (init,) = pod["initContainers"]
     script = init["command"][2]
     # the configs of this revision: content-addressed, so an old pod never reads a newer revision's
     assert re.search(rf"s3://{deploy.model_repository_bucket}/triton/{server.name}/[0-9a-f]{{16}}/ {MODEL_REPOSITORY_DIR}/",
                      script)
-    for name in server.models:
-        assert f"{plan.model(name).artifact}/ {MODEL_REPOSITORY_DIR}/{name}/" in script
+    for name in server.models:  # each pinned version folder alone (#15)
+        model = plan.model(name)
+        assert all(f"{model.artifact}/{v}/ {MODEL_REPOSITORY_DIR}/{name}/{v}/" in script for v in model.versions)
     (container,) = pod["containers"]
     assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= startup_budget_s(
         sum(plan.model(n).weights_gib for n in server.models), pod_download_gib_s(plan, server.node_group))
@@ -92,9 +102,9 @@ def test_a_config_change_rolls_the_triton_pods(project, plans):
     plan, deploy = plans["prod"], project.environment("prod").deploy
     server = plan.triton_servers[0]
     repository = repository_objects(render_triton_repositories(plan), server)
-    before = render_triton_manifests(plan, server, "bucket", deploy.aws_cli_image, repository)[1]
+    before = workload(render_triton_manifests(plan, server, "bucket", deploy.aws_cli_image, repository))
     changed = {k: v + b"\n" if k.endswith("config.pbtxt") else v for k, v in repository.items()}
-    after = render_triton_manifests(plan, server, "bucket", deploy.aws_cli_image, changed)[1]
+    after = workload(render_triton_manifests(plan, server, "bucket", deploy.aws_cli_image, changed))
     digest = [d["spec"]["template"]["metadata"]["annotations"][REPOSITORY_DIGEST] for d in (before, after)]
     assert digest[0] != digest[1]
 
@@ -117,7 +127,7 @@ def test_the_multi_node_model_is_one_zone_per_group_and_spread_across_zones(proj
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_workload_has_probes_limits_and_a_tokenless_account(project, stack):
     for obj in rendered_objects(project, stack):
-        pods = ([obj["spec"]["template"]["spec"]] if obj["kind"] in ("Deployment", "DaemonSet") else
+        pods = ([obj["spec"]["template"]["spec"]] if obj["kind"] in ("Deployment", "DaemonSet", "Rollout") else
                 [t["spec"] for k, t in obj["spec"]["leaderWorkerTemplate"].items() if k.endswith("Template")]
                 if obj["kind"] == "LeaderWorkerSet" else [])
         for pod in pods:
@@ -133,7 +143,9 @@ def test_the_device_plugin_runs_on_this_fleets_gpu_nodes_only(project, plans):
     cluster = render_fleet_manifests(plan, project.environment("prod").deploy)[CLUSTER]
     (plugin,) = [o for o in cluster if o["kind"] == "DaemonSet"]
     terms = _pod(plugin)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms[0]["matchExpressions"][0]["values"] == sorted({g.instance_type for g in plan.node_groups})
+    gpu = sorted({g.instance_type for g in plan.node_groups if g.device == "gpu"})
+    assert terms[0]["matchExpressions"][0]["values"] == gpu  # never the CPU group's c7i.xlarge: it has no GPU
+    assert "c7i.xlarge" in {g.instance_type for g in plan.node_groups} and "c7i.xlarge" not in gpu
 
 
 def test_a_leader_worker_sets_budget_covers_every_pod_of_every_group(project, plans):

@@ -39,9 +39,14 @@ def test_node_groups_match_the_plan(runs, plans, project, stack):
         assert inputs["instanceTypes"] == [planned.instance_type]
         assert inputs["scalingConfig"] == {"minSize": low, "desiredSize": desired, "maxSize": high}
         assert high >= 1, "EKS refuses a node group whose max is 0"
-        assert inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
         assert inputs["capacityType"] == ("SPOT" if planned.capacity_type == "spot" else "ON_DEMAND")
-        assert inputs["amiType"] == project.environment(stack).deploy.ami_type == "AL2023_x86_64_NVIDIA"
+        assert project.environment(stack).deploy.ami_type == "AL2023_x86_64_NVIDIA"
+        if planned.device == "gpu":
+            assert inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+            assert inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+        else:  # KIND_CPU servers' nodes: the same AMI family without the NVIDIA driver, nothing to keep away
+            assert inputs.get("taints", []) == [] and inputs["amiType"] == "AL2023_x86_64_STANDARD"
+            assert "modelfleet.io/gpu" not in inputs["labels"]
         assert inputs["labels"]["modelfleet.io/node-group"] == planned.name
         assert inputs["tags"] == {**inputs["labels"], "modelfleet.io/node-group": name, "modelfleet.io/stack": stack,
                                   "modelfleet.io/team": node_group_team(plan, planned)}  # tests/test_teams.py
@@ -134,10 +139,15 @@ def test_al2023_gets_the_device_plugin_and_bottlerocket_does_not(runs, plans):
     bottlerocket = run("prod", config=stack_config("prod", **{"modelfleet:deploy": {
         "amiType": "BOTTLEROCKET_x86_64_NVIDIA", "modelRepositoryBucket": "acme-modelfleet-prod-model-repository"}}))
     assert ("DaemonSet", "nvidia-device-plugin") not in k8s_objects(bottlerocket)
-    assert {r.inputs["amiType"] for r in of_type(bottlerocket, NODE_GROUP).values()} == {"BOTTLEROCKET_x86_64_NVIDIA"}
+    amis = {name: r.inputs["amiType"] for name, r in of_type(bottlerocket, NODE_GROUP).items()}
+    assert {a for n, a in amis.items() if n.startswith("gpu-")} == {"BOTTLEROCKET_x86_64_NVIDIA"}
+    assert {a for n, a in amis.items() if n.startswith("cpu-")} == {"BOTTLEROCKET_x86_64"}  # no driver on a CPU node
     devices = {t.inputs["blockDeviceMappings"][0]["deviceName"] for t in of_type(bottlerocket, LAUNCH_TEMPLATE).values()}
     assert devices == {"/dev/xvdb"}, "Bottlerocket keeps images and emptyDirs on its data volume"
-    for template in of_type(bottlerocket, LAUNCH_TEMPLATE).values():  # its instance store, through apiclient
+    for name, template in of_type(bottlerocket, LAUNCH_TEMPLATE).items():  # its instance store, through apiclient
+        if name.startswith("cpu-"):  # the CPU types are EBS-only: no instance store to set up
+            assert "userData" not in template.inputs
+            continue
         settings = base64.b64decode(template.inputs["userData"]).decode()
         command = tomllib.loads(settings)["settings"]["bootstrap-commands"]["k8s-ephemeral-storage"]
         assert command["commands"][0] == ["apiclient", "ephemeral-storage", "init"] and command["essential"]
@@ -251,3 +261,19 @@ def test_the_joined_clusters_version_is_read_and_features_it_lacks_refused(proje
     newer = run("prod", version="1.34")
     assert any(level == "warning" and 'set modelfleet:kubernetesVersion: "1.34"' in text for level, text in newer.messages)
     assert not any("kubernetesVersion" in text for _, text in run("prod", version="1.33").messages)
+
+
+def test_a_cpu_group_is_its_own_component_and_its_pods_land_only_there(runs, plans):
+    """The KIND_CPU servers' nodes: a CpuNodeGroup (its URN names it, so `pulumi state` commands find it), the
+    driverless AMI, no taint; the server's pods select its instance type and tolerate nothing."""
+    from modelfleet.deploy.node_groups import node_group_urn
+    plan = plans["prod"]
+    (group,) = [g for g in plan.node_groups if g.device == "cpu"]
+    recorded = of_type(runs["prod"], NODE_GROUP)[group.name]
+    assert recorded.parent.endswith(f"modelfleet:index:CpuNodeGroup::{group.name}")
+    assert node_group_urn("prod", "modelfleet", group.name).startswith(
+        "urn:pulumi:prod::modelfleet::modelfleet:index:CpuNodeGroup$aws:eks/nodeGroup:NodeGroup::")
+    assert (group.instance_type, group.gpus_per_node, group.pod_slots) == ("c7i.xlarge", 0, 1)
+    assert group.allocatable.gpus == 0 and group.requested.gpus == 0
+    server = plan.server(group.workloads[0])
+    assert (server.device, server.gpus_per_replica, server.models) == ("cpu", 0, ("fraud-scorer",))

@@ -11,6 +11,7 @@ import yaml
 from modelfleet.cli import main
 from modelfleet.render.k8s import vllm_models
 from tests.components.mocked import example_models
+from modelfleet.project import Project
 from tests.conftest import ROOT
 
 
@@ -36,7 +37,8 @@ def test_prod_preview_lists_what_the_plan_describes(capsys, plans):
     for server in plan.triton_servers:
         assert f"+ TritonServer {server.name}" in out and f"$ {' '.join(server.args)}" in out
     for model in vllm_models(plan):
-        kind = "LeaderWorkerSet" if model.nodes_per_replica > 1 else "Deployment"
+        kind = "LeaderWorkerSet" if model.nodes_per_replica > 1 else (
+            "Rollout" if model.rollout.strategy == "canary" else "Deployment")
         assert f"+ VllmDeployment {model.name}" in out and f"k8s:{kind} {plan.namespace}/{model.name}" in out
     outputs = yaml.safe_load(out.split("\noutputs:\n", 1)[1])
     assert set(outputs["node_groups"]) == names
@@ -99,3 +101,22 @@ def test_preview_warns_when_the_stack_has_no_hf_token(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert code == 0 and "hfToken" not in err and "data: [secret]" in out
     assert "v1:AAAABBBBCCCC" not in out and "hf_offline_preview_placeholder" not in out
+
+
+def test_preview_base_names_a_version_bump_and_rolls_that_server_alone(capsys, tmp_path):
+    """#15: fraud-scorer 1 -> 2 against the example: its server's Rollout changes (with its configs' new
+    revision in S3, the old one retained), nothing else."""
+    text = (ROOT / "models.yaml").read_text()
+    pinned = "    artifact: s3://acme-ml-models/triton/fraud-scorer\n    version: 1\n"
+    path = tmp_path / "models.yaml"
+    path.write_text(text.replace(pinned, pinned.replace("version: 1", "version: 2")))
+    code, out, _ = preview(capsys, "--stack", "prod", "--models", str(path), "--base", str(ROOT / "models.yaml"))
+    assert code == 0
+    lines = out.splitlines()
+    server = Project(root=str(ROOT)).plan("prod").model("fraud-scorer").server
+    assert f"  fraud-scorer: version 1 -> 2, rolls {server} alone as a canary 10% -> 100%, 10 min each, " \
+           "gated by its SLA analysis" in lines
+    updated = [line.split()[1:3] for line in lines if line.startswith("  ~ ")]
+    assert updated == [["k8s:Rollout", f"modelfleet/{server}"]], out
+    others = [line for line in lines if line.startswith(("  + ", "  - ", "  +- "))]
+    assert others and all(f"BucketObjectv2 {server}-" in line for line in others), others

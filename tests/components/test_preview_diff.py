@@ -4,6 +4,7 @@ the PR workflow showed no preview at all; tests/cost/test_workflow.py checks the
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -87,7 +88,9 @@ def test_an_ami_change_replaces_the_protected_node_groups(tmp_path, capsys, depl
     repo = repo_with_change(tmp_path, {"modelfleet:deploy": {**deploy_settings, "amiType": "BOTTLEROCKET_x86_64_NVIDIA"}})
     out = preview_base(repo, capsys)
     assert "+- aws:eks:NodeGroup gpu-g5-xlarge-od\n       amiType: AL2023_x86_64_NVIDIA -> BOTTLEROCKET_x86_64_NVIDIA" in out
-    assert out.count("! protected: `pulumi up` creates the new one, then stops at deleting the old one") == 6
+    # the CPU group's AMI follows (AL2023's standard AMI -> Bottlerocket's plain one): 7 protected replacements
+    assert "+- aws:eks:NodeGroup cpu-c7i-xlarge-od\n       amiType: AL2023_x86_64_STANDARD -> BOTTLEROCKET_x86_64" in out
+    assert out.count("! protected: `pulumi up` creates the new one, then stops at deleting the old one") == 7
     # Bottlerocket's AMI has NVIDIA's device plugin: the DaemonSet modelfleet adds for AL2023 goes
     assert "-  k8s:DaemonSet kube-system/nvidia-device-plugin\n" in out
 
@@ -97,18 +100,22 @@ def test_a_bigger_root_volume_rolls_the_nodes(tmp_path, capsys, deploy_settings)
     out = preview_base(repo, capsys)
     assert "~  aws:ec2:LaunchTemplate gpu-g5-xlarge-od-lt\n       blockDeviceMappings[0].ebs.volumeSize: 200 -> 300" in out
     assert "! node roll: its launch template changes, so EKS replaces the group's nodes" in out
-    assert "to replace, 0 to delete (6 node rolls)" in out
+    assert "to replace, 0 to delete (7 node rolls)" in out  # the CPU group's nodes too
 
 
 def test_removing_a_model_keeps_old_configs_and_rolls_its_servers_pods(tmp_path, capsys):
-    def drop_fraud_scorer(text: str) -> str:
+    # A model of the shared GPU server whose removal moves nothing else: without text-embedder, fraud-scorer
+    # would come back from its CPU server (a different change), and the GPU server would become a canary.
+    def drop_session_recommender(text: str) -> str:
         data = yaml.safe_load(text)
-        data["models"] = [m for m in data["models"] if m["name"] != "fraud-scorer"]
+        data["models"] = [m for m in data["models"] if m["name"] != "session-recommender"]
         return yaml.safe_dump(data, sort_keys=False)
-    out = preview_base(repo_with_change(tmp_path, models_edit=drop_fraud_scorer), capsys)
-    assert "! pods roll: the pod template changes" in out
+    out = preview_base(repo_with_change(tmp_path, models_edit=drop_session_recommender), capsys)
+    details = out.split("~  k8s:Deployment modelfleet/triton-g5-xlarge\n", 1)[1].splitlines()
+    server = list(itertools.takewhile(lambda line: line.startswith(" " * 7), details))
+    assert "       ! pods roll: the pod template changes" in server, server
     assert "! retained: Pulumi forgets it but leaves it in AWS" in out
-    deleted = out.split("to delete")[1].split("\n  -  ")[1:]
-    assert any(d.startswith("aws:s3:BucketObjectv2 triton-g5-xlarge-") and "fraud-scorer-config.pbtxt" in d
+    deleted = out.split("to delete", 1)[1].split("\n  -  ")[1:]
+    assert any(d.startswith("aws:s3:BucketObjectv2 triton-g5-xlarge-") and "session-recommender-config.pbtxt" in d
                for d in deleted)  # the old revision's config, kept for the pods still reading it
-    assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-g5-xlarge" in out  # fraud-scorer's metric goes
+    assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-g5-xlarge" in out  # its metric goes

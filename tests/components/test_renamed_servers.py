@@ -98,7 +98,7 @@ def revisions(before: PreviewResult, after: PreviewResult, renames: dict[str, st
 
 def digests(old: Recorded, new: Recorded) -> dict[str, str]:
     """A Deployment's repository digest covers its configs' S3 keys, which hold the server's name."""
-    if old.type != "kubernetes:apps/v1:Deployment":
+    if old.type not in ("kubernetes:apps/v1:Deployment", "kubernetes:argoproj.io/v1alpha1:Rollout"):
         return {}
     notes = [r.inputs["spec"]["template"]["metadata"].get("annotations", {}) for r in (old, new)]
     return {notes[0][REPOSITORY_DIGEST]: notes[1][REPOSITORY_DIGEST]} if REPOSITORY_DIGEST in notes[0] else {}
@@ -118,8 +118,8 @@ def test_a_stack_deployed_under_the_old_names_keeps_every_resource(deployed_befo
         expected = renamed(old.inputs, digests(old, new) | renames | revisions(before, after, renames))
         assert expected == new.inputs, f"{old.urn} changed beyond its name"
     aliased = [r for r in after.resources if alias_urns(r)]
-    assert {r.type for r in aliased} >= {"modelfleet:index:TritonServer", "aws:iam/role:Role",
-                                         "kubernetes:apps/v1:Deployment"}
+    assert {r.type for r in aliased} >= {"modelfleet:index:TritonServer", "aws:iam/role:Role"}
+    assert {r.type for r in aliased} & {"kubernetes:apps/v1:Deployment", "kubernetes:argoproj.io/v1alpha1:Rollout"}
 
 
 def test_the_check_sees_a_resource_left_behind(deployed_before, runs):

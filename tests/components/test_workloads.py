@@ -17,16 +17,27 @@ def _pod(obj: dict, template: str = "template") -> dict:
     return spec[template]["spec"] if template == "template" else spec["leaderWorkerTemplate"][template]["spec"]
 
 
+def _kind(rollout) -> str:
+    """A canary ships as an Argo Rollouts Rollout with the Deployment's pod template (#15)."""
+    return "Rollout" if rollout.strategy == "canary" else "Deployment"
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_triton_deployments_run_the_plans_arguments(runs, plans, stack):
     applied, plan = k8s_objects(runs[stack]), plans[stack]
     for server in plan.triton_servers:
-        deployment = applied[("Deployment", server.name)]
+        deployment = applied[(_kind(server.rollout), server.name)]
         pod = _pod(deployment)
         (container,) = pod["containers"]
         assert [*container["command"], *container["args"]] == list(server.args)
         assert container["image"] == server.image
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == server.gpus_per_replica
+        if server.device == "gpu":
+            assert container["resources"]["limits"]["nvidia.com/gpu"] == server.gpus_per_replica
+            assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        else:  # a KIND_CPU server: no GPU asked for, nothing to tolerate, the node's CPU the kubelet offers
+            assert "nvidia.com/gpu" not in container["resources"]["limits"] and "tolerations" not in pod
+            group = plan.node_group(server.node_group)
+            assert container["resources"]["requests"]["cpu"] == f"{round((group.allocatable.cpu - 0.5) * 1000)}m"
         assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
         assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
         assert deployment["spec"]["replicas"] == server.replicas
@@ -40,7 +51,7 @@ def test_vllm_workloads_run_the_plans_arguments(runs, plans, stack):
     applied, plan = k8s_objects(runs[stack]), plans[stack]
     for model in vllm_models(plan):
         if model.pipeline_parallel_size == 1:
-            (container,) = _pod(applied[("Deployment", model.name)])["containers"]
+            (container,) = _pod(applied[(_kind(model.rollout), model.name)])["containers"]
             assert container["command"] == list(model.args)
             assert container["startupProbe"]["httpGet"]["path"] == "/health"
             continue
@@ -115,5 +126,7 @@ def test_autoscaled_workloads_leave_replicas_to_their_hpa(runs, stack):
     for r in result.resources:
         if r.type.startswith("kubernetes:") and "kind" in r.inputs:
             key = (r.inputs["kind"], r.inputs["metadata"]["name"])
-            assert r.ignore_changes == (("spec.replicas",) if key in scaled else ()), key
+            # an HTTPRoute's weights are Argo Rollouts' to move during a canary (#15)
+            owned = ("spec.replicas",) if key in scaled else ("spec.rules",) if key[0] == "HTTPRoute" else ()
+            assert r.ignore_changes == owned, key
     assert scaled or stack == "dev"

@@ -19,17 +19,27 @@ def classic_models(draw, name: str) -> ClassicModelSpec:
         overrides["replicas"] = draw(st.integers(1, 4))
     if draw(st.integers(0, 5)) == 0:
         overrides["dedicated_gpu"] = True
+    kind = draw(st.sampled_from(("vision", "nlp", "tabular", "embedding")))
+    profile = {"rps_per_instance": draw(st.floats(100.0, 20000.0).map(lambda v: round(v))),
+               "measured_on": draw(st.sampled_from(("a10g", "t4", "l4"))),
+               "compute_ms": round(p99 * draw(st.floats(0.02, 0.3)), 2)}
+    device = {}
+    if kind == "tabular" and draw(st.booleans()):  # measured on a CPU too: a candidate for KIND_CPU
+        profile["cpu"] = {"rps_per_instance": draw(st.floats(200.0, 10000.0).map(lambda v: round(v))),
+                          "compute_ms": round(p99 * draw(st.floats(0.02, 0.3)), 2),
+                          "measured_on": draw(st.sampled_from(("c7i", "m7i", "c6i"))),
+                          "vcpu_per_instance": draw(st.integers(1, 4))}
+        if not overrides.get("dedicated_gpu") and draw(st.integers(0, 3)) == 0:
+            device = {"device": "cpu"}
     return ClassicModelSpec.model_validate({
-        "name": name, "type": draw(st.sampled_from(("vision", "nlp", "tabular", "embedding"))), "framework": "onnx",
+        "name": name, "type": kind, "framework": "onnx", **device,
         "artifact": f"s3://bucket/triton/{name}",
         "size": {"memory_gib": draw(st.floats(0.05, 12.0).map(lambda v: round(v, 2)))},
         "inputs": [{"name": "x", "dtype": "fp32", "dims": [16]}],
         "outputs": [{"name": "y", "dtype": "fp32", "dims": [1]}],
         "sla": {"p99_latency_ms": p99, "peak_rps": draw(st.floats(1.0, 6000.0).map(lambda v: round(v, 1))),
                 "availability": draw(st.sampled_from(AVAILABILITY))},
-        "profile": {"rps_per_instance": draw(st.floats(100.0, 20000.0).map(lambda v: round(v))),
-                    "measured_on": draw(st.sampled_from(("a10g", "t4", "l4"))),
-                    "compute_ms": round(p99 * draw(st.floats(0.02, 0.3)), 2)},
+        "profile": profile,
         "overrides": overrides,
     })
 
@@ -57,10 +67,10 @@ def fleets(draw, max_models: int = 7) -> list:
     return [draw(models(f"m{i}")) for i in range(count)]
 
 
-ENVIRONMENTS = (
-    EnvironmentSpec(name="prod", region="us-east-1", instance_families=("g5", "g6", "g6e", "p4d", "p5")),
+ENVIRONMENTS = (  # prod and dev allow CPU families too (KIND_CPU models); staging none (device: cpu is an error)
+    EnvironmentSpec(name="prod", region="us-east-1", instance_families=("g5", "g6", "g6e", "p4d", "p5", "c7i", "m7i")),
     EnvironmentSpec.model_validate({"name": "dev", "region": "us-east-1", "capacity_type": "spot",
-                                    "instance_families": ("g4dn", "g5", "g6", "g6e"),
+                                    "instance_families": ("g4dn", "g5", "g6", "g6e", "c7i"),
                                     "replicas": {"single_replica": True}}),
     EnvironmentSpec.model_validate({"name": "staging", "region": "us-east-1", "instance_families": ("g6", "g6e"),
                                     "replicas": {"max_scale_factor": 1.0}, "cluster": {"create": True}}),
@@ -76,4 +86,4 @@ def summary(model) -> str:
     return (f"{model.name}: {model.type} mem {model.size.memory_gib} p99 {model.sla.p99_latency_ms} rps "
             f"{model.sla.peak_rps} avail {model.sla.availability} profile {model.profile.rps_per_instance}@"
             f"{model.profile.measured_on} compute {model.profile.compute_ms} replicas={model.overrides.replicas} "
-            f"dedicated={model.overrides.dedicated_gpu}")
+            f"dedicated={model.overrides.dedicated_gpu} device={model.device} cpu={model.profile.cpu}")

@@ -63,9 +63,9 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     # sequences fit 2 replicas of tp=8 (the availability floor): 2 x (21.957642 x 730 + 16.00) = +32,090.16;
     # max 3 replicas and a rollout surge: 6 -> 10 nodes. dev: 1 replica on spot g6e.12xlarge (no p4d there) at 50%:
     # 1 x (5.24632 x 730 + 16.00) = +3,845.81. staging as prod: +32,090.16. In all: 68,026.13.
-    assert "| prod (on-demand) | 213,165.86 | 245,256.01 | **+32,090.16 (+15.1%)** |" in comment
+    assert "| prod (on-demand) | 213,458.47 | 245,548.62 | **+32,090.16 (+15.0%)** |" in comment
     assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 | 8,770.08 | **+3,845.81 (+78.1%)** |" in comment
-    assert "| staging (on-demand) | 132,775.46 | 164,865.61 | **+32,090.16 (+24.2%)** |" in comment
+    assert "| staging (on-demand) | 133,068.07 | 165,158.22 | **+32,090.16 (+24.1%)** |" in comment
     assert "### modelfleet cost: +68,026.13 USD/month across 3 environment(s)" in comment
     assert "dev at assumed spot prices (see the row)" in comment
     assert ("gpu-p4d-24xlarge-od (p4d.24xlarge, 21.957642 USD/h + EBS 16.00 USD/month per node): nodes 2-3-6 -> 4-5-10 "
@@ -96,7 +96,7 @@ def test_a_base_file_works_like_a_ref(tmp_path, capsys):
     base.write_text(git(repo, "show", "main:models.yaml"))
     assert main(["--project", str(repo), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 213,165.86 -> 245,256.01 (+32,090.16); min/max change +32,090.16 / +64,180.31" in out
+    assert "prod (on-demand): 213,458.47 -> 245,548.62 (+32,090.16); min/max change +32,090.16 / +64,180.31" in out
     assert "base stacks: the working tree's (a base file is only models.yaml)" in out
 
 
@@ -133,11 +133,11 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     prod.write_text(prod.read_text().replace("modelfleet:capacityType: on-demand", "modelfleet:capacityType: spot"))
     assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
-    # with the 70B: instance-hours 245,048.0133 on-demand -> half of it on spot at the assumed 50%, 122,524.0067,
-    # and the volumes, not discounted: 13 nodes x 16.00 = 208.00
-    assert "| prod (spot, assumed 50% of on-demand) | 213,165.86 | 122,732.01 | **-90,433.85 (-42.4%)** |" in comment
-    # the switch alone: -(213,165.8560 - 11 x 16.00) / 2; then the 70B at spot prices: 2 x (10.978821 x 730 + 16.00)
-    assert "- stack settings: -106,494.93 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
+    # with the 70B: instance-hours 245,308.6261 on-demand -> half of it on spot at the assumed 50%, 122,654.3131,
+    # and the volumes, not discounted: 15 nodes x 16.00 = 240.00 (the CPU group's 2 c7i.xlarge included)
+    assert "| prod (spot, assumed 50% of on-demand) | 213,458.47 | 122,894.31 | **-90,564.15 (-42.4%)** |" in comment
+    # the switch alone: -(213,458.4688 - 13 x 16.00) / 2; then the 70B at spot prices: 2 x (10.978821 x 730 + 16.00)
+    assert "- stack settings: -106,625.23 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
     assert "- models.yaml: +16,061.08 at desired" in comment
     # 3 x (10.978821 x 730 + 16.00) = 24,091.62, from 48,135.24, over what its 3 replicas generate at peak
     served = 3 * Project(root=str(repo)).plan("prod").model("llama-3-3-70b-instruct").estimates.output_tokens_per_s_per_replica
@@ -160,8 +160,8 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     (repo / "prices.yaml").write_text(table.replace("{us-east-1: 21.957642}", "{us-east-1: 22.5}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    # the 70B's 3 nodes x (22.5 - 21.957642) USD/h x 730 h = 1,187.76; 213,165.8560 + 1,187.7639 = 214,353.62
-    assert "prod (on-demand): 213,165.86 -> 214,353.62 (+1,187.76)" in out
+    # the 70B's 3 nodes x (22.5 - 21.957642) USD/h x 730 h = 1,187.76; 213,458.4688 + 1,187.7639 = 214,646.23
+    assert "prod (on-demand): 213,458.47 -> 214,646.23 (+1,187.76)" in out
     assert "  cause price table: +1,187.76 at desired (p4d.24xlarge on-demand us-east-1: 21.957642 -> 22.5 USD/h)" in out
     assert "base price table: main:prices.yaml" in out
     assert "- USD per node-hour 21.957642 (on-demand) -> 22.5 (on-demand)" in out
@@ -177,15 +177,15 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     assert "  cause price table: +32,255.16 at desired (p4d.24xlarge on-demand us-east-1: 21.957642 -> 40.0 USD/h)" in out
     assert "- instance type p4d.24xlarge -> p5.48xlarge" in out
 
-    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 11 nodes at 200 GiB at desired:
-    # 11 x 200 x 0.02 = +44.00
+    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 13 nodes at 200 GiB at desired:
+    # 13 x 200 x 0.02 = +52.00
     old = "usd_per_gib_month: {us-east-1: 0.08}"
     assert old in table
     (repo / "prices.yaml").write_text(table.replace(old, "usd_per_gib_month: {us-east-1: 0.1}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 213,165.86 -> 213,209.86 (+44.00)" in out
-    assert "  cause price table: +44.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
+    assert "prod (on-demand): 213,458.47 -> 213,510.47 (+52.00)" in out
+    assert "  cause price table: +52.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
     assert ("- each node's volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s (16.00 USD/month) -> 200 GiB gp3 at 3000 "
             "IOPS, 125 MiB/s (20.00 USD/month)") in out
 
@@ -200,10 +200,10 @@ def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # staging's settings under new names; models.yaml's `staging:` patches do not apply to them, so they
-    # cost what prod does at prod's sizes: 213,165.86 (a budget of 150,000 in warn mode)
-    assert "| perf (new stack; on-demand) | — | 213,165.86 | **+213,165.86** | ⚠️ 142% of 150,000.00" in comment
-    assert "| qa (stack removed; on-demand) | 213,165.86 | — | **-213,165.86 (-100.0%)** | - |" in comment
-    assert "| prod (on-demand) | 213,165.86 | 213,165.86 | no change |" in comment
+    # cost what prod does at prod's sizes: 213,458.47 (a budget of 150,000 in warn mode)
+    assert "| perf (new stack; on-demand) | — | 213,458.47 | **+213,458.47** | ⚠️ 142% of 150,000.00" in comment
+    assert "| qa (stack removed; on-demand) | 213,458.47 | — | **-213,458.47 (-100.0%)** | - |" in comment
+    assert "| prod (on-demand) | 213,458.47 | 213,458.47 | no change |" in comment
     assert comment.splitlines()[1] == ("### modelfleet cost: 0.00 USD/month across 5 environment(s) — ⚠️ over budget "
                                        "(warn only): perf")  # perf and qa cancel out
     assert "| `llama-3-1-405b-instruct` (added) | +160,780.80 | 160,780.80 | USD 176 per million tokens at 347 tok/s " \
@@ -215,6 +215,7 @@ BIG_COPY = """
   - name: big-405b-copy
     type: llm
     artifact: meta-llama/Llama-3.1-405B-Instruct
+    revision: 0123456789abcdef0123456789abcdef01234567
     size: {dtype: bf16}
     architecture: llama-3.1-405b
     sla: {max_context_tokens: 8192, avg_input_tokens: 2000, avg_output_tokens: 1000, peak_concurrent_sequences: 16,
@@ -234,7 +235,7 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)
     assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in comment
-    assert "| prod (on-demand) | 213,165.86 | 373,946.66 | **+160,780.80 (+75.4%)** |" in comment  # 4 x 40,195.20
+    assert "| prod (on-demand) | 213,458.47 | 374,239.27 | **+160,780.80 (+75.3%)** |" in comment  # 4 x 40,195.20
     assert f"dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in captured.err
     assert "cost: 1 stack(s) do not compile: dev; the report above shows them" in captured.err
     assert "nothing was written" not in captured.err
@@ -285,8 +286,10 @@ def test_instance_type_and_sharding_changes_are_explained(tmp_path):
     assert any(r.startswith("max_num_seqs ") for r in change.reasons)  # two GPUs decode faster: more sequences
     assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h + EBS 16.00 USD/month per node): nodes 2-2-4 -> 0-0-0" in n
                for n in diff.node_groups)
-    # its 2 replicas of 2 GPUs leave half of each 4-GPU node idle: the Triton server moves there, free
-    assert {c.reasons[0] for c in changes.values()} == {"instance type g5.xlarge -> g6e.12xlarge"}
+    # its 2 replicas of 2 GPUs leave half of each 4-GPU node idle: the Triton server moves there, free, and
+    # fraud-scorer leaves its CPU server for it too (the idle GPUs cost nothing more than they do)
+    assert {c.reasons[0] for c in changes.values()} == {"instance type g5.xlarge -> g6e.12xlarge",
+                                                        "instance type c7i.xlarge -> g6e.12xlarge"}
 
 
 def test_removed_model_gives_back_its_cost(tmp_path):
@@ -306,8 +309,12 @@ def test_triton_neighbours_are_named_when_a_server_changes(tmp_path):
     names = {c.name: c for c in diff.changes}
     assert names["resnet50-classifier"].reasons[0] == "sla.peak_rps 100.0 -> 1300.0"
     assert "text-embedder" in names and not names["text-embedder"].edited
-    # the classifier leaves with its pipeline partner, the preprocessor (a pipeline's steps share a server)
-    assert "no longer with image-preprocessor, resnet50-classifier" in names["text-embedder"].reasons
+    # the classifier leaves with its pipeline partner, the preprocessor (a pipeline's steps share a server); the
+    # GPU left to the embedder then has room for fraud-scorer for free, so the compiler moves it back from its CPU
+    # nodes (plan/devices.py)
+    assert ("now shares its GPU with fraud-scorer; no longer with image-preprocessor, resnet50-classifier"
+            in names["text-embedder"].reasons)
+    assert names["fraud-scorer"].layout.startswith("triton-g5-xlarge")
 
 
 # ---------------------------------------------------------------------------------------------- a created cluster
@@ -326,7 +333,7 @@ def test_creating_the_cluster_shows_its_system_nodes_and_control_plane(tmp_path,
     out = capsys.readouterr().out
     # 0.10 x 730 = 73.00 for the control plane; 2 x (0.1008 x 730 + 50 GiB x 0.08) = 155.168 for the system
     # nodes (4 at max: 310.336)
-    assert "prod (on-demand): 213,165.86 -> 213,394.02 (+228.17); min/max change +228.17 / +383.34" in out
+    assert "prod (on-demand): 213,458.47 -> 213,686.63 (+228.17); min/max change +228.17 / +383.34" in out
     assert "cause stack settings: +228.17 at desired (modelfleet:cluster.create: unset -> true; " in out
     assert ("  cluster: system nodes, on-demand (m7i.large, 0.1008 USD/h + EBS 4.00 USD/month per node): nodes 0-0-0 "
             "-> 2-2-4 (min-desired-max) = +155.17 at desired\n") in out

@@ -26,10 +26,13 @@ from modelfleet.project import Project
 from tests.conftest import ROOT
 
 PRICE = {"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6e.xlarge": 1.861, "g6e.12xlarge": 10.49264,
-         "p4d.24xlarge": 21.957642, "p5.48xlarge": 55.04}
+         "p4d.24xlarge": 21.957642, "p5.48xlarge": 55.04, "c7i.xlarge": 0.1785}
 H = 730
 EBS = {"g4dn.xlarge": 16.0, "g5.xlarge": 16.0, "g6e.xlarge": 16.0, "g6e.12xlarge": 16.0, "p4d.24xlarge": 16.0,
-       "p5.48xlarge": 16.0}
+       "p5.48xlarge": 16.0, "c7i.xlarge": 16.0}
+# The CPU node group of fraud-scorer (KIND_CPU, plan/cpu_placement.py): 2 / 2 / 4 c7i.xlarge, 2 x (0.1785 x 730 + 16)
+# = 292.61 a month at min and desired, 585.22 at max (3 replicas at the HPA's max, 1 more for the rollout surge).
+CPU_GROUP = (292.61, 292.61, 585.22)
 
 
 def per_node(instance_type: str, ratio: float = 1.0) -> float:
@@ -39,7 +42,7 @@ def per_node(instance_type: str, ratio: float = 1.0) -> float:
 
 def test_the_price_table_is_the_one_the_arithmetic_uses(catalogue):
     for name, usd_per_hour in PRICE.items():
-        assert catalogue.instances[name].price("us-east-1") == usd_per_hour
+        assert catalogue.node_type(name).price("us-east-1") == usd_per_hour
     assert catalogue.eks_usd_per_cluster_hour == 0.10
     assert catalogue.price_sources["us-east-1"]["on-demand"].as_of == "2026-07-20"
     gp3 = catalogue.ebs_gp3["us-east-1"]
@@ -61,7 +64,8 @@ def test_prod_node_groups(costed):
     # instance type: (min, desired, max nodes) from `plan --stack prod`; max holds the HPA's max plus one
     # replica's rollout surge of each workload (the 405B: 3 replicas + 1, 2 nodes each; the 70B: ceil(3 x 1.5)
     # = 5 replicas + 1 of one p4d each; the 8B: 3 + 1 on g6e.xlarge)
-    expected = {"g5.xlarge": (2, 2, 4), "g6e.xlarge": (2, 2, 4), "p4d.24xlarge": (2, 3, 6), "p5.48xlarge": (4, 4, 8)}
+    expected = {"g5.xlarge": (2, 2, 4), "g6e.xlarge": (2, 2, 4), "p4d.24xlarge": (2, 3, 6), "p5.48xlarge": (4, 4, 8),
+                "c7i.xlarge": (2, 2, 4)}
     for instance_type, nodes in expected.items():
         group = _group(cost, instance_type)
         assert group.nodes == nodes
@@ -80,11 +84,11 @@ def test_prod_node_groups(costed):
 
 def test_prod_total_at_min_desired_max(costed):
     total = costed["prod"].cost.monthly_usd
-    assert total.desired == pytest.approx(1_500.76 + 2_749.06 + 48_135.23598 + 160_780.80)  # 213,165.85598
-    assert total.min == pytest.approx(1_500.76 + 2_749.06 + 32_090.15732 + 160_780.80)  # 197,120.77732
-    assert total.max == pytest.approx(3_001.52 + 5_498.12 + 96_270.47196 + 321_561.60)  # 426,331.71196
-    # of which EBS at desired: 11 nodes x 16.00 = 176.00 (0.1%)
-    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 176.0
+    assert total.desired == pytest.approx(1_500.76 + 2_749.06 + 48_135.23598 + 160_780.80 + 292.61)  # 213,458.46598
+    assert total.min == pytest.approx(1_500.76 + 2_749.06 + 32_090.15732 + 160_780.80 + 292.61)  # 197,413.38732
+    assert total.max == pytest.approx(3_001.52 + 5_498.12 + 96_270.47196 + 321_561.60 + 585.22)  # 426,916.93196
+    # of which EBS at desired: 13 nodes x 16.00 = 208.00 (0.1%)
+    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 208.0
     assert costed["prod"].cost.control_plane_monthly_usd is None  # the stack joins an existing cluster
 
 
@@ -124,20 +128,36 @@ def test_a_per_sequence_decode_rate_no_longer_prices_tokens(tmp_path):
 
 def test_shared_triton_gpus_are_split_by_gpu_share(costed):
     plan, cost = costed["prod"].plan, costed["prod"].cost
-    # triton-g5-xlarge holds all five classic models: 2 replicas x 1 GPU, the 2 g5.xlarge GPUs in use.
-    # fraud-scorer: 2,000 / (20,000 x 0.7) = 0.1429 GPUs of compute over 2 replicas = 0.0714 of each;
+    # triton-g5-xlarge holds the four GPU classic models: 2 replicas x 1 GPU, the 2 g5.xlarge GPUs in use.
+    # text-embedder: 800 / (2,500 x 0.7) = 0.4571 GPUs of compute over 2 replicas = 0.2286 of each;
     # session-recommender: 200 / (3,000 x 2 instances x 0.7) = 0.0476 over 2 = 0.0238; the preprocessor and the
     # classifier carry 100 req/s of their own + 200 of the image-classification pipeline (300 / (700 x 0.7) / 2).
-    shares = {"fraud-scorer": 0.0714, "image-preprocessor": 0.3061, "resnet50-classifier": 0.2381,
-              "session-recommender": 0.0238, "text-embedder": 0.2286}  # sum 0.868
+    shares = {"image-preprocessor": 0.3061, "resnet50-classifier": 0.2381, "session-recommender": 0.0238,
+              "text-embedder": 0.2286}  # sum 0.7966
     assert {name: plan.model(name).gpu_share for name in shares} == shares
+    assert plan.server("triton-g5-xlarge").models == tuple(sorted(shares))
     server_usd = 2 * per_node("g5.xlarge")  # 1,500.76
+    embedder = cost.model("text-embedder")
+    assert embedder.monthly_usd.desired == pytest.approx(server_usd * 0.2286 / 0.7966)  # 430.67
+    assert cost.model("image-preprocessor").monthly_usd.desired == pytest.approx(server_usd * 0.3061 / 0.7966)
+    assert "gpu_share 0.2286 of 0.7966" in embedder.attribution
+    # 800 inferences/s = 2,880,000 per hour; 430.67 / 730 USD per hour
+    assert embedder.unit_cost.value == pytest.approx(server_usd * 0.2286 / 0.7966 / 730 / 2_880_000 * 1000)
+
+
+def test_the_cpu_model_pays_for_its_nodes_and_shows_its_saving(costed):
+    """fraud-scorer on KIND_CPU (the compiler's choice in prod): its server holds the 2 c7i.xlarge nodes of its
+    CPU group, alone. On the GPUs it would have added a third g5.xlarge node to triton-g5-xlarge (its 12,000
+    req/s are 12,000 / (20,000 x 0.7) = 0.857 GPUs of compute, 0.7966 x 2 + 0.857 > 2): the plan's
+    gpu_placement_usd_per_hour = 1.006 + 200 x 0.08 / 730 = 1.02792 USD/h, 750.37 a month."""
+    plan, cost = costed["prod"].plan, costed["prod"].cost
     fraud = cost.model("fraud-scorer")
-    assert fraud.monthly_usd.desired == pytest.approx(server_usd * 0.0714 / 0.868)  # 123.45
-    assert cost.model("image-preprocessor").monthly_usd.desired == pytest.approx(server_usd * 0.3061 / 0.868)
-    assert "gpu_share 0.0714 of 0.868" in fraud.attribution
-    # 2,000 inferences/s = 7,200,000 per hour; 123.45 / 730 USD per hour
-    assert fraud.unit_cost.value == pytest.approx(server_usd * 0.0714 / 0.868 / 730 / 7_200_000 * 1000)
+    assert (fraud.device, fraud.instance_type, fraud.gpus) == ("cpu", "c7i.xlarge", (0, 0, 0))
+    assert (fraud.monthly_usd.min, fraud.monthly_usd.desired, fraud.monthly_usd.max) == pytest.approx(CPU_GROUP)
+    assert "holds 2 of the 2 nodes used in cpu-c7i-xlarge-od; alone on it" in fraud.attribution
+    assert plan.model("fraud-scorer").gpu_placement_usd_per_hour == pytest.approx(1.006 + 16 / 730, abs=1e-4)
+    assert fraud.gpu_alternative_monthly_usd == pytest.approx(per_node("g5.xlarge"), abs=0.1)  # 750.38
+    assert fraud.saving_monthly_usd == pytest.approx(per_node("g5.xlarge") - 292.61, abs=0.1)  # 457.77
 
 
 def test_model_costs_add_up_to_the_node_groups(costed):
@@ -202,13 +222,13 @@ def test_a_created_cluster_adds_its_control_plane_and_system_nodes(project, cata
     # 2 x (0.1008 x 730 + 50 x 0.08) = 155.168 at min and desired, 4 x 77.584 = 310.336 at max
     assert (system.monthly_usd.min, system.monthly_usd.desired, system.monthly_usd.max) == (
         pytest.approx(155.168), pytest.approx(155.168), pytest.approx(310.336))
-    assert cost.monthly_usd.desired == pytest.approx(213_165.85598 + 73.0 + 155.168)  # 213,394.02398
-    assert cost.monthly_usd.min == pytest.approx(197_120.77732 + 73.0 + 155.168)  # 197,348.94532
-    assert cost.monthly_usd.max == pytest.approx(426_331.71196 + 73.0 + 310.336)  # 426,715.04796
+    assert cost.monthly_usd.desired == pytest.approx(213_458.46598 + 73.0 + 155.168)  # 213,686.63398
+    assert cost.monthly_usd.min == pytest.approx(197_413.38732 + 73.0 + 155.168)  # 197,641.55532
+    assert cost.monthly_usd.max == pytest.approx(426_916.93196 + 73.0 + 310.336)  # 427,300.26796
     assert "system nodes us-east-1 (on-demand): AWS Pricing API (AmazonEC2, Linux, Shared, On-Demand), via " \
            "Karpenter's generated price table, as of 2026-01-19" in cost.price_basis
     # models pay for their GPUs only: the cluster's own costs are the environment's
-    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(213_165.85598)
+    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(213_458.46598)
 
 
 def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
@@ -248,11 +268,14 @@ def test_an_unpriced_system_type_is_unknown_never_guessed(project, catalogue, sy
 
 
 def test_system_types_are_never_a_models_instance(catalogue):
-    """Kept out of the GPU table: the compiler's families, choices and instanceFamilies never see them."""
+    """Kept out of the GPU table: the compiler's GPU choices never see them. m6i and m7i are CPU families of
+    the catalogue too (KIND_CPU models, cpu_instances): those are types of their own section, priced with the
+    GPU types; m5 is a system family only."""
     assert {"m5.large", "m6i.large", "m7i.large"} <= set(catalogue.system_instances)
     assert not set(catalogue.system_instances) & set(catalogue.instances)
-    assert not {"m5", "m6i", "m7i"} & set(catalogue.families())
+    assert "m5" not in catalogue.families() and {"m6i", "m7i"} <= set(catalogue.cpu_families())
     assert all(i.gpus >= 1 for i in catalogue.instances.values())
+    assert not {"m6i", "m7i"} & {i.family for i in catalogue.in_families(catalogue.families())}
 
 
 def test_a_stack_cannot_name_a_system_family_for_models(tmp_path):
@@ -262,8 +285,8 @@ def test_a_stack_cannot_name_a_system_family_for_models(tmp_path):
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     path = tmp_path / "stacks" / "Pulumi.dev.yaml"
-    path.write_text(path.read_text().replace("modelfleet:instanceFamilies: [", "modelfleet:instanceFamilies: [m7i, "))
-    with pytest.raises(SpecError, match="m7i"):
+    path.write_text(path.read_text().replace("modelfleet:instanceFamilies: [", "modelfleet:instanceFamilies: [m5, "))
+    with pytest.raises(SpecError, match="m5"):
         Project(root=str(tmp_path)).environment("dev")
 
 
@@ -282,10 +305,12 @@ def test_a_region_without_prices_is_unknown_never_guessed(project, catalogue):
 
 
 def _priced_in(catalogue, region: str, ebs: bool = True):
-    """The table with every GPU type (and, with ``ebs``, gp3) priced in ``region`` as in us-east-1."""
+    """The table with every GPU and CPU type (and, with ``ebs``, gp3) priced in ``region`` as in us-east-1."""
     return dataclasses.replace(catalogue, instances=MappingProxyType({
         n: dataclasses.replace(i, usd_per_hour=MappingProxyType({region: i.price("us-east-1")}))
-        for n, i in catalogue.instances.items()}),
+        for n, i in catalogue.instances.items()}), cpu_instances=MappingProxyType({
+        n: dataclasses.replace(i, usd_per_hour=MappingProxyType({region: i.price("us-east-1")}))
+        for n, i in catalogue.cpu_instances.items()}),
         ebs_gp3=MappingProxyType({region: catalogue.ebs_gp3["us-east-1"]} if ebs else {}))
 
 

@@ -48,9 +48,9 @@ def test_over_budget_fails_the_compile_with_the_figures(tmp_path):
     (issue,) = raised.value.issues
     assert issue.file.endswith("stacks/Pulumi.prod.yaml") and issue.line > 0
     assert issue.path == "config.modelfleet:budget"
-    # 213,165.86 - 150,000 = 63,165.86; the three dearest models at desired replicas (see test_figures)
-    assert issue.message == ("prod: desired monthly cost 213,165.86 USD exceeds the budget of 150,000.00 USD (142%): "
-                             "over by 63,165.86 USD; dearest models: llama-3-1-405b-instruct 160,780.80, "
+    # 213,458.47 - 150,000 = 63,165.86; the three dearest models at desired replicas (see test_figures)
+    assert issue.message == ("prod: desired monthly cost 213,458.47 USD exceeds the budget of 150,000.00 USD (142%): "
+                             "over by 63,458.47 USD; dearest models: llama-3-1-405b-instruct 160,780.80, "
                              "llama-3-3-70b-instruct 48,135.24, llama-3-1-8b-instruct 2,749.06")
     assert "raise modelfleet:budget.monthlyUsd" in issue.fix and "onExceed: warn" in issue.fix
 
@@ -61,14 +61,14 @@ def test_over_budget_only_warns_when_the_stack_says_so(tmp_path, capsys):
     (warning,) = [w for w in plan.warnings if w.model == BUDGET_WARNING]
     assert "exceeds the budget of 150,000.00 USD" in warning.message
     assert main(["--project", str(tmp_path), "plan", "--stack", "prod"]) == 0
-    assert "warning: budget: prod: desired monthly cost 213,165.86 USD exceeds" in capsys.readouterr().err
+    assert "warning: budget: prod: desired monthly cost 213,458.47 USD exceeds" in capsys.readouterr().err
 
 
 def test_the_budget_basis_can_be_the_autoscaling_ceiling(tmp_path):
     project = make_project(tmp_path, "prod", {"modelfleet:budget": {"monthlyUsd": 250000, "basis": "max"}})
     status = project.costed("prod").budget
-    assert status.over and status.monthly_usd == pytest.approx(426_331.71196)  # max replicas, see test_figures
-    with pytest.raises(CompileError, match=r"max monthly cost 426,331.71 USD exceeds the budget of 250,000.00"):
+    assert status.over and status.monthly_usd == pytest.approx(426_916.93196)  # max replicas, see test_figures
+    with pytest.raises(CompileError, match=r"max monthly cost 426,916.93 USD exceeds the budget of 250,000.00"):
         project.plan("prod")
 
 
@@ -85,7 +85,7 @@ def test_cost_exits_3_only_for_guardrails_that_would_fail_the_render(tmp_path, c
     staging = ["--project", str(tmp_path), "cost", "--stack", "staging"]
     assert main(staging) == 0
     out = capsys.readouterr().out
-    assert ("staging: desired monthly cost 132,775.46 USD exceeds the budget of 100,000.00 USD (133%) "
+    assert ("staging: desired monthly cost 133,068.07 USD exceeds the budget of 100,000.00 USD (133%) "
             "[OVER BUDGET: a warning only (onExceed: warn)]") in out
     assert main(staging + ["--fail-on", "budget,policy"]) == 0  # warn mode: render succeeds, so does CI
     make_project(tmp_path / "p", "prod", {"modelfleet:budget": {"monthlyUsd": 150000}})
@@ -94,8 +94,8 @@ def test_cost_exits_3_only_for_guardrails_that_would_fail_the_render(tmp_path, c
     assert "[OVER BUDGET: the compile fails (onExceed: fail)]" in capsys.readouterr().out
     assert main(prod + ["--fail-on", "budget"]) == 3
     captured = capsys.readouterr()
-    assert "prod: desired monthly cost 213,165.86 USD exceeds" in captured.out  # the report is still written
-    assert "prod: budget: prod: desired monthly cost 213,165.86 USD exceeds the budget" in captured.err
+    assert "prod: desired monthly cost 213,458.47 USD exceeds" in captured.out  # the report is still written
+    assert "prod: budget: prod: desired monthly cost 213,458.47 USD exceeds the budget" in captured.err
     assert main(prod + ["--fail-on", "policy"]) == 0
 
 
@@ -206,7 +206,8 @@ def test_the_quantisation_advice_is_what_the_compiler_would_do(project, catalogu
 def test_no_quantisation_advice_where_it_cannot_lower_the_gpus(project):
     prod = {i.message.split(":")[0]: i.fix for i in _violations(project, "prod", policies={"max_gpus_per_model": 1})}
     # prod's 8B: 1 GPU per replica, and 2 replicas: its availability floor, which no checkpoint lowers
-    for name in ("llama-3-1-8b-instruct", "fraud-scorer", "image-preprocessor", "resnet50-classifier", "text-embedder"):
+    assert "fraud-scorer" not in prod  # KIND_CPU in prod: it holds no GPU
+    for name in ("llama-3-1-8b-instruct", "image-preprocessor", "resnet50-classifier", "text-embedder"):
         # Triton serves the artifact as it is (and these are measured): nothing else to suggest either
         assert prod[name] == ("lower the peak load or overrides.replicas, lower modelfleet:replicas.maxScaleFactor, "
                               "or raise the policy")
@@ -231,13 +232,21 @@ def test_an_unmeasured_classic_model_is_told_to_measure(tmp_path):
 
 
 def test_allowed_families(project):
-    issues = _violations(project, "prod", policies={"allowed_families": ["g5", "g6", "g6e"]})
+    issues = _violations(project, "prod", policies={"allowed_families": ["g5", "g6", "g6e", "c7i"]})
     assert len(issues) == 2 and "llama-3-3-70b-instruct: runs on p4d.24xlarge" in issues[1].message
     issue = issues[0]
     assert issue.message == ("llama-3-1-405b-instruct: runs on p5.48xlarge; policy allowedFamilies of prod is "
-                             "g5, g6, g6e")
+                             "g5, g6, g6e, c7i")
     assert issue.fix.startswith("drop p5 from modelfleet:instanceFamilies so the compiler picks an allowed family")
     assert "environments: {prod: {enabled: false}}" in issue.fix
+
+
+def test_a_cpu_family_is_allowed_per_stack_like_a_gpu_family(project):
+    """KIND_CPU models run on a CPU family the stack's policy must allow, like any GPU family."""
+    issues = _violations(project, "prod", policies={"allowed_families": ["g5", "g6e", "p5", "m7i"]})
+    (issue,) = [i for i in issues if i.message.startswith("fraud-scorer")]
+    assert issue.message == "fraud-scorer: runs on c7i.xlarge; policy allowedFamilies of prod is g5, g6e, p5, m7i"
+    assert issue.fix.startswith("drop c7i from modelfleet:instanceFamilies so the compiler picks an allowed family")
 
 
 def test_max_monthly_usd_per_model(project):
@@ -247,7 +256,7 @@ def test_max_monthly_usd_per_model(project):
 
 
 def test_every_violation_is_reported_at_once(project):
-    issues = _violations(project, "prod", policies={"max_gpus_per_model": 8, "allowed_families": ["g5", "p5"]})
+    issues = _violations(project, "prod", policies={"max_gpus_per_model": 8, "allowed_families": ["g5", "p5", "c7i"]})
     messages = sorted(i.message.split(":")[0] + ": " + i.message.split("; policy ")[1].split(" ")[0] for i in issues)
     assert messages == ["llama-3-1-405b-instruct: maxGpusPerModel", "llama-3-1-8b-instruct: allowedFamilies",
                         "llama-3-3-70b-instruct: allowedFamilies", "llama-3-3-70b-instruct: maxGpusPerModel"]
@@ -287,7 +296,7 @@ def test_cli_reports_budget_failures_on_one_line_each(tmp_path):
 def test_the_pulumi_program_gets_the_same_guardrails_without_files(project, catalogue):
     from modelfleet.cost.policy import compile_with_guardrails
     env = _env_with(project, "prod", budget={"monthly_usd": 100000})
-    with pytest.raises(CompileError, match="prod: desired monthly cost 213,165.86 USD exceeds the budget"):
+    with pytest.raises(CompileError, match="prod: desired monthly cost 213,458.47 USD exceeds the budget"):
         compile_with_guardrails(project.fleet(), env, catalogue)
     plan, cost = compile_with_guardrails(project.fleet(), project.environment("prod"), catalogue)
-    assert cost.monthly_usd.desired == pytest.approx(213_165.85598) and plan.environment == "prod"
+    assert cost.monthly_usd.desired == pytest.approx(213_458.46598) and plan.environment == "prod"

@@ -26,25 +26,28 @@ from tests.conftest import ROOT
 
 NOW = datetime(2026, 8, 1, 9, 30, tzinfo=timezone.utc)
 REGION = "eu-west-1"
-TYPES = ("g6.xlarge", "g6e.12xlarge", "p5.48xlarge")
+TYPES = ("c7i.xlarge", "g6.xlarge", "g6e.12xlarge", "p5.48xlarge")
+CPU_TYPE = "c7i.xlarge"  # a KIND_CPU node type: priced (on-demand and spot) and checked like the GPU types
 SYSTEM_TYPE = "m7i.large"  # a created cluster's system nodes: on-demand only, never asked for spot
+SAPPHIRE_RAPIDS = "Intel Xeon Scalable (Sapphire Rapids)"
 
 
 def shipped_subset() -> dict:
     data = yaml.safe_load((ROOT / "modelfleet/data/instances.yaml").read_text())
     data["instances"] = {k: v for k, v in data["instances"].items() if k in TYPES}
+    data["cpu_instances"] = {CPU_TYPE: data["cpu_instances"][CPU_TYPE]}
     types = data["system_instances"]["types"]
     data["system_instances"]["types"] = {SYSTEM_TYPE: types[SYSTEM_TYPE]}
     return data
 
 
 # What the Pricing API lists for each type: vcpu, memory, gpu and gpuMemory (the instance's total, nominal).
-HARDWARE = {"g6.xlarge": ("4", "16 GiB", "1", "24 GB"), "g6e.12xlarge": ("48", "384 GiB", "4", "192 GB"),
+HARDWARE = {CPU_TYPE: ("4", "8 GiB", "", ""), "g6.xlarge": ("4", "16 GiB", "1", "24 GB"), "g6e.12xlarge": ("48", "384 GiB", "4", "192 GB"),
             "p5.48xlarge": ("192", "2048 GiB", "8", "640 GB"), SYSTEM_TYPE: ("2", "8 GiB", "", "")}
 
 
 def product(instance_type: str, usd: str, sku: str, reserved_hourly: str = "0.9120000000",
-            hardware: tuple[str, str, str, str] | None = None) -> str:
+            hardware: tuple[str, str, str, str] | None = None, processor: str = "AMD EPYC") -> str:
     """One PriceList entry as AWS sends it: a JSON *string* with product attributes and terms."""
     vcpu, memory, gpu, gpu_memory = hardware or HARDWARE[instance_type]
     return json.dumps({
@@ -53,7 +56,7 @@ def product(instance_type: str, usd: str, sku: str, reserved_hourly: str = "0.91
             "locationType": "AWS Region", "operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA",
             "capacitystatus": "Used", "licenseModel": "No License required", "operation": "RunInstances",
             "instanceFamily": "GPU instance", "servicecode": "AmazonEC2", "usagetype": f"EU-BoxUsage:{instance_type}",
-            "vcpu": vcpu, "memory": memory, "gpu": gpu, "gpuMemory": gpu_memory, "physicalProcessor": "AMD EPYC",
+            "vcpu": vcpu, "memory": memory, "gpu": gpu, "gpuMemory": gpu_memory, "physicalProcessor": processor,
             "currentGeneration": "Yes", "processorArchitecture": "64-bit", "marketoption": "OnDemand"}},
         "serviceCode": "AmazonEC2",
         "terms": {
@@ -100,8 +103,9 @@ def clients():
     return pricing, Stubber(pricing), ec2, Stubber(ec2)
 
 
-def stub_pricing(stub: Stubber) -> None:
-    # sorted order; g6.xlarge arrives over two pages, p5.48xlarge is not sold in the region
+def stub_pricing(stub: Stubber, processor: str = SAPPHIRE_RAPIDS) -> None:
+    # sorted order (the CPU type first); g6.xlarge arrives over two pages, p5.48xlarge is not sold in the region
+    stub_cpu(stub, processor)
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "NextToken": "page-2",
                                        "PriceList": [product("g6.xlarge", "0.8896000000", "G6XLEU")]},
                       params("g6.xlarge"))
@@ -111,6 +115,12 @@ def stub_pricing(stub: Stubber) -> None:
                       params("g6e.12xlarge"))
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params("p5.48xlarge"))
     stub_system(stub)
+
+
+def stub_cpu(stub: Stubber, processor: str = SAPPHIRE_RAPIDS) -> None:
+    """The CPU type, asked first (the types are asked in name order)."""
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [
+        product(CPU_TYPE, "0.2016000000", "C7IXLEU", processor=processor)]}, params(CPU_TYPE))
 
 
 def stub_system(stub: Stubber, hardware: tuple[str, str, str, str] | None = None,
@@ -164,7 +174,8 @@ def stub_spot(stub: Stubber) -> None:
         spot("g6.xlarge", "eu-west-1c", "0.4500", earlier)]}, spot_params())
     stub.add_response("describe_spot_price_history", {"NextToken": "", "SpotPriceHistory": [
         spot("g6.xlarge", "eu-west-1c", "0.3050", later),  # newer than the 0.45 above: that one is stale
-        spot("g6e.12xlarge", "eu-west-1a", "4.1203", later)]}, spot_params("more"))
+        spot("g6e.12xlarge", "eu-west-1a", "4.1203", later), spot(CPU_TYPE, "eu-west-1b", "0.0712", later)]},
+        spot_params("more"))
 
 
 def test_refresh_rebuilds_one_regions_prices():
@@ -188,6 +199,9 @@ def test_refresh_rebuilds_one_regions_prices():
                              "p5.48xlarge: no spot price in eu-west-1; spot stacks price it at their "
                              "modelfleet:cost.spotPriceRatio x on-demand")
     assert result.data["instances"]["g6.xlarge"]["vcpu"] == 4  # AWS agrees with the table: nothing to report
+    cpu = result.data["cpu_instances"][CPU_TYPE]
+    assert cpu["usd_per_hour"] == {REGION: 0.2016, "us-east-1": 0.1785}  # a CPU type: priced like the GPU ones
+    assert cpu["spot_usd_per_hour"] == {REGION: 0.0712}
     system = result.data["system_instances"]
     assert system["types"][SYSTEM_TYPE]["usd_per_hour"] == {REGION: 0.1128, "us-east-1": 0.1008}
     assert "spot_usd_per_hour" not in system["types"][SYSTEM_TYPE]  # system nodes are never spot
@@ -210,6 +224,7 @@ def test_refresh_rebuilds_one_regions_prices():
 def test_gp3_prices_missing_or_ambiguous_are_left_unknown(gp3, why):
     """The region's shipped gp3 prices are removed, not kept stale, and the preview then says unknown."""
     pricing, stub, _, _ = clients()
+    stub_cpu(stub)
     for name in ("g6.xlarge", "g6e.12xlarge", "p5.48xlarge"):
         stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params(name))
     stub_system(stub, gp3=gp3)
@@ -226,6 +241,7 @@ def test_gp3_prices_missing_or_ambiguous_are_left_unknown(gp3, why):
 
 def test_gp3_price_in_an_unknown_unit_is_reported_not_converted():
     pricing, stub, _, _ = clients()
+    stub_cpu(stub)
     for name in ("g6.xlarge", "g6e.12xlarge", "p5.48xlarge"):
         stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, params(name))
     odd = volume_product("Provisioned Throughput", "EBS:VolumeP-Throughput.gp3", "X", [("TBps-yr", "9.0", "0")])
@@ -239,6 +255,7 @@ def test_gp3_price_in_an_unknown_unit_is_reported_not_converted():
 def test_several_on_demand_prices_are_not_guessed_between():
     pricing, stub, _, _ = clients()
     two = [product("g6.xlarge", "0.8896000000", "A"), product("g6.xlarge", "0.9100000000", "B")]
+    stub_cpu(stub)
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": two}, params("g6.xlarge"))
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [product(
         "g6e.12xlarge", "11.6090000000", "C"), product("g6e.12xlarge", "11.6090000000", "D")]}, params("g6e.12xlarge"))
@@ -273,6 +290,7 @@ def test_hardware_is_checked_against_the_pricing_api():
     """vCPU, RAM and GPU counts are taken from AWS when they differ (and said); GPU memory is only checked."""
     pricing, stub, _, _ = clients()
     wrong = product("g6.xlarge", "0.8896000000", "G6", hardware=("8", "32 GiB", "1", "48 GB"))
+    stub_cpu(stub)
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [wrong]}, params("g6.xlarge"))
     stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [product(
         "g6e.12xlarge", "11.6090000000", "G6E")]}, params("g6e.12xlarge"))
@@ -372,3 +390,15 @@ def test_no_credentials_is_one_line_not_a_traceback(monkeypatch, tmp_path):
     assert main(["--project", str(tmp_path), "prices", "refresh", "--region", REGION, "--out",
                  str(tmp_path / "p.yaml")]) == 2
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_a_cpu_type_whose_processor_is_not_the_tables_is_reported():
+    """Measured CPU figures carry over between families of one processor: a table naming the wrong processor
+    would let them carry over to the wrong families, so the Pricing API's physicalProcessor is checked."""
+    pricing, pricing_stub, _, _ = clients()
+    stub_pricing(pricing_stub, processor="Intel Xeon 8375C (Ice Lake)")
+    with pricing_stub:
+        result = refresh_prices(shipped_subset(), REGION, pricing, None, NOW)
+    assert any(line.startswith(f"{CPU_TYPE}: the Pricing API lists physicalProcessor 'Intel Xeon 8375C (Ice Lake)'")
+               and "sapphire-rapids (Sapphire Rapids)" in line for line in result.report), result.report
+    assert result.data["cpu_instances"][CPU_TYPE]["cpu"] == "sapphire-rapids"  # reported, never rewritten

@@ -170,7 +170,7 @@ def test_without_secrets_every_step_runs_and_preview_is_skipped_with_a_notice(tm
     assert run.ran == ["Install", COST, PREVIEW, POST, VALIDATE, RENDER, "pulumi preview skipped"] and not run.failed
     comment = (work / "cost-comment.md").read_text()
     assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +68,026.13 USD/month")
-    assert "| prod (on-demand) | 213,165.86 | 245,256.01 | **+32,090.16 (+15.1%)** |" in comment
+    assert "| prod (on-demand) | 213,458.47 | 245,548.62 | **+32,090.16 (+15.0%)** |" in comment
     assert "- base stacks: origin/main:stacks/" in comment  # the stacks were read at the base branch
     assert (tmp_path / "summary.md").read_text() == comment == posted(tmp_path)
     log = calls(tmp_path)
@@ -189,7 +189,10 @@ def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes
     cost, preview = comment.split("<!-- modelfleet-preview -->")
     assert cost.startswith("<!-- modelfleet-cost -->")  # one comment: the cost first, then the resources
     assert "### Offline preview: what `pulumi up` would change against `origin/main`" in preview
-    assert "| prod | 8 | 2 | 0 | 0 | 0 | 63 |" in preview  # created, updated, replaced, deleted, node rolls
+    # created, updated, replaced, deleted, node rolls, unchanged: the new model's objects with its PrometheusRule and
+    # dashboard; the fleet overview dashboard updated (it lists every model); the rest unchanged, the CPU server that
+    # fraud-scorer runs on (with its rule, dashboard and canary analysis) among them
+    assert "| prod | 10 | 3 | 0 | 0 | 0 | 87 |" in preview
     assert "| ➕ | k8s:Deployment `modelfleet/llama-3-1-70b-support` | created |" in preview
     assert ("| 🔄 | aws:eks:NodeGroup `gpu-p4d-24xlarge-od` | `scalingConfig.maxSize: 6 -> 10`; "
             "`scalingConfig.minSize: 2 -> 4`;") in preview
@@ -215,7 +218,7 @@ def test_a_change_that_does_not_compile_still_posts_the_comment_then_fails(tmp_p
     comment = (work / "cost-comment.md").read_text()
     assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 | ❌ does not compile | unknown | - |" in comment
     assert "- ❌ dev: ./models.yaml:" in comment and "big-405b-copy" in comment
-    assert "| prod (on-demand) | 213,165.86 | 373,946.66 |" in comment  # the other stacks keep their figures
+    assert "| prod (on-demand) | 213,458.47 | 374,239.27 |" in comment  # the other stacks keep their figures
     assert "gh api --method PATCH repos/acme/models/issues/comments/4242 -F body=@cost-comment.md" in calls(tmp_path)
     assert "cost: 1 stack(s) do not compile: dev" in run.output[COST]
 
@@ -232,7 +235,7 @@ def test_a_change_over_budget_posts_the_comment_then_fails(tmp_path):
     assert "| ❌ 123% of 200,000.00 (desired): the render fails |" in comment
     # the budget edit is a stack change, read at the base branch and named as a cause
     assert "- stack settings: no cost change (modelfleet:budget.monthlyUsd: 250000 -> 200000)" in comment
-    assert "prod: budget: prod: desired monthly cost 245,256.01 USD exceeds the budget of 200,000.00 USD" \
+    assert "prod: budget: prod: desired monthly cost 245,548.62 USD exceeds the budget of 200,000.00 USD" \
         in run.output[COST]
 
 

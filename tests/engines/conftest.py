@@ -200,3 +200,16 @@ class Output:
 @pytest.fixture(scope="session")
 def dev_plan(project):
     return project.plan("dev")
+
+
+def served_config(server, name: str):
+    """The configuration the running server reports for ``name``, as Triton's ModelConfig message."""
+    import json
+    import urllib.request
+
+    from google.protobuf import json_format
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    loopback = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
+    with loopback.open(f"{server.http_url}/v2/models/{name}/config", timeout=5) as response:
+        return json_format.ParseDict(json.loads(response.read()), mc.ModelConfig(), ignore_unknown_fields=True)

@@ -15,11 +15,16 @@ from modelfleet.render.client import class_name, identifier, render_client
 from tests.conftest import ROOT, update_golden
 from tests.engines.conftest import load_module
 
-GOLDEN = Path(__file__).parent / "golden" / "fleet_client_dev.py"
+GOLDEN = Path(__file__).parent / "golden" / "fleet_client.py"
+STACKS = ("dev", "prod", "staging")
 
 
-def test_client_module_matches_golden(dev_plan) -> None:
-    source = render_client(dev_plan)
+def fleet_plans(project):
+    return [project.plan(stack) for stack in STACKS]
+
+
+def test_client_module_matches_golden(project) -> None:
+    source = render_client(fleet_plans(project))
     if update_golden():
         GOLDEN.write_text(source)
     assert source == GOLDEN.read_text(), "generated client changed (MODELFLEET_UPDATE_GOLDEN=1 to accept)"
@@ -27,8 +32,40 @@ def test_client_module_matches_golden(dev_plan) -> None:
 
 def test_client_is_deterministic_and_the_cli_writes_the_same_bytes(project, tmp_path) -> None:
     out = tmp_path / "fleet_client.py"
-    assert main(["--project", str(ROOT), "client", "--stack", "dev", "--out", str(out)]) == 0
-    assert out.read_text() == render_client(project.plan("dev")) == render_client(project.plan("dev"))
+    assert main(["--project", str(ROOT), "client", "--out", str(out)]) == 0
+    assert out.read_text() == render_client(fleet_plans(project)) == render_client(fleet_plans(project)[::-1])
+
+
+def test_dev_and_prod_share_one_client_with_the_strictest_limits(project, client_module) -> None:
+    """The issue's case: dev's text-embedder batches 64, prod's 32; the one module refuses 64 for every stack."""
+    np = pytest.importorskip("numpy")
+    dev, prod = project.plan("dev").model("text-embedder"), project.plan("prod").model("text-embedder")
+    assert (dev.max_batch_size, prod.max_batch_size) == (64, 32)
+    assert client_module.TextEmbedder.max_batch_size == 32
+    ids = np.ones((64, 8), dtype=np.int64)
+    with pytest.raises(ValueError, match=r"input_ids: batch 64, expected 1..32"):
+        client_module.TextEmbedder.request(ids, ids, caller="tests")
+    assert "stacks dev, prod, staging" in client_module.__doc__
+
+
+def test_every_request_names_its_caller_in_a_header(client_module) -> None:
+    np = pytest.importorskip("numpy")
+    request = client_module.FraudScorer.request(np.zeros((1, 64), np.float32), caller="checkout-service")
+    assert request.options["headers"] == {"x-modelfleet-caller": "checkout-service"}
+    for bad in ("", "two words", "x" * 200, None):
+        with pytest.raises(ValueError, match="caller"):
+            client_module.FraudScorer.request(np.zeros((1, 64), np.float32), caller=bad)
+
+
+def test_a_model_that_differs_between_stacks_has_no_one_client(project) -> None:
+    from modelfleet.errors import CompileError
+
+    dev, prod = project.plan("dev"), project.plan("prod")
+    embedder = prod.model("text-embedder")
+    changed = embedder.model_copy(update={"inputs": embedder.inputs[:1]})
+    prod = prod.model_copy(update={"models": tuple(changed if m.name == "text-embedder" else m for m in prod.models)})
+    with pytest.raises(CompileError, match="text-embedder differs between stacks dev, prod"):
+        render_client([dev, prod])
 
 
 def test_names_become_python_identifiers() -> None:
@@ -51,27 +88,28 @@ def test_requests_carry_the_compiled_names_dtypes_and_shapes(client_module) -> N
     import tritonclient.grpc as grpcclient
 
     ids = np.ones((2, 7), dtype=np.int64)
-    request = client_module.TextEmbedder.request(ids, ids)
+    request = client_module.TextEmbedder.request(ids, ids, caller="tests")
     assert request.model_name == "text-embedder"
     assert [(i.name(), i.datatype(), i.shape()) for i in request.inputs] == [
         ("input_ids", "INT64", [2, 7]), ("attention_mask", "INT64", [2, 7])]
     assert [o.name() for o in request.outputs] == ["embedding"]
-    grpc_request = client_module.FraudScorer.request(np.zeros((3, 64), np.float32), protocol=grpcclient)
+    grpc_request = client_module.FraudScorer.request(np.zeros((3, 64), np.float32), caller="tests", protocol=grpcclient)
     assert isinstance(grpc_request.inputs[0], grpcclient.InferInput)
     images = np.array([[b"P6 1 1 255\n..."]], dtype=np.object_)
-    assert client_module.ImagePreprocessor.request(images).inputs[0].datatype() == "BYTES"
+    assert client_module.ImagePreprocessor.request(images, caller="tests").inputs[0].datatype() == "BYTES"
 
 
 @pytest.mark.parametrize("shape, dtype, message", [
     ((2, 64), "float64", "features: dtype float64, expected FP32"),
     ((2, 63), "float32", r"features: shape \[2, 63\], expected \[batch, 64\]"),
     ((64,), "float32", r"features: shape \[64\], expected \[batch, 64\]"),
-    ((129, 64), "float32", r"features: batch 129, expected 1..128"),  # dev's fraud-scorer: max_batch_size 128
+    # fraud-scorer: max_batch_size 32 on its CPU server (prod, staging), 128 on dev's GPU; the client holds the strictest
+    ((33, 64), "float32", r"features: batch 33, expected 1..32"),
 ])
 def test_requests_refuse_what_the_server_would_refuse(client_module, shape, dtype: str, message: str) -> None:
     np = pytest.importorskip("numpy")
     with pytest.raises(ValueError, match=message):
-        client_module.FraudScorer.request(np.zeros(shape, dtype=dtype))
+        client_module.FraudScorer.request(np.zeros(shape, dtype=dtype), caller="tests")
 
 
 class PartialResult:

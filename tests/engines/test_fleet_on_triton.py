@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 
-import json
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 
@@ -24,7 +22,6 @@ np = engine_import("triton", "numpy")
 ort = engine_import("triton", "onnxruntime")
 httpclient = engine_import("triton", "tritonclient.http")
 grpcclient = engine_import("triton", "tritonclient.grpc")
-from google.protobuf import json_format  # noqa: E402
 from tritonclient.grpc import model_config_pb2 as mc  # noqa: E402
 from tritonclient.utils import InferenceServerException, triton_to_np_dtype  # noqa: E402
 
@@ -33,7 +30,7 @@ from modelfleet.plan.types import TritonModelPlan  # noqa: E402
 from modelfleet.render.client import render_client  # noqa: E402
 from modelfleet.render.fleet import render_fleet  # noqa: E402
 from modelfleet.render.triton import parse_config  # noqa: E402
-from tests.engines.conftest import load_module, make_artifact_root, served  # noqa: E402
+from tests.engines.conftest import load_module, make_artifact_root, served, served_config  # noqa: E402
 
 pytestmark = pytest.mark.engine
 
@@ -85,7 +82,7 @@ def infer(server, model, values: list[np.ndarray], protocol: ModuleType = httpcl
     if model.stateful and not options:
         options = {"sequence_id": next(SEQUENCES), "start": True, "end": True}
     try:
-        request = model.request(*values, protocol=protocol, **options)
+        request = model.request(*values, caller="tests", protocol=protocol, **options)
         return model.decode(client.infer(request.model_name, request.inputs, outputs=request.outputs,
                                          **request.options))
     finally:
@@ -109,13 +106,6 @@ def test_every_compiled_classic_model_loads_and_answers(fleet, dev_plan) -> None
             assert value.shape == (batch, *tensor.dims), (model.name, value.shape)
             assert value.dtype == np.dtype(triton_to_np_dtype(tensor.datatype)), (model.name, value.dtype)
             assert np.isfinite(value).all()
-
-
-def served_config(server, name: str) -> mc.ModelConfig:
-    """The configuration the running server reports for ``name``, as Triton's ModelConfig message."""
-    loopback = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
-    with loopback.open(f"{server.http_url}/v2/models/{name}/config", timeout=5) as response:
-        return json_format.ParseDict(json.loads(response.read()), mc.ModelConfig(), ignore_unknown_fields=True)
 
 
 def without_server_defaults(config: mc.ModelConfig, compiled: mc.ModelConfig) -> mc.ModelConfig:

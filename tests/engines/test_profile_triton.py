@@ -63,14 +63,12 @@ def profile(project: Path, *args: str) -> tuple[str, float]:
 
 
 def changed_lines(before: str, after: str) -> list[str]:
-    """Removed ("-") and added ("+") lines. No autojunk: in a file of 200 lines or more difflib would treat
-    lines as common as a blank one as junk and report them moved."""
+    """Removed lines ("-...") then added ones ("+..."), per changed group; autojunk off (see
+    tests/test_profile_yaml.py), so a recurring unchanged line is never reported as changed."""
     a, b = before.splitlines(), after.splitlines()
-    out = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op != "equal":
-            out += ["-" + line for line in a[i1:i2]] + ["+" + line for line in b[j1:j2]]
-    return out
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [line for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"
+            for line in [f"-{x}" for x in a[i1:i2]] + [f"+{x}" for x in b[j1:j2]]]
 
 
 def test_profile_at_a_url_is_written_under_its_gpu_and_the_next_plan_uses_it(dev_plan, tmp_path: Path) -> None:
@@ -85,7 +83,8 @@ def test_profile_at_a_url_is_written_under_its_gpu_and_the_next_plan_uses_it(dev
     # only the measured figures of fraud-scorer change; measured_on stays a10g; the date and table are added
     assert [line.split(":")[0] for line in lines if line[0] == "-"] == ["-      rps_per_instance", "-      compute_ms"]
     assert [line.split(":")[0] for line in lines if line[0] == "+"] == [
-        "+      rps_per_instance", "+      compute_ms", "+      measured_at", "+      batches"] + ["+        - {batch_size"] * 8
+        "+      rps_per_instance", "+      compute_ms", "+      measured_at", "+      batches",
+        *["+        - {batch_size"] * 8]
 
     spec = Project(str(project)).fleet().model(MODEL).profile
     assert spec.measured_on == "a10g" and spec.measured_at == DATE
@@ -117,4 +116,5 @@ def test_profile_of_the_local_server_is_this_cpus_and_the_plan_says_so(tmp_path:
     assert spec.compute_ms == spec.batches[-1].p99_ms and spec.rps_per_instance == spec.batches[-1].throughput_rps
     planned = Project(str(project)).plan("dev").model(MODEL)
     assert not planned.measured  # an ONNX model's GPU plan does not rest on a CPU
-    assert planned.speed_basis.startswith("UNMEASURED (its profile was measured on a CPU, which says nothing about a GPU)")
+    assert planned.speed_basis.startswith(
+        "UNMEASURED (its profile was measured on a CPU, which says nothing about a GPU)")

@@ -57,7 +57,13 @@ def test_serve_llm_answers_completions_and_stops_cleanly(tmp_path: Path) -> None
         assert answer["model"] == LLM and answer["usage"]["completion_tokens"] == 4
         assert isinstance(answer["choices"][0]["text"], str)
         with _LOOPBACK.open(base + "/metrics", timeout=30) as response:
-            assert b"vllm:num_requests_running" in response.read()
+            metrics = response.read().decode()
+        assert "vllm:num_requests_running" in metrics
+        # the canary analysis's series (#15), after one finished request, and the error reason it counts
+        from modelfleet.render.analysis import VLLM_SERIES
+        assert all(any(line.startswith(series + "{") for line in metrics.splitlines()) for series in VLLM_SERIES), (
+            [s for s in VLLM_SERIES if s not in metrics])
+        assert 'finished_reason="error"' in metrics
         process.send_signal(signal.SIGTERM)
         assert process.wait(90) == 0
         output.until("vLLM stopped", 5)

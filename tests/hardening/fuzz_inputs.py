@@ -160,7 +160,18 @@ def classic_models(draw: st.DrawFn, name: str) -> dict[str, Any]:
     extra = draw(st.fixed_dictionaries({}, optional={
         "versions": st.lists(_int(1, B.MAX_VERSION), min_size=1, max_size=3), "team": st.text(max_size=20),
         "handles_cancellation": st.booleans()}))
+    if "versions" not in extra:  # pinned, as prod requires (#15; unpinned models: tests/plan/test_day_two.py)
+        extra["version"] = draw(st.one_of(_int(1, B.MAX_VERSION), st.builds(
+            lambda n, h: {"number": n, "sha256": h}, _int(1, 1000), st.from_regex(r"\A[0-9a-f]{64}\Z"))))
+    if draw(st.integers(0, 7)) == 0:
+        extra["rollout"] = draw(rollouts)
     return model | ({"profile": profile} if profile else {}) | ({"overrides": overrides} if overrides else {}) | extra
+
+
+# A rollout as models.yaml writes it (#15): rolling, or a canary with valid steps and pause.
+rollouts = st.one_of(st.just({"strategy": "rolling"}), st.builds(
+    lambda steps, pause: {"strategy": "canary", "steps": sorted(set(steps)) + [100], "pause": pause},
+    st.lists(st.integers(1, 99), max_size=3), st.sampled_from(["1m", "90s", "10m", "1h"])))
 
 
 @st.composite
@@ -198,8 +209,13 @@ def llm_models(draw: st.DrawFn, name: str) -> dict[str, Any]:
         "tensor_parallel_size": st.sampled_from([t for t in (1, 2, 4, 8) if heads % t == 0]),
         "pipeline_parallel_size": _int(1, 16), "max_num_seqs": _int(1, 4096), "replicas": _int(1, 1000),
         "gpu_memory_utilization": _float(0.5, 0.98), "kv_cache_dtype": st.sampled_from(["auto", "fp8"]),
-        "enable_prefix_caching": st.booleans(), "serving": st.sampled_from(["vllm", "triton"])}))
+        "enable_prefix_caching": st.booleans(), "serving": st.just("vllm")}))
     serving = overrides.pop("serving", None)
+    # pinned (#15): a Hub commit, or an s3:// sub-prefix
+    model["revision"] = draw(st.from_regex(r"\A[0-9a-f]{40}\Z") if not model["artifact"].startswith("s3://")
+                             else st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._=-]{0,20}\Z"))
+    if draw(st.integers(0, 7)) == 0:
+        model["rollout"] = draw(rollouts)
     return model | ({"serving": serving} if serving else {}) | ({"overrides": overrides} if overrides else {})
 
 

@@ -22,9 +22,17 @@ import pytest
 import yaml
 
 SCHEMAS = Path(__file__).resolve().parent / "crd_schemas"
-# The CRDs we render, with the upstream release each vendored schema subset was written from.
+CRDS = Path(__file__).resolve().parent / "crds"  # real CRDs, unchanged (crds/README.md)
+# The CRDs we render: a vendored schema subset (JSON, with the upstream release it was written from), or the
+# real CRD itself (YAML: its openAPIV3Schema, made strict by strict_schema).
 CRD_SCHEMAS = {("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworkerset.x-k8s.io_v1.json",
-               ("monitoring.coreos.com/v1", "ServiceMonitor"): "monitoring.coreos.com_v1_servicemonitor.json"}
+               ("monitoring.coreos.com/v1", "ServiceMonitor"): "monitoring.coreos.com_v1_servicemonitor.json",
+               # the real CRD, unchanged (tests/observability/crds/README.md)
+               ("monitoring.coreos.com/v1", "PrometheusRule"):
+                   "../../observability/crds/monitoring.coreos.com_prometheusrules.yaml",
+               ("argoproj.io/v1alpha1", "Rollout"): "argoproj.io_rollout-crd.yaml",
+               ("argoproj.io/v1alpha1", "AnalysisTemplate"): "argoproj.io_analysis-template-crd.yaml",
+               ("gateway.networking.k8s.io/v1", "HTTPRoute"): "gateway.networking.k8s.io_httproutes.yaml"}
 CHECKOV_TIMEOUT_S = 600
 
 
@@ -75,12 +83,51 @@ def lws_pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return wrapped
 
 
+def strict_schema(schema: Any) -> Any:
+    """An openAPIV3Schema as JSON Schema that rejects unknown fields, as `kubectl apply --validate=strict`
+    does (the API server would silently prune them): every object schema with properties and no
+    ``additionalProperties`` or ``x-kubernetes-preserve-unknown-fields`` gets ``additionalProperties: false``.
+    The ``x-kubernetes-*`` keys stay (JSON Schema ignores them); CEL rules (x-kubernetes-validations) are not
+    evaluated."""
+    if isinstance(schema, list):
+        return [strict_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: strict_schema(value) for key, value in schema.items()}
+    if ("properties" in out and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")):
+        out["additionalProperties"] = False
+    return out
+
+
+def real_crd_schema(api_version: str, file: str) -> dict[str, Any]:
+    """The openAPIV3Schema of ``api_version``'s version in a real CRD file (crds/), strict."""
+    crd = yaml.safe_load((CRDS / file).read_text())
+    version = api_version.split("/")[-1]
+    found = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    return strict_schema(found["schema"]["openAPIV3Schema"])
+
+
 @cache
 def _crd_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
-    schema = json.loads((SCHEMAS / CRD_SCHEMAS[(api_version, kind)]).read_text())
+    file = CRD_SCHEMAS[(api_version, kind)]
+    if file.endswith(".yaml"):  # a whole CRD, unchanged: its served version's schema, strict; not meta-checked
+        # (its patterns are Go's, e.g. ^(?i)...)
+        return jsonschema.Draft7Validator(real_crd_schema(api_version, file))
+    schema = json.loads((SCHEMAS / file).read_text())
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+def rollout_pod_template(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Rollout's pod template as a v1 PodTemplate (kubernetes-validate and checkov know no Rollout)."""
+    meta, template = obj["metadata"], obj["spec"]["template"]
+    return {"apiVersion": "v1", "kind": "PodTemplate",
+            "metadata": {"name": f"{meta['name']}-rollout", "namespace": meta.get("namespace", "default"),
+                         "annotations": template["metadata"].get("annotations") or {},
+                         "labels": template["metadata"].get("labels") or {}},
+            "template": template}
 
 
 def is_crd(obj: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ CLASSIC = """models:
     type: tabular
     framework: onnx
     artifact: s3://bkt/scorer
+    version: 1
     size: {{memory_gib: 0.5}}
     inputs: [{{name: x, dtype: fp32, dims: [{dims}]}}]
     outputs: [{{name: y, dtype: fp32, dims: [1]}}]
@@ -28,6 +29,7 @@ LLM = """models:
   - name: chat
     type: llm
     artifact: org/model
+    revision: 0123456789abcdef0123456789abcdef01234567
     size: {{dtype: bf16}}
     architecture: llama-3.1-8b
     sla: {{max_context_tokens: 4096, {load}, p99_ttft_ms: 2000, availability: 99.0}}
@@ -41,6 +43,7 @@ def classic_pair(rps: str, rps_per_instance: str, gpu_memory_gib: str) -> str:
     type: tabular
     framework: onnx
     artifact: s3://bkt/{name}
+    version: 1
     size: {{params: 1, dtype: bf16}}
     inputs: [{{name: x, dtype: fp32, dims: [4]}}]
     outputs: [{{name: y, dtype: fp32, dims: [1]}}]

@@ -19,6 +19,7 @@ from tests.hardening.judges import (
     is_crd,
     kubernetes_objects,
     lws_pod_templates,
+    rollout_pod_template,
     require_executable,
     require_module,
     run_checkov,
@@ -52,7 +53,8 @@ def manifests(project, stack: str) -> list[dict[str, Any]]:
 def judged_objects(project, stack: str) -> list[dict[str, Any]]:
     """What the judges see: every rendered object, and each LeaderWorkerSet's pods as PodTemplates."""
     objects = manifests(project, stack)
-    return objects + [t for o in objects if o["kind"] == "LeaderWorkerSet" for t in lws_pod_templates(o)]
+    return objects + [t for o in objects if o["kind"] == "LeaderWorkerSet" for t in lws_pod_templates(o)] + [
+        rollout_pod_template(o) for o in objects if o["kind"] == "Rollout"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -61,7 +63,8 @@ def test_the_example_renders_every_kind_the_judges_must_see(project, stack):
     assert {"Deployment", "Service", "ServiceAccount", "ServiceMonitor", "NetworkPolicy", "PodDisruptionBudget",
             "Namespace", "DaemonSet"} <= set(kinds), kinds
     if stack == "prod":  # the 405B model: a LeaderWorkerSet, its two templates judged as PodTemplates
-        assert kinds["LeaderWorkerSet"] >= 1 and kinds["PodTemplate"] == 2 * kinds["LeaderWorkerSet"]
+        assert kinds["LeaderWorkerSet"] >= 1
+    assert kinds["PodTemplate"] == 2 * kinds["LeaderWorkerSet"] + kinds["Rollout"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -75,7 +78,7 @@ def test_kubernetes_validate_strict(project, stack):
             checked[obj["kind"]] += 1
     crds = sum(is_crd(o) for o in judged_objects(project, stack))
     assert sum(checked.values()) + crds == len(judged_objects(project, stack)), "every object is judged by one schema"
-    assert checked["Deployment"] >= 2 and checked["Service"] >= 2, checked
+    assert checked["Deployment"] + checked["PodTemplate"] >= 2 and checked["Service"] >= 2, checked
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -194,7 +197,8 @@ def test_checkov_findings_catch_a_failure_an_unreasoned_skip_and_an_unread_file(
     reported."""
     objects = copy.deepcopy([o for o in judged_objects(project, "prod") if o["kind"] in ("Deployment", "PodTemplate")])
     triton = next(o for o in objects if o["metadata"]["labels"]["app.kubernetes.io/component"] == "triton")
-    triton["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
+    pod = triton["template"] if triton["kind"] == "PodTemplate" else triton["spec"]["template"]  # a canary's Rollout
+    pod["spec"]["containers"][0]["securityContext"]["privileged"] = True
     worker = next(o for o in objects if o["kind"] == "PodTemplate")
     key = next(k for k, v in worker["metadata"]["annotations"].items() if v.startswith("CKV_K8S_22="))
     worker["metadata"]["annotations"][key] = "CKV_K8S_22="

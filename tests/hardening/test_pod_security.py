@@ -113,7 +113,7 @@ KINDS = ("Pod", "PodTemplate", "Deployment", "DaemonSet", "StatefulSet", "Replic
 def triton_pod(project) -> Pod:
     """A real rendered Triton pod template (non-root, no written exceptions), without its checkov skips."""
     deployment = next(o for o in kubernetes_objects(project.rendered("prod")[1])
-                      if o["kind"] == "Deployment" and o["metadata"]["labels"]["app.kubernetes.io/component"] == "triton")
+                      if o["kind"] in ("Deployment", "Rollout") and o["metadata"]["labels"]["app.kubernetes.io/component"] == "triton")
     template = copy.deepcopy(deployment["spec"]["template"])
     template["metadata"].pop("annotations", None)
     return template

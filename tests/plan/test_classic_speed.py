@@ -159,5 +159,6 @@ def test_the_cost_comment_marks_an_unmeasured_model():
 def test_the_example_fleet_is_measured_and_says_where(plans):
     for model in plans["prod"].models:
         if model.serving == "triton" and model.type != "llm":
-            assert model.measured and model.speed_basis.startswith("measured on NVIDIA A10G")
+            where = "measured on c7i (Sapphire Rapids" if model.device == "cpu" else "measured on NVIDIA A10G"
+            assert model.measured and model.speed_basis.startswith(where)
             assert estimate_unit_cost(model, 1000.0, None).unmeasured is None

@@ -241,3 +241,13 @@ def test_the_estimates_and_the_explanation_quote_the_same_figures(plans):
             ttft, tpot = f"p99 TTFT {e.ttft_p99_ms:,.0f} ms", f"TPOT {e.tpot_ms:.1f} ms"
             assert ttft in model.decisions[0].reason and tpot in model.decisions[0].reason, model.name
             assert ttft in text and tpot in text, model.name
+
+
+def test_the_canary_gates_tpot_on_the_sla_or_on_the_planned_slowest_stream(plans):
+    """The canary analysis's TPOT bound was 1000 / profile.output_tokens_per_s_per_sequence (33.3 ms by
+    default), a figure the planner no longer uses: now the SLA's p99_tpot_ms, or without one the TPOT the plan
+    predicts with max_num_seqs running."""
+    assert plans["prod"].model("llama-3-1-8b-instruct").tpot_ms == 50.0  # sla.p99_tpot_ms
+    loose = plan_of("llama-3.1-8b", "max_context_tokens: 8192, avg_input_tokens: 1000, peak_concurrent_sequences: 8, "
+                    "p99_ttft_ms: 3000").model("chat")
+    assert loose.p99_tpot_ms is None and loose.tpot_ms == pytest.approx(loose.estimates.tpot_at_max_num_seqs_ms)

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...cost.fleet import FleetCost
 from ...plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
 from ...plan.teams import workload_team
-from ...plan.types import FleetPlan, VllmModelPlan
+from ...plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from ...spec.environment import DeploySettings
 from ..fleet import render_triton_repositories
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
@@ -26,6 +27,10 @@ from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
 from .triton import model_repository_prefix, render_triton_manifests, repository_files, repository_objects
 from .vllm import from_hub, hf_secret_metadata, hf_secret_name, render_vllm_manifests
 from .yaml_dump import dump_yaml
+
+# After the modules above: the observability package reads the workloads' start-up budgets from them.
+from ..observability import DashboardBuilder, dashboard_config_map, fleet_config_map  # noqa: E402
+from ..observability import prometheus_rule, rule_groups, workload_dashboard  # noqa: E402
 
 __all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "dump_yaml", "from_hub", "hf_secret_metadata",
            "hf_secret_name", "model_repository_bucket", "model_repository_prefix",
@@ -44,10 +49,13 @@ def vllm_models(plan: FleetPlan) -> list[VllmModelPlan]:
     return [m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"]
 
 
-def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings,
-                           repositories: Mapping[str, bytes] | None = None) -> dict[str, list[dict[str, Any]]]:
+def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories: Mapping[str, bytes] | None = None, *,
+                           docs_url: str | None = None, dashboards: DashboardBuilder | None = None,
+                           cost: FleetCost | None = None) -> dict[str, list[dict[str, Any]]]:
     """Objects grouped by workload ("cluster", each Triton server, each vLLM model), each in apply order.
-    ``repositories``: the rendered Triton repositories (rendered here when not given)."""
+    ``repositories``: the rendered Triton repositories (rendered here when not given). Every workload gets its
+    PrometheusRule (runbook links under ``docs_url``); with a ``dashboards`` builder, its dashboard ConfigMap,
+    and the cluster group the fleet overview (with ``cost``)."""
     files = render_triton_repositories(plan) if repositories is None else repositories
     groups: dict[str, list[dict[str, Any]]] = {CLUSTER: render_cluster_manifests(plan, deploy.ami_type,
                                                                                     deploy.install_device_plugin)}
@@ -57,14 +65,27 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings,
                                                       repository_files(files, server))
     for model in vllm_models(plan):
         groups[model.name] = render_vllm_manifests(plan, model)
+    for workload in (*plan.triton_servers, *vllm_models(plan)):
+        groups[workload.name] += _observability(plan, workload, docs_url, dashboards)
+    if dashboards is not None and cost is not None:
+        groups[CLUSTER].append(fleet_config_map(plan, cost, dashboards))
     return {name: [with_team(o, workload_team(plan, name)) for o in objects] for name, objects in groups.items()}
 
 
-def render_kubernetes(plan: FleetPlan, deploy: DeploySettings) -> dict[str, bytes]:
+def _observability(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan, docs_url: str | None,
+                   dashboards: DashboardBuilder | None) -> list[dict[str, Any]]:
+    objects = [prometheus_rule(plan, workload.name, rule_groups(plan, workload, docs_url=docs_url))]
+    if dashboards is not None:
+        objects.append(dashboard_config_map(plan, workload_dashboard(plan, workload), dashboards))
+    return objects
+
+
+def render_kubernetes(plan: FleetPlan, deploy: DeploySettings, *, docs_url: str | None = None,
+                      dashboards: DashboardBuilder | None = None, cost: FleetCost | None = None) -> dict[str, bytes]:
     """``kubernetes/<workload>.yaml``: one multi-document file per workload, objects in apply order, keys
     sorted; and ``prerequisites/``: the prometheus-adapter values a platform team installs for the HPAs."""
-    files = {f"kubernetes/{name}.yaml": dump_yaml(objects)
-             for name, objects in sorted(render_fleet_manifests(plan, deploy).items())}
+    manifests = render_fleet_manifests(plan, deploy, docs_url=docs_url, dashboards=dashboards, cost=cost)
+    files = {f"kubernetes/{name}.yaml": dump_yaml(objects) for name, objects in sorted(manifests.items())}
     return files | {ADAPTER_VALUES_FILE: render_adapter_values()}
 
 

@@ -50,7 +50,7 @@ def _device_plugin_pod(plan: FleetPlan) -> dict[str, Any]:
         "securityContext": c.container_security(read_only_root=True, non_root=False),
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
         "volumeMounts": [{"name": "device-plugin", "mountPath": DEVICE_PLUGIN_DIR}]}
-    instance_types = sorted({g.instance_type for g in plan.node_groups})
+    instance_types = sorted({g.instance_type for g in plan.node_groups if g.device == "gpu"})  # not on CPU nodes
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": instance_types}]}]}}}
     return {"priorityClassName": "system-node-critical", "automountServiceAccountToken": False,
@@ -76,6 +76,6 @@ def render_cluster_manifests(plan: FleetPlan, ami_type: str, install_device_plug
     """The namespace, and the device plugin (with its network policy) when the nodes' AMI lacks it and the
     stack has not said the cluster runs one already (``deploy.installDevicePlugin: false``)."""
     objects = [namespace(plan)]
-    if install_device_plugin and ami_type in AMIS_WITHOUT_DEVICE_PLUGIN and plan.node_groups:
+    if install_device_plugin and ami_type in AMIS_WITHOUT_DEVICE_PLUGIN and any(g.device == "gpu" for g in plan.node_groups):
         objects += [device_plugin(plan), device_plugin_network_policy()]
     return objects

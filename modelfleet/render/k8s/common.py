@@ -70,11 +70,14 @@ def await_budget_s(replicas: int, startup_s: int) -> int:
 
 def gpu_placement(instance_type: str, capacity_type: str) -> dict[str, Any]:
     """Only on this node group's nodes, tolerating the GPU taint every GPU node carries."""
-    return {
-        "nodeSelector": {"node.kubernetes.io/instance-type": instance_type,
-                         "eks.amazonaws.com/capacityType": "SPOT" if capacity_type == "spot" else "ON_DEMAND"},
-        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-    }
+    return {**cpu_placement(instance_type, capacity_type),
+            "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]}
+
+
+def cpu_placement(instance_type: str, capacity_type: str) -> dict[str, Any]:
+    """Only on this node group's nodes (a CPU node group carries no taint, so nothing to tolerate)."""
+    return {"nodeSelector": {"node.kubernetes.io/instance-type": instance_type,
+                             "eks.amazonaws.com/capacityType": "SPOT" if capacity_type == "spot" else "ON_DEMAND"}}
 
 
 def zone_spread(match: dict[str, str], rolling: bool = True) -> list[dict[str, Any]]:

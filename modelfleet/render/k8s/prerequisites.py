@@ -65,13 +65,23 @@ def adapter_values() -> dict[str, Any]:
             "rules": {"default": False, "custom": adapter_rules()}}
 
 
+# What Grafana's dashboard sidecar loads: ConfigMaps with this label, from every namespace, each into the
+# folder its annotation names (render/observability: the fleet's dashboards carry both).
+GRAFANA_SIDECAR = {"enabled": True, "label": "grafana_dashboard", "labelValue": "1", "searchNamespace": "ALL",
+                   "folderAnnotation": "grafana_folder", "provider": {"foldersFromFilesStructure": True}}
+
+
 def prometheus_stack_values() -> dict[str, Any]:
-    """The operator, its CRDs and one Prometheus that scrapes every ServiceMonitor (not only the chart's
-    release label); no Grafana or Alertmanager: this fleet needs the metrics its HPAs read."""
-    return {"fullnameOverride": "kube-prometheus-stack", "grafana": {"enabled": False},
-            "alertmanager": {"enabled": False},
+    """The operator, its CRDs and one Prometheus that scrapes every ServiceMonitor and evaluates every
+    PrometheusRule (not only those with the chart's release label); Alertmanager for the SLO alerts (its
+    receivers are the platform team's: docs/operations/observability.md); Grafana with the dashboard sidecar. Grafana's
+    admin password is left to the chart to generate (the kube-prometheus-stack default is a published one)."""
+    return {"fullnameOverride": "kube-prometheus-stack",
+            "grafana": {"enabled": True, "adminPassword": "", "sidecar": {"dashboards": GRAFANA_SIDECAR}},
+            "alertmanager": {"enabled": True},
             "prometheus": {"prometheusSpec": {"serviceMonitorSelectorNilUsesHelmValues": False,
-                                              "podMonitorSelectorNilUsesHelmValues": False, "retention": "7d"}}}
+                                              "podMonitorSelectorNilUsesHelmValues": False,
+                                              "ruleSelectorNilUsesHelmValues": False, "retention": "7d"}}}
 
 
 def autoscaler_values(cluster_name: str, region: str, kubernetes_version: str) -> dict[str, Any]:

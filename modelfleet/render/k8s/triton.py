@@ -28,7 +28,9 @@ from ...plan.engine_args import (
 )
 from ...plan.node_volume import repository_gib
 from ...plan.types import FleetPlan, PodPlan, TritonModelPlan, TritonServerPlan
+from ...spec.digest import DIGEST_PIPELINE
 from . import common as c
+from .rollouts import canary_objects, is_canary
 
 TRITON_UID = 1000  # the image's triton-server user (the image has no USER line, so the pod says it)
 REPOSITORY_DIGEST = "modelfleet.io/repository-sha256"
@@ -74,15 +76,32 @@ def repository_objects(files: Mapping[str, bytes], server: TritonServerPlan) -> 
 
 
 def sync_script(bucket: str, server: TritonServerPlan, plan: FleetPlan, revision: str) -> str:
-    """The init container's shell: the revision's configs, then each model's versions from where they live."""
+    """The init container's shell: the revision's configs, then each model's pinned version folders (its whole
+    prefix when unpinned), each pinned digest checked (the pod fails rather than serve other bytes)."""
     steps = [f"aws s3 sync --only-show-errors {shlex.quote(f's3://{bucket}/{revision}/')} {MODEL_REPOSITORY_DIR}/"]
     for name in server.models:
         model = plan.model(name)
         if isinstance(model, TritonModelPlan):
-            source = model.artifact.rstrip("/") + "/"
-            steps.append(f"aws s3 sync --only-show-errors --exclude config.pbtxt {shlex.quote(source)} "
-                         f"{shlex.quote(f'{MODEL_REPOSITORY_DIR}/{name}/')}")
+            steps += _model_copy(model)
     return "set -eu\n" + "\n".join(steps) + "\n"
+
+
+def _model_copy(model: TritonModelPlan) -> list[str]:
+    source, target = model.artifact.rstrip("/"), f"{MODEL_REPOSITORY_DIR}/{model.name}"
+    if not model.versions:
+        return [f"aws s3 sync --only-show-errors --exclude config.pbtxt {shlex.quote(source + '/')} "
+                f"{shlex.quote(target + '/')}"]
+    steps = [f"aws s3 sync --only-show-errors {shlex.quote(f'{source}/{v}/')} {shlex.quote(f'{target}/{v}/')}"
+             for v in model.versions]
+    if model.version_sha256:
+        steps.append(digest_check(f"{target}/{model.versions[0]}", model.version_sha256, model.name))
+    return steps
+
+
+def digest_check(directory: str, sha256: str, name: str) -> str:
+    """Shell: the folder's content digest (``folder_digest``'s definition) must be ``sha256``."""
+    return (f"got=$(cd {shlex.quote(directory)} && {DIGEST_PIPELINE}); [ \"$got\" = {sha256} ] || "
+            f"{{ echo \"{name}: version folder digest $got, models.yaml pins {sha256}\" >&2; exit 1; }}")
 
 
 def startup_s(server: TritonServerPlan, plan: FleetPlan) -> int:
@@ -132,7 +151,8 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
     assert server.pod is not None  # the compiler sets every workload's pod
     pod: dict[str, Any] = {
         "serviceAccountName": server.name, "automountServiceAccountToken": False,
-        "securityContext": c.pod_security(TRITON_UID), **c.gpu_placement(group.instance_type, group.capacity_type),
+        "securityContext": c.pod_security(TRITON_UID),
+        **(c.cpu_placement if server.device == "cpu" else c.gpu_placement)(group.instance_type, group.capacity_type),
         "initContainers": [_init_container(sync_script(bucket, server, plan, revision), aws_cli_image, plan.region,
                                            server.pod)],
         "containers": [_container(server, plan, server.pod)],
@@ -174,11 +194,9 @@ def autoscaling_metrics(server: TritonServerPlan, plan: FleetPlan) -> list[dict[
     metrics = []
     for name in server.models:
         model = plan.model(name)
-        if isinstance(model, TritonModelPlan):
-            drained = model.rps_per_instance * model.instance_count * model.queue_timeout_us / 1e6
-            metrics.append(c.pods_metric(PENDING_METRIC, math.floor(drained / 2), {"model": name}))
-        else:  # an LLM on Triton's vLLM backend: a quarter of its batch waiting, as for vLLM itself
-            metrics.append(c.pods_metric(PENDING_METRIC, model.max_num_seqs // 4, {"model": name}))
+        assert isinstance(model, TritonModelPlan)  # LLMs are served by vLLM's own Deployment
+        drained = model.rps_per_instance * model.instance_count * model.queue_timeout_us / 1e6
+        metrics.append(c.pods_metric(PENDING_METRIC, math.floor(drained / 2), {"model": name}))
     return metrics
 
 
@@ -196,4 +214,7 @@ def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: s
                c.pdb(server.name, plan),
                c.network_policy(server.name, plan, [p for _, p in ports]),
                c.service_monitor(server.name, plan, "metrics")]
-    return objects + ([scaler] if scaler else [])
+    objects += [scaler] if scaler else []
+    if is_canary(server.rollout):
+        return canary_objects(server, plan, objects, ("triton", ports), TRITON_HTTP_PORT)
+    return objects

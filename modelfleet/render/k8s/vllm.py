@@ -20,6 +20,7 @@ from ...plan.node_volume import hf_cache_gib
 from ...plan.teams import TEAM_LABEL, team_of
 from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
+from .rollouts import canary_objects, is_canary
 
 HF_CACHE = "/root/.cache/huggingface"
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
@@ -80,7 +81,8 @@ def _download_container(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]
     only this container: the emptyDir outlives it, and huggingface_hub resumes the files it had, so a slow
     download is never started over from zero, nor counted against the serving container's startup probe."""
     assert model.pod is not None
-    script = (f"from huggingface_hub import snapshot_download; snapshot_download({model.artifact!r}, "
+    revision = f"revision={model.revision!r}, " if model.revision else ""  # the commit vLLM's --revision reads
+    script = (f"from huggingface_hub import snapshot_download; snapshot_download({model.artifact!r}, {revision}"
               f"allow_patterns={list(DOWNLOAD_PATTERNS)!r})")
     return {"name": "model-download", "image": model.image, "imagePullPolicy": "IfNotPresent",
             "command": ["python3", "-c", script], "env": _env(model, plan),
@@ -200,4 +202,7 @@ def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[st
                c.group_pdb(model.name, plan) if multi_node else c.pdb(model.name, plan),
                c.network_policy(model.name, plan, [VLLM_PORT], peers=multi_node),
                c.service_monitor(model.name, plan, "http")]
-    return objects + ([scaler] if scaler else [])
+    objects += [scaler] if scaler else []
+    if is_canary(model.rollout) and not multi_node:
+        return canary_objects(model, plan, objects, ("vllm", [("http", VLLM_PORT)]), VLLM_PORT)
+    return objects
