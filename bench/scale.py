@@ -111,15 +111,18 @@ def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
 
 def cli(project: Project, *args: str) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one real ``modelfleet`` command."""
-    started = time.perf_counter()
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's modelfleet, whatever is installed
-    process = subprocess.Popen([MODELFLEET, "--project", project.root, *args], env=environ,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(f"modelfleet {' '.join(args)} failed: {process.stderr.read().decode()[-2000:]}")
+    # stderr to a file, not a pipe: a command's warnings (two per LLM without p99_tpot_ms or avg_input_tokens)
+    # fill a 64 KiB pipe nobody reads during wait4, and the command then blocks forever.
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        process = subprocess.Popen([MODELFLEET, "--project", project.root, *args], env=environ,
+                                   stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            errors.seek(0)
+            raise RuntimeError(f"modelfleet {' '.join(args)} failed: {errors.read().decode()[-2000:]}")
     return seconds, usage.ru_maxrss / 1024
 
 

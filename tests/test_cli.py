@@ -47,7 +47,8 @@ def test_plan_json_contract():
 def test_plan_text_explains_choices():
     result = run("plan", "--stack", "prod")
     assert result.returncode == 0, result.stderr
-    assert "why: cheapest layout that fits" in result.stdout
+    assert "Cheapest layout that meets the SLA at peak" in result.stdout
+    assert "estimates: 2,000 in / 300 out: prefill" in result.stdout  # every LLM's predicted speed
     assert "not p4d.24xlarge" in result.stdout
 
 

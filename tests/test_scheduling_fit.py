@@ -164,11 +164,11 @@ def test_the_device_plugin_can_be_left_to_the_cluster(plans, project):
 
 def test_streamed_weights_are_budgeted_for_every_rank(plans, project):
     """Defect 11: with runai_streamer every tensor-parallel rank reads the whole checkpoint, which the startup
-    budget counted once: 4x short for the 70B on 4 GPUs."""
+    budget counted once: 4x short for the 70B on 4 GPUs (it now runs on the 8 A100s of a p4d: 8 ranks)."""
     from modelfleet.render.k8s.vllm import startup_s
     model = plans["prod"].model("llama-3-3-70b-instruct")
-    assert model.artifact.startswith("s3://") and model.gpus_per_pod == 4
-    assert startup_s(model, plans["prod"]) >= 300 + 4 * model.weights_gib / 0.5
+    assert model.artifact.startswith("s3://") and model.gpus_per_pod == 8
+    assert startup_s(model, plans["prod"]) >= 300 + 8 * model.weights_gib / 0.5
 
 
 # --------------------------------------------------------------------------- the property
@@ -215,7 +215,8 @@ def check_fleet_fits(plan: FleetPlan, deploy: DeploySettings) -> None:
             free.ephemeral_storage_gib - allowance.ephemeral_storage_gib), (name, group.name)
         gpus_at_max[group.name] = gpus_at_max.get(group.name, 0) + pods * slots
         if size > 1:  # a multi-node replica: its group is one node group per zone, each for whole replicas
-            assert group.zonal and all(z.max_size % size == 0 for z in group.zonal), name
+            assert group.zonal, name  # (single-node workloads sharing the group add nodes of their own)
+            assert len(group.workloads) > 1 or all(z.max_size % size == 0 for z in group.zonal), name
     for group in plan.node_groups:
         assert group.max_size * group.pod_slots >= gpus_at_max.get(group.name, 0), group.name
     for objects in manifests.values():

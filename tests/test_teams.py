@@ -91,7 +91,7 @@ def test_the_pr_comment_shows_what_changes_per_team(tmp_path, capsys):
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
     assert "| team | before | after | change |" in markdown
-    assert "| support | - | 15,351.25 | +15,351.25 |" in markdown
+    assert "| support | - | 32,090.16 | +32,090.16 |" in markdown
 
 
 def _pod_templates(obj: dict) -> list[dict]:
@@ -151,7 +151,7 @@ def test_every_deployed_object_is_labelled_or_tagged_with_its_team(config: str):
     assert groups["gpu-p5-48xlarge-od-zone-1"].inputs["tags"][TEAM_LABEL] == "research"
     assert groups["gpu-g5-xlarge-od"].inputs["tags"][TEAM_LABEL] == "shared"  # five models of four teams
     templates = mocked.of_type(result, "aws:ec2/launchTemplate:LaunchTemplate")
-    assert templates["gpu-g6e-12xlarge-od-lt"].inputs["tags"][TEAM_LABEL] == "assistants"
+    assert templates["gpu-p4d-24xlarge-od-lt"].inputs["tags"][TEAM_LABEL] == "assistants"
     # Not on the instances: their tags are part of the template's version, so a team joining the group would
     # roll its nodes (modelfleet/deploy/node_groups.py)
-    assert TEAM_LABEL not in templates["gpu-g6e-12xlarge-od-lt"].inputs["tagSpecifications"][0]["tags"]
+    assert TEAM_LABEL not in templates["gpu-p4d-24xlarge-od-lt"].inputs["tagSpecifications"][0]["tags"]

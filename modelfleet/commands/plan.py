@@ -84,8 +84,12 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     else:
         head = (f"  {m.name} [{m.serving} on {m.instance_type}, tp={m.tensor_parallel_size} "
                 f"pp={m.pipeline_parallel_size}, {m.replicas} replica(s) x {m.nodes_per_replica} node(s)] "
-                f"max_num_seqs {m.max_num_seqs}, max_model_len {m.max_model_len}, KV {m.kv_cache_gib:.0f} GiB")
+                f"max_num_seqs {m.max_num_seqs}, max_num_batched_tokens {m.max_num_batched_tokens}, max_model_len "
+                f"{m.max_model_len}, KV {m.kv_cache_gib:.0f} GiB" + (", expert parallel" if m.expert_parallel else "")
+                + (f", LoRA {', '.join(m.lora_adapters)}" if m.lora_adapters else ""))
     out = [head, f"      serves {version_of(m)}"]
+    if isinstance(m, VllmModelPlan) and m.estimates is not None:
+        out.append(f"      estimates: {llm_estimates_text(m)}")
     if isinstance(m, TritonModelPlan):
         out.append(f"      speed: a full batch {m.compute_ms:g} ms, {m.rps_per_instance:g} req/s per instance; "
                    f"{m.speed_basis}")
@@ -96,6 +100,16 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     for d in m.decisions:
         out += _decision_lines(d, "      ")
     return out
+
+
+def llm_estimates_text(m: VllmModelPlan) -> str:
+    """One line of an LLM's predicted speed at peak, and what the figures rest on."""
+    e = m.estimates
+    assert e is not None
+    return (f"{e.input_tokens:,} in / {e.output_tokens:,} out: prefill {e.prefill_ms:,.0f} ms, p99 TTFT "
+            f"{e.ttft_p99_ms:,.0f} ms, TPOT {e.tpot_ms:.1f} ms at {e.sequences_per_replica} sequence(s) per replica "
+            f"({e.tpot_at_max_num_seqs_ms:.1f} ms at max_num_seqs), {e.output_tokens_per_s_per_replica:,.0f} tokens/s "
+            f"per replica; binding: {m.binding_constraint}; source: {e.source}")
 
 
 def _measured_line(m: VllmModelPlan) -> str:

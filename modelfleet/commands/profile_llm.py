@@ -24,8 +24,6 @@ from ..serve.vllm_local import TINY_CONTEXT
 from .profile import measured_on
 from .profile_yaml import llm_block
 
-DEFAULT_INPUT_TOKENS = 1024  # a chat turn with some history
-DEFAULT_OUTPUT_TOKENS = 256  # a paragraph of answer
 MIN_REQUESTS = 16  # fewer give no p99 worth writing down
 BENCH_TIMEOUT_S = 1800.0
 
@@ -42,9 +40,8 @@ def _model(plan: FleetPlan, name: str) -> VllmModelPlan:
 def load_for(plan: FleetPlan, model: VllmModelPlan, spec, args: argparse.Namespace, context: int) -> LlmLoad:
     """The offered load: as given, else the plan's per-replica load and the SLA's request shape (pure)."""
     concurrency = args.concurrency or sequences_per_replica(load_sequences(spec), model)
-    # avg_input_tokens / avg_output_tokens arrive with the LLM SLA language (issue 13 item 1).
-    inputs = args.input_tokens or getattr(spec.sla, "avg_input_tokens", None) or DEFAULT_INPUT_TOKENS
-    outputs = args.output_tokens or getattr(spec.sla, "avg_output_tokens", None) or DEFAULT_OUTPUT_TOKENS
+    inputs = args.input_tokens or spec.sla.input_tokens()
+    outputs = args.output_tokens or spec.sla.output_tokens()
     inputs = min(inputs, context - outputs - 1) if inputs + outputs >= context else inputs
     return LlmLoad(concurrency, inputs, outputs, args.requests or max(MIN_REQUESTS, 4 * concurrency))
 

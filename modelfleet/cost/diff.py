@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from ..errors import Issue
 from ..plan.changes import version_change
 from ..plan.compiler import models_in
-from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan
+from ..plan.types import FleetPlan, LlmEstimatesPlan, PlanModel, TritonModelPlan, VllmModelPlan
 from .fleet import LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .policy import BudgetStatus
 
@@ -76,6 +76,7 @@ class ModelChange(PlanModel):
     layout: str  # where it runs after the change (before, when removed)
     reasons: tuple[str, ...]
     unit_cost: UnitCost | None = None  # after the change
+    estimates: LlmEstimatesPlan | None = None  # an LLM's predicted speed at peak, after the change
     edited: bool = False  # its spec in models.yaml changed (else it changed because of other models or inputs)
 
 
@@ -280,7 +281,7 @@ def _added(name: str, head: CostedPlan, reason: str) -> ModelChange:
     after = _usd(head.cost, name)
     return ModelChange(name=name, status="added", before_usd=None, after_usd=after, delta_usd=after,
                        layout=describe_layout(head.plan.model(name), head.plan), reasons=(reason,),
-                       unit_cost=head.cost.model(name).unit_cost)
+                       unit_cost=head.cost.model(name).unit_cost, estimates=head.cost.model(name).estimates)
 
 
 def _removed(name: str, base: CostedPlan, reason: str) -> ModelChange:
@@ -305,7 +306,7 @@ def _changed(name: str, base: CostedPlan, head: CostedPlan, spec0: dict[str, Any
         return None
     return ModelChange(name=name, status="changed", before_usd=before, after_usd=after, delta_usd=delta,
                        layout=describe_layout(m1, head.plan), reasons=reasons, edited=bool(edits),
-                       unit_cost=head.cost.model(name).unit_cost)
+                       unit_cost=head.cost.model(name).unit_cost, estimates=head.cost.model(name).estimates)
 
 
 def describe_spec_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, ...]:

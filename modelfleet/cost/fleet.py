@@ -32,11 +32,10 @@ from collections.abc import Mapping
 
 from ..plan.compiler import models_in
 from ..plan.instances import InstanceCatalogue
-from ..plan.llm import load_sequences
 from ..plan.node_price import HOURS_PER_MONTH, estimate_node_price
 from ..plan.teams import team_of
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
-from ..plan.types import FleetPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
+from ..plan.types import FleetPlan, LlmEstimatesPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
 from .canary import CanaryCost, canary_costs
@@ -61,11 +60,11 @@ class MonthlyUsd(PlanModel):
 
 
 class LlmLoad(PlanModel):
-    """Load behind an LLM's cost per token: sequences at peak and one sequence's decode speed."""
+    """Load behind an LLM's cost per token, as models.yaml declares it (the plan's estimates say what the
+    replicas generate at that load)."""
 
-    peak_sequences: int
-    output_tokens_per_s_per_sequence: float
-    rate_is_default: bool  # the profile does not set output_tokens_per_s_per_sequence: 30, the spec's default
+    peak_sequences: int | None  # peak_concurrent_sequences, when that is how the load is given
+    peak_output_tokens_per_s: float | None  # the load in generated tokens/s, when it is given as a rate
     declared: str  # what models.yaml said, e.g. "peak_concurrent_sequences 32"
 
 
@@ -113,6 +112,7 @@ class ModelCost(PlanModel):
     attribution: str
     monthly_usd: MonthlyUsd | None
     unit_cost: UnitCost | None
+    estimates: LlmEstimatesPlan | None = None  # an LLM's predicted speed at peak, as the plan says it
     device: str = "gpu"  # cpu: KIND_CPU instances on a CPU node group
     # A CPU model: what placing it on the GPUs would cost instead, USD/month at desired replicas (the plan's
     # gpu_placement_usd_per_hour x 730; None: no GPU placement holds it). The preview shows the saving.
@@ -172,17 +172,19 @@ class FleetCost(PlanModel):
 
 
 def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]:
-    """Peak sequences and decode speed per LLM, as the compiler read them (patches applied)."""
+    """The load at peak per LLM, as the compiler read it (patches applied)."""
     loads = {}
     for _, model in models_in(fleet, environment):
         if isinstance(model, LlmModelSpec):
-            declared = (f"peak_concurrent_sequences {model.sla.peak_concurrent_sequences}"
-                        if model.sla.peak_concurrent_sequences is not None
-                        else f"peak_output_tokens_per_s {model.sla.peak_output_tokens_per_s:g}")
-            loads[model.name] = LlmLoad(
-                peak_sequences=load_sequences(model), declared=declared,
-                output_tokens_per_s_per_sequence=model.profile.output_tokens_per_s_per_sequence,
-                rate_is_default="output_tokens_per_s_per_sequence" not in model.profile.model_fields_set)
+            sla = model.sla
+            rate = sla.peak_output_tokens_per_s if sla.peak_requests_per_s is None else (
+                sla.peak_requests_per_s * sla.output_tokens())
+            declared = (f"peak_concurrent_sequences {sla.peak_concurrent_sequences}" if sla.peak_concurrent_sequences
+                        is not None else f"peak_output_tokens_per_s {sla.peak_output_tokens_per_s:g}"
+                        if sla.peak_output_tokens_per_s is not None else
+                        f"peak_requests_per_s {sla.peak_requests_per_s:g} x {sla.output_tokens()} output tokens")
+            loads[model.name] = LlmLoad(peak_sequences=sla.peak_concurrent_sequences, peak_output_tokens_per_s=rate,
+                                        declared=declared)
     return loads
 
 
@@ -353,7 +355,8 @@ def _model_cost(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan,
     return ModelCost(name=model.name, team=team_of(model.team), serving=model.serving, node_group=model.node_group,
                      instance_type=model.instance_type, gpus=gpus, attribution=attribution,  # type: ignore[arg-type]
                      monthly_usd=monthly, unit_cost=unit, device=getattr(model, "device", "gpu"),
-                     gpu_alternative_monthly_usd=None if alternative is None else alternative * HOURS_PER_MONTH)
+                     gpu_alternative_monthly_usd=None if alternative is None else alternative * HOURS_PER_MONTH,
+                     estimates=model.estimates if isinstance(model, VllmModelPlan) else None)
 
 
 def _server_fraction(name: str, members: tuple[str, ...], plan: FleetPlan) -> tuple[float, str]:
@@ -386,18 +389,28 @@ def estimate_unit_cost(model: TritonModelPlan | VllmModelPlan, monthly_usd: floa
     hourly = monthly_usd / HOURS_PER_MONTH
     if isinstance(model, TritonModelPlan):
         return _triton_unit_cost(model, hourly)
-    if load is None:
+    if load is None or model.estimates is None:
         return None
-    sequences = min(load.peak_sequences, model.replicas * model.max_num_seqs)
-    rate = load.output_tokens_per_s_per_sequence
-    default = " (default)" if load.rate_is_default else ""
-    short = None if sequences == load.peak_sequences else (
-        f"under-provisioned: {model.replicas} replica(s) x max_num_seqs {model.max_num_seqs} serve {sequences} of "
-        f"the {load.peak_sequences} sequences at peak")
-    return UnitCost(metric="usd_per_million_tokens", value=_per_unit(hourly, sequences * rate * 3600, 1e6),
-                    basis=f"{sequences} seq x {rate:g} tok/s{default}", shortfall=short,
-                    assumption=f"{sequences} sequences x {rate:g} output tokens/s per sequence{default} = "
-                               f"{sequences * rate:g} tokens/s sustained ({load.declared})")
+    estimates = model.estimates
+    served = model.replicas * estimates.output_tokens_per_s_per_replica
+    short = _llm_shortfall(model, load, served)
+    return UnitCost(metric="usd_per_million_tokens", value=_per_unit(hourly, served * 3600, 1e6),
+                    basis=f"{served:,.0f} tok/s predicted", shortfall=short,
+                    assumption=f"{model.replicas} replica(s) x {estimates.output_tokens_per_s_per_replica:,g} output "
+                               f"tokens/s at {estimates.sequences_per_replica} sequence(s) each = {served:,.0f} tokens/s "
+                               f"sustained ({load.declared}; predicted from {estimates.source})")
+
+
+def _llm_shortfall(model: VllmModelPlan, load: LlmLoad, served: float) -> str | None:
+    """What the replicas do not carry of the declared peak (pinned replicas, a single-replica stack)."""
+    if load.peak_sequences is not None:
+        running = model.replicas * model.max_num_seqs
+        return None if running >= load.peak_sequences else (
+            f"under-provisioned: {model.replicas} replica(s) x max_num_seqs {model.max_num_seqs} serve {running} of "
+            f"the {load.peak_sequences} sequences at peak")
+    wanted = load.peak_output_tokens_per_s or 0.0
+    return None if served >= wanted * (1 - 1e-6) else (
+        f"under-provisioned: {model.replicas} replica(s) generate {served:,.0f} of the {wanted:,.0f} tokens/s at peak")
 
 
 def _triton_unit_cost(model: TritonModelPlan, hourly: float) -> UnitCost:

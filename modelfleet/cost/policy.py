@@ -169,24 +169,27 @@ def fewer_gpus_fixes(model: TritonModelPlan | VllmModelPlan, spec: ClassicModelS
 
 def _quantise_fixes(model: VllmModelPlan, spec: LlmModelSpec, env: EnvironmentSpec) -> list[str]:
     """A smaller checkpoint helps only where weights decide the GPUs: more than one GPU per replica, or replicas
-    set by the load (not the availability floor, a pin, or the max_num_seqs cap) that more KV cache would cut."""
+    the KV cache or the TPOT set (not the availability floor, a pin, TTFT or the max_num_seqs cap): more KV
+    cache, or fewer weight bytes read per decode step, would cut them."""
     per_replica = model.gpus_per_replica > 1
-    by_load = (spec.overrides.replicas is None and spec.overrides.max_num_seqs is None
-               and model.replicas > model.min_replicas and model.max_num_seqs < env.vllm.max_num_seqs_cap)
+    by_load = model.binding_constraint in ("memory", "tpot") and model.replicas > model.min_replicas
     dtype = weight_dtype(spec)
     if not (per_replica or by_load) or dtype == "int4":
         return []
-    what = "fewer GPUs per replica" if per_replica else "more KV cache per replica, so fewer replicas"
+    what = "fewer GPUs per replica" if per_replica else (
+        "more KV cache per replica, so fewer replicas" if model.binding_constraint == "memory" else
+        "faster decoding, so more sequences per replica")
     if dtype in ("fp8", "int8") and spec.quantization is not None:
         return [f"serve a 4-bit checkpoint (size.dtype: int4 with quantization: awq_marlin or gptq_marlin) for {what}"]
     prequantized = ("serve a pre-quantized checkpoint (size.dtype: int4 with quantization: awq_marlin or gptq_marlin, "
                     f"or size.dtype: fp8 with quantization: fp8 on L4, L40S, H100 or H200) for {what}")
-    if (vllm_version(env.vllm.image) or (0, 0)) >= LAYERWISE_ONLINE_QUANTIZATION_SINCE:
+    image = spec.image or env.vllm.image  # the model's own, else the stack's
+    if (vllm_version(image) or (0, 0)) >= LAYERWISE_ONLINE_QUANTIZATION_SINCE:
         return [prequantized + ("" if dtype == "fp8" else ", or size.dtype: fp8 alone (this vLLM release "
                                                           "quantizes the 16-bit checkpoint layer by layer)")]
     online = ("its size.dtype: fp8 without quantization" if dtype == "fp8" else "size.dtype: fp8 alone would not: it")
     return [f"{prequantized}; {online} still loads the 16-bit weights onto the GPUs before quantizing them "
-            f"({env.vllm.image})"]
+            f"({image})"]
 
 
 def _max_replicas(model: TritonModelPlan | VllmModelPlan, plan: FleetPlan) -> int:

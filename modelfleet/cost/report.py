@@ -19,6 +19,7 @@ from typing import Any
 from .canary import canary_text
 from .diff import CENT, CostCause, EnvironmentDiff, FleetDiff, ModelChange
 from .diff import usd as format_usd
+from ..plan.types import LlmEstimatesPlan
 from .fleet import FleetCost, ModelCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .policy import BudgetStatus
 
@@ -67,6 +68,21 @@ def _unit_figure(unit: UnitCost) -> str:
     if unit.value is None:  # nothing served: the shortfall says why
         return f"no finite USD {UNIT_LABELS[unit.metric]}"
     return f"USD {significant(unit.value)} {UNIT_LABELS[unit.metric]}"
+
+
+def speed(estimates: LlmEstimatesPlan | None) -> str:
+    """An LLM's predicted speed at peak, short enough for a table cell, with what it rests on."""
+    if estimates is None:
+        return "-"
+    e = estimates
+    return (f"TTFT p99 {e.ttft_p99_ms:,.0f} ms, TPOT {e.tpot_ms:.1f} ms at {e.sequences_per_replica} seq, "
+            f"{e.output_tokens_per_s_per_replica:,.0f} tok/s per replica ({e.input_tokens:,} in / {e.output_tokens:,} "
+            f"out; {short_source(e.source)})")
+
+
+def short_source(source: str) -> str:
+    """The calibration (database and fit date) or the datasheet GPU, without the efficiencies' provenance."""
+    return source.split(", with the efficiencies")[0]
 
 
 def significant(value: float, digits: int = 3) -> str:
@@ -167,6 +183,8 @@ def _model_text(m: ModelCost) -> list[str]:
     unit = "-" if m.unit_cost is None else _unit_figure(m.unit_cost)
     out = [f"  {m.name:28} {gpus:9} {_range(m.monthly_usd):38} {unit}",
            f"  {'':28}   {m.serving} on {m.instance_type}: {m.attribution}"]
+    if m.estimates is not None:
+        out.append(f"  {'':28}   speed at peak (predicted): {speed(m.estimates)}")
     saving = saving_text(m)
     if saving:
         out.append(f"  {'':28}   {saving}")
@@ -197,6 +215,8 @@ def _environment_diff_text(env: EnvironmentDiff) -> list[str]:
     for change in env.changes:
         lines.append(f"  {change.status:8} {change.name:28} {usd(change.delta_usd, signed=True):>14}  {change.layout}")
         lines += [f"  {'':8} {'':28} {'':>14}  - {r}" for r in change.reasons]
+        if change.estimates is not None:
+            lines.append(f"  {'':8} {'':28} {'':>14}  speed at peak (predicted): {speed(change.estimates)}")
         if change.unit_cost is not None and change.unit_cost.shortfall:
             lines.append(f"  {'':8} {'':28} {'':>14}  WARNING: {change.unit_cost.shortfall}")
         if change.unit_cost is not None and change.unit_cost.unmeasured:
@@ -264,9 +284,10 @@ def render_cost_markdown(views: Sequence[CostView]) -> str:
 def _preview_section_md(view: CostView) -> list[str]:
     if view.cost is None:
         return [f"- ❌ {e}" for e in view.errors]
-    lines = ["| model | runs on | USD/month desired | unit cost at peak |", "|---|---|---:|---|"]
+    lines = ["| model | runs on | USD/month desired | unit cost at peak | LLM speed at peak (predicted) |",
+             "|---|---|---:|---|---|"]
     lines += [f"| `{m.name}` | {m.instance_type}{' (KIND_CPU)' if m.device == 'cpu' else ''} | "
-              f"{usd(m.monthly_usd.desired if m.monthly_usd else None)} | {_unit(m.unit_cost)} |"
+              f"{usd(m.monthly_usd.desired if m.monthly_usd else None)} | {_unit(m.unit_cost)} | {speed(m.estimates)} |"
               for m in view.cost.models]
     savings = [f"- `{m.name}` {saving_text(m)}" for m in view.cost.models if saving_text(m)]
     lines += ["", *savings] if savings else []
@@ -335,7 +356,8 @@ def _environment_md(env: EnvironmentDiff) -> list[str]:
     causes = _shown_causes(env)
     head = [f"- ❌ {e}" for e in env.errors] + [f"- base does not compile: {e}" for e in env.base_errors]
     head += [f"- {_cause_text(c)}" for c in causes]
-    table = ["| model | change | USD/month after | unit cost at peak | why |", "|---|---:|---:|---|---|"]
+    table = ["| model | change | USD/month after | unit cost at peak | LLM speed at peak (predicted) | why |",
+             "|---|---:|---:|---|---|---|"]
     table = table + [_change_row(c) for c in env.changes] if env.changes else []
     teams = ["| team | before | after | change |", "|---|---:|---:|---:|"] + [
         f"| {t.name} | {_team_side(t.before_usd)} | {_team_side(t.after_usd)} | {usd(t.delta_usd, signed=True)} |"
@@ -358,7 +380,8 @@ def _change_row(change: ModelChange) -> str:
     label = f"`{change.name}`" + ("" if change.status == "changed" else f" ({change.status})")
     why = "; ".join(change.reasons) + f" — {change.layout}"
     unit = "-" if change.status == "removed" else _unit(change.unit_cost)
-    return f"| {label} | {usd(change.delta_usd, signed=True)} | {usd(change.after_usd)} | {unit} | {why} |"
+    fast = "-" if change.status == "removed" else speed(change.estimates)
+    return f"| {label} | {usd(change.delta_usd, signed=True)} | {usd(change.after_usd)} | {unit} | {fast} | {why} |"
 
 
 # ---------------------------------------------------------------------------------------------- json

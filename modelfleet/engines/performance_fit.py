@@ -95,8 +95,8 @@ END_TO_END = (("context_attention", "compute_efficiency"), ("context_attention",
               ("decode_attention", "memory_efficiency"), ("decode_attention", "floor_us"),
               ("moe", "compute_efficiency"), ("moe", "memory_efficiency"), ("moe", "floor_us"),
               ("prefill_dispatch_ms_per_layer", None), ("step_overhead_us", None), ("mla_layer_floor_us", None),
-              ("moe_expert_us", None))
-MOE_PARAMETERS, MLA_PARAMETERS = (4, 5, 6, 10), (9,)
+              ("moe_expert_us", None), ("moe_ep_efficiency", None))
+MOE_PARAMETERS, MLA_PARAMETERS, EP_PARAMETERS = (4, 5, 6, 10), (9,), (11,)
 
 
 def with_parameters(gpu: GpuPerformance, values: Sequence[float]) -> GpuPerformance:
@@ -126,11 +126,12 @@ def log_errors(gpu: GpuPerformance, points: Sequence[Measured]) -> tuple[list[fl
 def fit_end_to_end(gpu: GpuPerformance, points: Sequence[Measured]) -> GpuPerformance:
     """``gpu`` with its END_TO_END parameters fitted to ``points`` (prefill and TPOT weigh the same)."""
     uninformed = (() if any(p.shape.is_moe for p in points) else MOE_PARAMETERS) + (
-        () if any(p.shape.is_mla for p in points) else MLA_PARAMETERS)
+        () if any(p.shape.is_mla for p in points) else MLA_PARAMETERS) + (
+        () if any(p.layout.expert_parallel for p in points) else EP_PARAMETERS)
 
     def objective(x: np.ndarray) -> float:
         values = np.exp(x)
-        if np.any(values[[0, 2, 4, 5]] > 1.5):  # efficiencies above 150% of the data sheet are not physical
+        if np.any(values[[0, 2, 4, 5, 11]] > 1.5):  # efficiencies above 150% of the data sheet are not physical
             return 1e9
         prefill, tpot = log_errors(with_parameters(gpu, values), points)
         return float(np.mean(np.square(prefill)) + np.mean(np.square(tpot)))

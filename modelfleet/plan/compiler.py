@@ -7,23 +7,26 @@ import math
 from ..errors import CompileError, Issue
 from ..spec.environment import EnvironmentSpec
 from ..spec.load import apply_environment
-from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
+from ..spec.units import format_param_count
+from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmModelSpec
 from .classic import compile_classic
-from .engine_args import vllm_serve_args, vllm_shm_gib
+from .engine_args import LoraArgs, vllm_serve_args, vllm_shm_gib
 from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
 from .kubelet import memory_share_gib
 from .layout import size_node_groups
-from .llm import LlmCandidate, choose_llm_layout, llm_params, load_sequences, replica_bounds
+from .llm import LlmCandidate, choose_llm_layout, replica_bounds
+from .llm_explain import architecture_decision
 from .llm_measured import with_measurement
+from .llm_speed import Fit
 from .names import node_group_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
 from .pod_resources import with_pods
-from .precision import llm_weights_gib
+from .llm_shape import llm_weights_gib, params_hint, weight_dtype
 from .pins import from_hub_id, pin_issues, pinned_artifact
 from .rollout import llm_rollout
-from .types import Decision, FleetPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
+from .types import Decision, FleetPlan, LlmEstimatesPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
 
@@ -52,7 +55,10 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
-        vllm_plans.append(_vllm_plan(model, env, *chosen, warnings=warnings, issues=issues, index=index))
+        candidate, decision, found = chosen
+        extra = architecture_decision(model, candidate, found)
+        decisions = (decision, _precision_decision(candidate)) + ((extra,) if extra else ())
+        vllm_plans.append(_vllm_plan(model, env, candidate, decisions, warnings=warnings, issues=issues, index=index))
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
     triton_models, servers, pipeline_plans = compile_classic(classic, pipelines, env, catalogue, issues, warnings,
@@ -90,19 +96,13 @@ def gpus_in_use(llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
     return used
 
 
-def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, decision: Decision, *,
+def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, decisions: tuple[Decision, ...], *,
                warnings: list[Warning_], issues: list[Issue], index: int) -> VllmModelPlan:
-    lo, desired, hi = replica_bounds(model, env, chosen.max_num_seqs)
-    gpus_per_pod, precision = chosen.tp, chosen.precision
+    lo, desired, hi = replica_bounds(model, env, chosen.replicas)
+    gpus_per_pod, precision, fit = chosen.tp, chosen.precision, chosen.fit
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
-    prefix = env.vllm.enable_prefix_caching if model.overrides.enable_prefix_caching is None else (
-        model.overrides.enable_prefix_caching)
     artifact = pinned_artifact(model)
-    args = vllm_serve_args(artifact=artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
-                           max_model_len=model.sla.max_context_tokens, max_num_seqs=chosen.max_num_seqs,
-                           gpu_memory_utilization=util, dtype=precision.dtype_flag,
-                           quantization=precision.quantization_flag, kv_cache_dtype=precision.kv_cache_dtype,
-                           prefix_caching=prefix, revision=model.revision if from_hub_id(model.artifact) else None)
+    args = _serve_args(model, env, chosen, util, artifact)
     group = node_group_name(chosen.instance.name, env.capacity_type)
     weights = llm_weights_gib(model)
     # 85% of the pod's share of the node's RAM, at most its share of what the kubelet offers beside the
@@ -115,19 +115,52 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         name=model.name, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
         min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
-        pipeline_parallel_size=chosen.pp, max_num_seqs=chosen.max_num_seqs, max_model_len=model.sla.max_context_tokens,
-        weights_gib=round(weights, 3), kv_cache_gib=round(chosen.kv_cache_gib, 3), kv_cache_tokens=chosen.kv_cache_tokens,
-        gpu_memory_utilization=util, dtype=precision.weights, kv_cache_dtype=precision.kv_cache_dtype,
-        estimated_ttft_ms=round(chosen.ttft_ms, 1), artifact=artifact, args=args, revision=model.revision,
-        tpot_ms=round(1000 / model.profile.output_tokens_per_s_per_sequence, 3),
-        shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1), image=env.vllm.image,
-        decisions=(decision, _precision_decision(chosen)), quantization=precision.quantization_flag,
+        pipeline_parallel_size=chosen.pp, max_num_seqs=fit.max_num_seqs, max_model_len=model.sla.max_context_tokens,
+        weights_gib=round(weights, 3), kv_cache_gib=round(chosen.sized.kv_gib, 3),
+        kv_cache_tokens=chosen.sized.kv_tokens, gpu_memory_utilization=util, dtype=precision.weights,
+        kv_cache_dtype=precision.kv_cache_dtype, estimated_ttft_ms=round(fit.ttft_p99_ms, 1),
+        artifact=artifact, args=args, revision=model.revision, tpot_ms=_tpot_gate(model, fit),
+        shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1),
+        image=model.image or env.vllm.image, decisions=decisions, quantization=precision.quantization_flag,
         checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
-        p99_ttft_ms=model.sla.p99_ttft_ms, availability=model.sla.availability,
-        # sla.p99_tpot_ms is being added to the language (issue 13); its alert appears once the field exists
-        p99_tpot_ms=getattr(model.sla, "p99_tpot_ms", None),
-        rollout=llm_rollout(model, env, (lo, desired, hi), chosen.pp, chosen.instance.name, index, issues, warnings))
-    return with_measurement(plan, model, chosen.instance.gpu.key, load_sequences(model), index, issues, warnings)
+        p99_ttft_ms=model.sla.p99_ttft_ms, p99_tpot_ms=model.sla.p99_tpot_ms, availability=model.sla.availability,
+        rollout=llm_rollout(model, env, (lo, desired, hi), chosen.pp, chosen.instance.name, index, issues, warnings),
+        max_num_batched_tokens=fit.max_num_batched_tokens, expert_parallel=chosen.expert_parallel,
+        lora_adapters=tuple(a.name for a in model.lora.adapters) if model.lora else (),
+        lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen))
+    # the sequences in flight at peak, as the plan spreads them (a rate load's too): what a measurement is held to
+    return with_measurement(plan, model, chosen.instance.gpu.key, fit.sequences_per_replica * desired, index, issues,
+                            warnings)
+
+
+def _tpot_gate(model: LlmModelSpec, fit: Fit) -> float:
+    """The canary analysis's p99 TPOT bound: the SLA's, or the slowest the plan lets a stream get."""
+    return float(model.sla.p99_tpot_ms) if model.sla.p99_tpot_ms is not None else round(fit.tpot_at_max_ms, 3)
+
+
+def estimates_of(model: LlmModelSpec, chosen: LlmCandidate) -> LlmEstimatesPlan:
+    fit = chosen.fit
+    return LlmEstimatesPlan(
+        prefill_ms=round(fit.prefill_ms, 1), ttft_p99_ms=round(fit.ttft_p99_ms, 1), tpot_ms=round(fit.tpot_ms, 2),
+        tpot_at_max_num_seqs_ms=round(fit.tpot_at_max_ms, 2), sequences_per_replica=fit.sequences_per_replica,
+        input_tokens=model.sla.input_tokens(), output_tokens=model.sla.output_tokens(),
+        output_tokens_per_s_per_replica=round(fit.output_tokens_per_s_per_replica, 1), source=chosen.source)
+
+
+def _serve_args(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, util: float,
+                artifact: str) -> tuple[str, ...]:
+    precision = chosen.precision
+    prefix = env.vllm.enable_prefix_caching if model.overrides.enable_prefix_caching is None else (
+        model.overrides.enable_prefix_caching)
+    lora = None if model.lora is None else LoraArgs(tuple((a.name, a.artifact) for a in model.lora.adapters),
+                                                    model.lora.max_rank, model.lora.loras)
+    return vllm_serve_args(artifact=artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
+                           max_model_len=model.sla.max_context_tokens, max_num_seqs=chosen.fit.max_num_seqs,
+                           gpu_memory_utilization=util, dtype=precision.dtype_flag,
+                           quantization=precision.quantization_flag, kv_cache_dtype=precision.kv_cache_dtype,
+                           prefix_caching=prefix, max_num_batched_tokens=chosen.fit.max_num_batched_tokens,
+                           expert_parallel=chosen.expert_parallel, lora=lora, extra=model.overrides.extra_args,
+                           revision=model.revision if from_hub_id(model.artifact) else None)
 
 
 def _precision_decision(chosen: LlmCandidate) -> Decision:
@@ -140,12 +173,27 @@ def _precision_decision(chosen: LlmCandidate) -> Decision:
 
 def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, warnings: list[Warning_]) -> None:
     notes = list(chosen.precision.notes)
-    assumed = llm_params(model)[1]
-    if assumed:
-        notes.append(assumed)
-    peak = model.sla.peak_concurrent_sequences
-    if env.replicas.single_replica and peak and peak > chosen.max_num_seqs:
-        notes.append(f"single-replica environment: 1 replica serves {chosen.max_num_seqs} of the {peak} peak sequences")
+    if isinstance(model.architecture, ArchitectureSpec) and model.size.params is None:
+        notes.append(f"speed estimated for the {format_param_count(params_hint(model) or 0)} parameters size.memory_gib "
+                     f"holds at {weight_dtype(model)}; declare size.params for a better estimate")
+    fit, sla = chosen.fit, model.sla
+    if fit.shortfall:
+        where = "single-replica environment" if env.replicas.single_replica else "overrides.replicas"
+        notes.append(f"{where}: {fit.shortfall}")
+    if fit.ttft_p99_ms > sla.p99_ttft_ms or (sla.p99_tpot_ms is not None and fit.tpot_ms > sla.p99_tpot_ms):
+        notes.append(f"pinned to {fit.replicas} replica(s) ({fit.binding}), it misses the SLA at peak: predicted p99 TTFT "
+                     f"{fit.ttft_p99_ms:,.0f} ms (sla {sla.p99_ttft_ms:g}), TPOT {fit.tpot_ms:.1f} ms"
+                     + (f" (sla {sla.p99_tpot_ms:g})" if sla.p99_tpot_ms is not None else ""))
+    if "output_tokens_per_s_per_sequence" in model.profile.model_fields_set:
+        notes.append("profile.output_tokens_per_s_per_sequence no longer sets the decode speed: the planner predicts "
+                     "it (estimates.tpot_ms), and a measured profile corrects the prediction")
+    if model.sla.avg_input_tokens is None:
+        notes.append(f"no sla.avg_input_tokens: planned for prompts of {model.sla.input_tokens():,} tokens, the context "
+                     f"less the answer (the worst case); declare the average prompt to size for it")
+    if model.sla.p99_tpot_ms is None:
+        notes.append(f"no sla.p99_tpot_ms: max_num_seqs {chosen.fit.max_num_seqs} is bounded by memory alone, and a "
+                     f"stream then gets a token every {chosen.fit.tpot_at_max_ms:.1f} ms when all run; declare the "
+                     "p99 TPOT your users need")
     warnings.extend(Warning_(model=model.name, message=note) for note in notes)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only
@@ -73,8 +74,11 @@ def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm
 
 def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
                     gpu_memory_utilization: float, dtype: str, quantization: str | None, kv_cache_dtype: str,
-                    prefix_caching: bool, revision: str | None = None) -> tuple[str, ...]:
-    """The complete ``vllm serve`` argument list (every default that changed between versions pinned).
+                    prefix_caching: bool, max_num_batched_tokens: int | None = None, expert_parallel: bool = False,
+                    lora: LoraArgs | None = None, extra: tuple[str, ...] = (), revision: str | None = None
+                    ) -> tuple[str, ...]:
+    """The complete ``vllm serve`` argument list (every default that changed between versions pinned), then the
+    model's own ``extra_args`` (which may not repeat these flags: spec/llm_options.py).
 
     ``dtype``, ``quantization`` and ``kv_cache_dtype`` are vLLM's own values (precision.py decides them).
     ``revision``: a Hub commit the weights and the tokenizer are both read at (spec/versions.py)."""
@@ -87,6 +91,7 @@ def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_mo
         "--pipeline-parallel-size", str(pp),
         "--max-model-len", str(max_model_len),
         "--max-num-seqs", str(max_num_seqs),
+        *(("--max-num-batched-tokens", str(max_num_batched_tokens)) if max_num_batched_tokens else ()),
         "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}",
         "--dtype", dtype,
         *(("--quantization", quantization) if quantization else ()),
@@ -94,11 +99,23 @@ def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_mo
         "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
         *(("--revision", revision, "--tokenizer-revision", revision) if revision else ()),
     ]
+    if expert_parallel:
+        args.append("--enable-expert-parallel")
+    if lora is not None:
+        args += ["--enable-lora", "--max-lora-rank", str(lora.max_rank), "--max-loras", str(lora.max_loras),
+                 "--lora-modules", *(f"{name}={artifact}" for name, artifact in lora.adapters)]
     if pp > 1:
         args += ["--distributed-executor-backend", "ray"]  # pipeline stages live on other nodes
     if artifact.startswith("s3://"):
         args += ["--load-format", "runai_streamer"]  # streams safetensors straight from S3
-    return tuple(args)
+    return tuple(args) + tuple(extra)
+
+
+@dataclass(frozen=True)
+class LoraArgs:
+    adapters: tuple[tuple[str, str], ...]  # (name, Hugging Face id)
+    max_rank: int
+    max_loras: int
 
 
 def vllm_shm_gib(gpus_per_pod: int) -> float:

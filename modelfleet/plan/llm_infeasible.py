@@ -2,9 +2,10 @@
 instance type and layout) and the fixes that would work, never a generic "does not fit".
 
 Each instance type reports the layout that got furthest through the checks (precision, weights, KV cache
-for one context, time to first token); the error names the furthest stage any of them reached, since
-that is the constraint left to fix: a 405B model that p5.48xlarge holds but prefills too slowly is a TTFT
-problem, not a memory problem.
+for one context, time to first token of one prompt alone, time per output token of one stream alone); the
+error names the furthest stage any of them reached, since that is the constraint left to fix: a 405B model
+that p5.48xlarge holds but prefills too slowly is a TTFT problem, not a memory problem. (Any load is
+otherwise served by enough replicas: only a layout too slow for a single request is infeasible.)
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from ..errors import Issue
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import LlmModelSpec
 from .instances import InstanceCatalogue, InstanceType
-from .precision import llm_weights_gib, weight_dtype
-from .rejection import CONTEXT, MEMORY, PRECISION, TTFT, Rejection, closeness
+from .llm_shape import llm_weights_gib, weight_dtype
+from .rejection import CONTEXT, MEMORY, PRECISION, TPOT, TTFT, Rejection, closeness
 from .sizing import MAX_PIPELINE_STAGES
 
 SHOWN = 3  # closest candidates named in the message
@@ -33,7 +34,7 @@ def explain_infeasible(model: LlmModelSpec, env: EnvironmentSpec, catalogue: Ins
                      f"families ({', '.join(env.instance_families)})", "pick an allowed instance type")
     stage = max((r.stage for r in rejections), default=-1)
     closest = sorted((r for r in rejections if r.stage == stage), key=closeness, reverse=True)[:SHOWN]
-    explain = {TTFT: _ttft, CONTEXT: _context, MEMORY: _memory, PRECISION: _precision}.get(stage, _layout)
+    explain = {TPOT: _tpot, TTFT: _ttft, CONTEXT: _context, MEMORY: _memory, PRECISION: _precision}.get(stage, _layout)
     message, fixes = explain(model, closest)
     outside = sorted({i.family for i in catalogue.instances.values()
                       if i.family not in env.instance_families and fits_on(i)})
@@ -43,16 +44,23 @@ def explain_infeasible(model: LlmModelSpec, env: EnvironmentSpec, catalogue: Ins
 
 
 def _ttft(model: LlmModelSpec, closest: list[Rejection]) -> tuple[str, list[str]]:
-    context, p99 = model.sla.max_context_tokens, model.sla.p99_ttft_ms
+    prompt, p99 = model.sla.input_tokens(), model.sla.p99_ttft_ms
     fastest = closest[0].figure
-    shown = ", ".join(f"{r.option} {math.ceil(r.figure):,} ms" for r in closest)
+    shown = "; ".join(f"{r.option}: {math.ceil(r.figure):,} ms" for r in closest)
     fixes = [f"raise sla.p99_ttft_ms to at least {math.ceil(fastest)}"]
-    shorter = int(context * p99 / fastest)
-    if shorter >= MIN_CONTEXT_TOKENS:
-        fixes.append(f"lower sla.max_context_tokens to {shorter} (prefill time grows with it)")
-    return (f"time to first token binds: every allowed layout that holds the weights and one {context}-token "
-            f"context misses the p99 TTFT of {p99:g} ms; the fastest estimates for a full prefill on an idle "
-            f"replica: {shown}"), fixes
+    shorter = int(prompt * p99 / fastest)
+    if shorter >= 1 and shorter < prompt:
+        fixes.append(f"declare shorter prompts (sla.avg_input_tokens {shorter}; prefill time grows with them)")
+    return (f"time to first token binds: on every allowed layout that holds the weights, one {prompt:,}-token "
+            f"prompt alone misses the p99 TTFT of {p99:g} ms; the fastest: {shown}"), fixes + _quantize_hint(model)
+
+
+def _tpot(model: LlmModelSpec, closest: list[Rejection]) -> tuple[str, list[str]]:
+    p99 = model.sla.p99_tpot_ms or 0.0
+    shown = "; ".join(f"{r.option}: {r.figure:,.1f} ms" for r in closest)
+    fixes = [f"raise sla.p99_tpot_ms to at least {math.ceil(closest[0].figure * 10) / 10:g}"]
+    return (f"time per output token binds: on every allowed layout fast enough to prefill, one stream alone decodes "
+            f"slower than the p99 TPOT of {p99:g} ms; the fastest: {shown}"), fixes + _quantize_hint(model)
 
 
 def _context(model: LlmModelSpec, closest: list[Rejection]) -> tuple[str, list[str]]:

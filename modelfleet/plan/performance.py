@@ -57,6 +57,9 @@ class LlmShape:
     weight_bytes: float = 2.0  # per parameter in GPU memory (bf16 2, fp8 1, int4 0.5)
     kv_bytes: float = 2.0  # per KV element
     tied_embeddings: bool = False
+    # Weights of a byte or less run on FP8 tensor cores (fp8 checkpoints). False: weight-only quantization
+    # (int8/int4 GPTQ, AWQ) that dequantizes to 16-bit, so it computes at the 16-bit peak.
+    fp8_weights: bool = True
 
     @property
     def is_moe(self) -> bool:
@@ -158,6 +161,10 @@ class GpuPerformance:
     mla_layer_floor_us: float  # MLA attention runs a dozen small kernels per layer: their fixed cost
     moe_expert_us: float  # the fused MoE kernel's fixed cost per expert it runs (weighs on many small experts)
     source: str
+    # Expert parallelism runs vLLM's fused-MoE kernel on a permuted local batch through an expert map, which
+    # AIConfigurator measures apart from the tensor-parallel kernel (on A100, vLLM 0.14, at well below its
+    # bandwidth): its efficiency relative to the tensor-parallel kernel's, fitted on expert-parallel points.
+    moe_ep_efficiency: float = 1.0
 
     def allreduce_time_us(self, tp: int, elements: float) -> float:
         """Log-log interpolation in the measured curve; beyond its ends, scaled linearly with size."""
@@ -220,7 +227,7 @@ def shape_from_fields(fields: dict, weight_bytes: float = 2.0, kv_bytes: float =
 
 def _gemm_us(gpu: GpuPerformance, shape: LlmShape, m: int, n: float, k: float, weight_bytes: float | None = None):
     wb = shape.weight_bytes if weight_bytes is None else weight_bytes
-    fp8 = wb <= 1 and gpu.fp8_tflops > 0
+    fp8 = wb <= 1 and shape.fp8_weights and gpu.fp8_tflops > 0
     roofline = gpu.gemm_fp8 if fp8 and gpu.gemm_fp8 else gpu.gemm
     flops = 2.0 * m * n * k
     nbytes = n * k * wb + 2.0 * m * (n + k)
@@ -281,10 +288,11 @@ def _experts_us(gpu: GpuPerformance, shape: LlmShape, m: int, layout: Layout) ->
     rows = assignments / hit if hit else 0.0
     flops = hit * 2.0 * rows * 3 * shape.hidden * inner
     nbytes = hit * (3 * shape.hidden * inner * shape.weight_bytes + 2.0 * rows * (2 * shape.hidden + 3 * inner))
-    fp8 = shape.weight_bytes <= 1 and gpu.fp8_tflops > 0
+    fp8 = shape.weight_bytes <= 1 and shape.fp8_weights and gpu.fp8_tflops > 0
     gemm = gpu.gemm_fp8 if fp8 and gpu.gemm_fp8 else gpu.gemm
-    kernel = Roofline(gemm.compute_efficiency * gpu.moe.compute_efficiency,
-                      gemm.memory_efficiency * gpu.moe.memory_efficiency, gpu.moe.floor_us, gemm.sharpness)
+    ep = gpu.moe_ep_efficiency if layout.expert_parallel else 1.0
+    kernel = Roofline(gemm.compute_efficiency * gpu.moe.compute_efficiency * ep,
+                      gemm.memory_efficiency * gpu.moe.memory_efficiency * ep, gpu.moe.floor_us, gemm.sharpness)
     router = _gemm_us(gpu, shape, m, shape.experts, shape.hidden, weight_bytes=2.0)
     kernel_us = kernel.time_us(flops, nbytes, gpu.fp8_tflops if fp8 else gpu.tflops, gpu.memory_gbs)
     return kernel_us + hit * gpu.moe_expert_us + router

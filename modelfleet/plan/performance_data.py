@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .instances import GpuType
 from .performance import GpuPerformance, Roofline
 
 # Starting points of the end-to-end fit (modelfleet calibrate), typical of vLLM on Hopper.
@@ -27,11 +28,12 @@ DATASHEET_DEFAULTS: dict[str, Any] = {
     "step_overhead_us": 100.0,
     "mla_layer_floor_us": 50.0,
     "moe_expert_us": 2.0,
+    "moe_ep_efficiency": 1.0,
 }
 _ROOFLINES = ("gemm", "gemm_fp8", "context_attention", "decode_attention", "moe", "elementwise")
 _NUMBERS = ("tflops", "fp8_tflops", "memory_gbs", "p2p_gbs", "p2p_latency_us", "prefill_dispatch_ms_per_layer",
-            "step_overhead_us", "mla_layer_floor_us",
-            "moe_expert_us")
+            "step_overhead_us", "mla_layer_floor_us", "moe_expert_us", "moe_ep_efficiency")
+_OPTIONAL = {"moe_ep_efficiency": 1.0}  # constants newer than some tables: their neutral value
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def performance_table_from_data(data: Mapping[str, Any]) -> PerformanceTable:
         rooflines = {name: None if entry.get(name) is None else Roofline(**entry[name]) for name in _ROOFLINES}
         curves = tuple((int(tp), tuple((int(s), float(t)) for s, t in curve))
                        for tp, curve in sorted(entry["allreduce_us"].items(), key=lambda item: int(item[0])))
-        gpus[key] = GpuPerformance(key=key, **{n: float(entry[n]) for n in _NUMBERS}, **rooflines,
+        gpus[key] = GpuPerformance(key=key, **{n: float(entry.get(n, _OPTIONAL.get(n))) for n in _NUMBERS}, **rooflines,
                                    allreduce_us=curves, source=f"{entry['source']}, fitted {data['fitted']}")
     return PerformanceTable(gpus, dict(data.get("datasheet", {})), str(data["fitted"]), str(data["source"]))
 
@@ -89,3 +91,13 @@ def gpu_performance(table: PerformanceTable, key: str, name: str, tflops: float,
                   f"efficiencies and all-reduce of the {kin.key} fit (no measured data for this GPU)")
     return dataclasses.replace(kin, key=key, tflops=tflops, fp8_tflops=2 * tflops if fp8 else 0.0,
                                memory_gbs=memory_gbs, gemm_fp8=kin.gemm_fp8 if fp8 else None, source=source)
+
+
+@functools.lru_cache(maxsize=64)
+def gpu_for(gpu: GpuType) -> GpuPerformance:
+    """The speed constants of a catalogue GPU (measured, or its data sheet's peaks; see gpu_performance).
+    FP8 tensor cores from compute capability 8.9 (Ada, Hopper)."""
+    table = load_performance_table()
+    fp8 = (gpu.compute_capability or 0.0) >= 8.9
+    bandwidth = gpu.memory_bandwidth_gbs or table.gpus.get(gpu.key, table.gpus["l40s"]).memory_gbs
+    return gpu_performance(table, gpu.key, gpu.name, gpu.fp16_tflops, bandwidth, fp8)

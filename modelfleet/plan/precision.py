@@ -28,8 +28,9 @@ import re
 from dataclasses import dataclass
 
 from ..spec.models import LlmModelSpec
-from ..spec.units import DTYPE_BYTES, GIB
+from ..spec.units import DTYPE_BYTES
 from .instances import GpuType
+from .llm_shape import llm_weights_gib, weight_dtype  # noqa: F401  (part of this module's API)
 
 FP8_TENSOR_CORES = 8.9  # Ada Lovelace and Hopper
 BF16_CAPABILITY = 8.0  # Ampere
@@ -58,17 +59,6 @@ class Precision:
         quantized = f", --quantization {self.quantization_flag}" if self.quantization_flag else ""
         return (f"{self.weights} weights (--dtype {self.dtype_flag}{quantized}), {self.kv_cache_dtype} KV cache "
                 f"({self.kv_bytes:g} B per element)")
-
-
-def weight_dtype(model: LlmModelSpec) -> str:
-    return model.size.dtype or "bf16"  # memory_gib without a dtype: a 16-bit checkpoint, as most are
-
-
-def llm_weights_gib(model: LlmModelSpec) -> float:
-    """Weights in GPU memory, GiB: declared memory, or params (declared or the preset's) x dtype bytes."""
-    if model.size.memory_gib is not None:
-        return model.size.memory_gib
-    return (model.resolved_params() or 0) * DTYPE_BYTES[weight_dtype(model)] / GIB
 
 
 def vllm_version(image: str) -> tuple[int, int] | None:

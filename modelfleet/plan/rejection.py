@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# How far a layout got before it was rejected, in the order the checks run.
-LAYOUT, PRECISION, MEMORY, CONTEXT, TTFT = range(5)
+# How far a layout got before it was rejected, in the order the checks run (TTFT: one prompt alone is too slow;
+# TPOT: one stream alone is).
+LAYOUT, PRECISION, MEMORY, CONTEXT, TTFT, TPOT = range(6)
 
 
 @dataclass(frozen=True)
@@ -14,9 +15,9 @@ class Rejection:
     option: str
     reason: str
     stage: int = LAYOUT
-    figure: float = 0.0  # MEMORY: usable GiB; CONTEXT: KV tokens; TTFT: estimated ms (how close it came)
+    figure: float = 0.0  # MEMORY: usable GiB; CONTEXT: KV tokens; TTFT, TPOT: estimated ms (how close it came)
 
 
 def closeness(rejection: Rejection) -> tuple[int, float]:
     """Orders rejections by how close they came: the furthest stage, then the best figure in it."""
-    return rejection.stage, -rejection.figure if rejection.stage == TTFT else rejection.figure
+    return rejection.stage, -rejection.figure if rejection.stage in (TTFT, TPOT) else rejection.figure

@@ -1,11 +1,11 @@
-"""Memory, speed and replica arithmetic: small pure functions whose numbers a reviewer can check by hand."""
+"""Memory and replica arithmetic: small pure functions whose numbers a reviewer can check by hand."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 
-from ..spec.models import ArchitectureSpec
+from ..spec.architecture import ArchitectureSpec, ResolvedArchitecture
 from ..spec.units import DTYPE_BYTES, GIB
 
 # CUDA context, NCCL buffers, activations of one chunked-prefill step and CUDA graphs: vLLM needs a few GiB
@@ -15,9 +15,6 @@ LLM_RUNTIME_OVERHEAD_GIB_PER_GPU = 1.5
 
 # Pipeline stages (whole nodes) per replica at most: beyond 8, cross-node latency dominates; nobody serves so.
 MAX_PIPELINE_STAGES = 8
-
-# Prefill runs at roughly 40% of the GPU's dense FP16 peak (model FLOPs utilisation) in vLLM.
-PREFILL_MFU = 0.4
 
 # Triton: the CUDA context and the server's own device allocations, once per GPU.
 TRITON_GPU_OVERHEAD_GIB = 0.75
@@ -32,32 +29,11 @@ def weights_gib(params: int, dtype: str) -> float:
     return params * DTYPE_BYTES[dtype] / GIB
 
 
-def kv_bytes_per_token(arch: ArchitectureSpec, kv_dtype_bytes: float) -> float:
-    """KV cache for one token of one sequence, whole model: 2 (K and V) x layers x kv_heads x head_dim x bytes."""
-    return 2 * arch.layers * arch.kv_heads * arch.head_dim * kv_dtype_bytes
-
-
-def kv_bytes_per_token_per_gpu(arch: ArchitectureSpec, kv_dtype_bytes: float, tp: int, pp: int) -> float:
-    """One GPU's share: its pipeline stage's layers and its KV heads (replicated when kv_heads < tp)."""
-    layers = math.ceil(arch.layers / pp)
-    heads = max(1, arch.kv_heads // tp)
-    return 2 * layers * heads * arch.head_dim * kv_dtype_bytes
-
-
-def tensor_parallel_ok(arch: ArchitectureSpec, tp: int) -> bool:
+def tensor_parallel_ok(arch: ArchitectureSpec | ResolvedArchitecture, tp: int) -> bool:
     """vLLM's rule: heads divide by tp; kv heads divide by tp, or tp by kv heads when there are fewer."""
     if arch.attention_heads % tp:
         return False
     return arch.kv_heads % tp == 0 if arch.kv_heads >= tp else tp % arch.kv_heads == 0
-
-
-def prefill_ms(params: int, tokens: int, tp: int, fp16_tflops: float) -> float:
-    """Time to first token for a ``tokens``-long prompt: 2 x params FLOPs per token on ``tp`` GPUs.
-
-    Pipeline stages run one after another for a single prompt, so only tensor parallelism shortens it.
-    """
-    flops = 2.0 * params * tokens
-    return flops / (tp * fp16_tflops * 1e12 * PREFILL_MFU) * 1000.0
 
 
 def availability_floor(availability: float, ha: float, ha3: float) -> int:

@@ -309,6 +309,21 @@ class TritonServerPlan(PlanModel):
         return self.gpus_per_replica if self.device == "gpu" else 1
 
 
+class LlmEstimatesPlan(PlanModel):
+    """How fast one replica serves at peak, as the planner predicted it (plan/llm_speed.py)."""
+
+    prefill_ms: float  # one prompt of input_tokens on an idle replica, to its first token
+    ttft_p99_ms: float  # p99 time to first token at peak: the prompt's own prefill and its wait behind others
+    tpot_ms: float  # time per output token with sequences_per_replica sequences running
+    tpot_at_max_num_seqs_ms: float  # with max_num_seqs running: the slowest a stream gets
+    sequences_per_replica: int  # sequences in flight on one replica at peak
+    input_tokens: int  # the request shape the figures are for (sla.avg_input_tokens, avg_output_tokens)
+    output_tokens: int
+    output_tokens_per_s_per_replica: float
+    source: str  # what the figures rest on: the calibration (database and fit date), "datasheet roofline: ...",
+    # or a measured profile
+
+
 class LlmMeasuredPlan(PlanModel):
     """An LLM's measured profile as the plan reports it (spec/profiles.py), and what the plan made of it
     (plan/llm_measured.py): checked against the SLA only when ``applies`` (its GPU and tensor-parallel size)."""
@@ -351,8 +366,7 @@ class VllmModelPlan(PlanModel):
     gpu_memory_utilization: float
     dtype: str  # the weights' dtype in GPU memory (size.dtype)
     kv_cache_dtype: str
-    # One full max_model_len prefill on an idle replica at PREFILL_MFU of FP16 peak: a lower bound on p99 TTFT
-    # (waiting behind other prefills is not included).
+    # The p99 time to first token at peak, as estimates.ttft_p99_ms (kept for tools that read this name).
     estimated_ttft_ms: float
     artifact: str
     args: tuple[str, ...]
@@ -364,8 +378,17 @@ class VllmModelPlan(PlanModel):
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
     rollout: RolloutPlan | None = None  # always set by the compiler (its server's rollout)
     pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    max_num_batched_tokens: int = 0  # vLLM --max-num-batched-tokens (plan/llm_speed.batched_tokens)
+    expert_parallel: bool = False  # vLLM --enable-expert-parallel (a MoE model's experts dealt out whole)
+    lora_adapters: tuple[str, ...] = ()  # names of the LoRA adapters served on top (lora.adapters)
+    lora_gib: float = 0.0  # vLLM's LoRA buffers per GPU
+    # What set this model's size: memory, ttft, tpot, availability, the max_num_seqs cap or an override.
+    binding_constraint: str = ""
+    estimates: LlmEstimatesPlan | None = None
     revision: str | None = None  # the pinned checkpoint: a Hub commit, or the s3:// sub-prefix (in artifact)
-    tpot_ms: float = 0.0  # the decode speed planned per sequence, as time per output token (canary analysis)
+    # The canary analysis's TPOT gate: sla.p99_tpot_ms, or without one the TPOT predicted with max_num_seqs
+    # running (estimates.tpot_at_max_num_seqs_ms), the slowest the plan lets a stream get.
+    tpot_ms: float = 0.0
     measured: LlmMeasuredPlan | None = None  # profile's measurement (None: not measured)
     team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
     # The SLA the alerts protect (render/observability): p99 time to first token and (where the language has

@@ -150,7 +150,7 @@ def fix_for(error: dict[str, Any], owner: type[BaseModel] | None, loc: Path) -> 
     kind, value = error["type"], error.get("input")
     key = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")  # a list item: its list
     if kind == "missing":
-        return f"add `{key}:`"
+        return S.ARCHITECTURE_FORMS if (owner, key) == (S.LlmModelSpec, "architecture") else f"add `{key}:`"
     if kind == "extra_forbidden":
         return unknown_key_fix(key, owner)
     if kind in ("model_type", "model_attributes_type", "dict_type"):
@@ -186,7 +186,8 @@ def _type_fix(kind: str, value: Any, owner: type[BaseModel] | None, key: str) ->
     if kind == "too_long":
         return _description(owner, key) or "write fewer items"
     if kind == "architecture_form":
-        return "write a preset name such as llama-3.1-8b, or layers, attention_heads, kv_heads and head_dim"
+        return ("write a preset name such as llama-3.1-8b, {config: path of the model's config.json}, or layers, "
+                "attention_heads, kv_heads and head_dim")
     return "correct the value"
 
 

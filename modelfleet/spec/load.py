@@ -7,12 +7,16 @@ loader (which validates every patch up front) and the compiler agree byte for by
 from __future__ import annotations
 
 import difflib
+import json
+import os
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import Issue, ModelfleetError, SpecError
 from . import models as S
+from .architecture import CONFIGS_CONTEXT
 from .issues import issues_from_validation
 from .pipelines import PipelineSlaSpec, apply_pipeline_environment, pipeline_problems
 from .yaml_source import Document, Path, load_yaml, parse_path, parse_yaml
@@ -38,9 +42,11 @@ def apply_environment(model: ModelSpec, environment: str) -> ModelSpec | None:
         return model
     if not patch.enabled:
         return None
-    base = model.model_dump(mode="python", exclude={"environments"}, exclude_defaults=True)
+    base = model.model_dump(mode="python", exclude={"environments", "architecture"}, exclude_defaults=True)
     merged = _deep_merge(base, {k: v for k, v in (("sla", patch.sla), ("profile", patch.profile),
                                                   ("overrides", patch.overrides)) if v})
+    if isinstance(model, S.LlmModelSpec):
+        merged["architecture"] = model.architecture  # as validated (a config.json's figures were read once)
     return type(model).model_validate(merged)
 
 
@@ -119,13 +125,55 @@ def _duplicate_names(doc: Document) -> list[Issue]:
     return issues
 
 
-def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None) -> S.FleetSpec:
-    """Validate a parsed document as a FleetSpec; every problem is collected and raised once."""
+# ---------------------------------------------------------------------------------------------- config.json
+ConfigReader = Callable[[str], str]  # a path relative to models.yaml -> the file's text (raises OSError)
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; a multimodal one with long lists under 1 MB
+
+
+def disk_reader(models_path: str) -> ConfigReader:
+    """Read files beside ``models_path`` (architecture: {config: ...} paths are relative to it)."""
+    base = os.path.dirname(os.path.abspath(models_path))
+
+    def read(relative: str) -> str:
+        with open(os.path.join(base, relative), encoding="utf-8") as handle:
+            return handle.read(MAX_CONFIG_BYTES + 1)
+    return read
+
+
+def read_architecture_configs(data: Any, read: ConfigReader) -> dict[str, Any]:
+    """Every ``architecture: {config: PATH}`` the document names: PATH -> its parsed JSON, or why it could not
+    be read (validation reports that at the ``config:`` line)."""
+    models = data.get("models") if isinstance(data, dict) else None
+    paths = {m["architecture"]["config"] for m in models if isinstance(m, dict) and isinstance(m.get("architecture"), dict)
+             and isinstance(m["architecture"].get("config"), str)} if isinstance(models, list) else set()
+    return {path: _read_config(path, read) for path in sorted(paths)}
+
+
+def _read_config(path: str, read: ConfigReader) -> Any:
+    try:
+        text = read(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}"
+    if len(text) > MAX_CONFIG_BYTES:
+        return f"{path} is larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a model's config.json"
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        return f"{path} is not valid JSON: {exc}"
+    return config if isinstance(config, dict) else f"{path} holds JSON but not an object of settings"
+
+
+def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None,
+                read_config: ConfigReader | None = None) -> S.FleetSpec:
+    """Validate a parsed document as a FleetSpec; every problem is collected and raised once. Config files
+    named by ``architecture: {config: ...}`` are read with ``read_config`` (default: beside the document)."""
     issues = list(doc.issues) + _duplicate_names(doc)
     if doc.data is None:
         raise SpecError([doc.issue((), "the file is empty", "add `models:` with at least one model")])
+    data = _without_extensions(doc.data)
+    configs = read_architecture_configs(data, read_config or disk_reader(doc.filename))
     try:
-        fleet = S.FleetSpec.model_validate(_without_extensions(doc.data))
+        fleet = S.FleetSpec.model_validate(data, context={CONFIGS_CONTEXT: configs})
     except ValidationError as exc:
         raise SpecError(issues + issues_from_validation(doc, exc)) from None
     issues += _check_environments(doc, fleet, known_environments)
@@ -163,9 +211,10 @@ def load_fleet(path: str, known_environments: tuple[str, ...] | None = None) -> 
     return parse_fleet(load_yaml(path), known_environments)
 
 
-def parse_fleet_text(text: str, filename: str = "models.yaml",
-                     known_environments: tuple[str, ...] | None = None) -> S.FleetSpec:
-    return parse_fleet(parse_yaml(text, filename), known_environments)
+def parse_fleet_text(text: str, filename: str = "models.yaml", known_environments: tuple[str, ...] | None = None,
+                     read_config: ConfigReader | None = None) -> S.FleetSpec:
+    """A catalogue given as text; config files it names are read beside ``filename`` unless ``read_config``."""
+    return parse_fleet(parse_yaml(text, filename), known_environments, read_config)
 
 
 def model_schema() -> dict[str, Any]:

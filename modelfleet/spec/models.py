@@ -21,20 +21,23 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 
+from .architecture import ArchitectureConfigSpec, ArchitectureSpec, ResolvedArchitecture, resolve
+from .llm_options import IMAGE, ExtraArgs, LoraSpec, check_extra_args
 from .pipelines import PipelineSpec
-from .presets import LLM_PRESETS, ArchitecturePreset
+from .presets import LLM_PRESETS, presets_of_size, sizes_named
 from .profiles import ClassicProfileSpec, GpuModel, LlmProfileSpec  # noqa: F401  (part of this module's API)
 from .request_size import REQUEST_SIZE_FIX, request_size_problem
 from .team import Team
 from .rollout import RolloutSpec
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
-from .units import WeightDtype
+from .units import WeightDtype, format_param_count
 from .versions import TritonVersion, revision_problem
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
@@ -43,6 +46,7 @@ from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem:
     MAX_OUTPUT_TOKENS_PER_S,
     MAX_PARAMS,
     MAX_PEAK_RPS,
+    MAX_TPOT_MS,
     MAX_POSITION_EMBEDDINGS,
     MAX_SEQUENCES,
     MAX_VERSION,
@@ -222,69 +226,97 @@ class ClassicModelSpec(Frozen):
 
 
 # ---------------------------------------------------------------------------------------------- LLMs
-class ArchitectureSpec(Frozen):
-    """What sizes the KV cache and constrains tensor parallelism."""
-
-    layers: quantity(0, 1024, "num_hidden_layers in the model's config.json; at most 1,024", kind=int)
-    attention_heads: quantity(0, 1024, "num_attention_heads in config.json; at most 1,024", kind=int)
-    kv_heads: quantity(0, 1024, "num_key_value_heads in config.json; at most 1,024", kind=int)
-    head_dim: quantity(0, 4096, "hidden_size / num_attention_heads; at most 4,096", kind=int)
-    max_position_embeddings: quantity(0, MAX_POSITION_EMBEDDINGS, "the longest context the model accepts in "
-                                       "tokens (config.json); at most 16,777,216", kind=int, optional=True) = None
-
-    @model_validator(mode="after")
-    def _gqa(self) -> ArchitectureSpec:
-        if self.attention_heads % self.kv_heads:
-            raise FieldProblem((), f"attention_heads ({self.attention_heads}) must be a multiple of kv_heads "
-                               f"({self.kv_heads})", "copy num_attention_heads and num_key_value_heads from the "
-                               "model's config.json")
-        return self
-
-
 def _architecture_kind(value: Any) -> str | None:
     if isinstance(value, str):
         return "PresetName"
+    if isinstance(value, ArchitectureConfigSpec) or (isinstance(value, dict) and "config" in value):
+        return "ArchitectureConfigSpec"
     return "ArchitectureSpec" if isinstance(value, (dict, ArchitectureSpec)) else None
 
 
-# A preset's name, or the figures themselves. Discriminated by the YAML's own shape, so an error in one form
-# is not repeated as "not the other form either".
+# A preset's name, the model's config.json, or the figures themselves (spec/architecture.py). Discriminated by
+# the YAML's own shape, so an error in one form is not repeated as "not the other forms either".
 Architecture = Annotated[
     Union[Annotated[Annotated[str, WithJsonSchema({"type": "string", "enum": sorted(LLM_PRESETS)})], Tag("PresetName")],
+          Annotated[ArchitectureConfigSpec, Tag("ArchitectureConfigSpec")],
           Annotated[ArchitectureSpec, Tag("ArchitectureSpec")]],
     Discriminator(_architecture_kind, custom_error_type="architecture_form",
-                  custom_error_message="expected a preset name or a mapping of layers, attention_heads, kv_heads "
-                                       "and head_dim"),
+                  custom_error_message="expected a preset name, {config: path of the model's config.json}, or a "
+                                       "mapping of layers, attention_heads, kv_heads and head_dim"),
 ]
+ARCHITECTURE_FORMS = (f"add `architecture:` with a preset ({', '.join(sorted(LLM_PRESETS))}); or the model's own "
+                      "config.json committed beside models.yaml: `architecture: {config: models/<name>/config.json}`; "
+                      "or the figures: `architecture: {layers: 32, attention_heads: 32, kv_heads: 8, head_dim: 128}`")
+
+# A request's shape when the SLA does not say: a short chat answer. The prompt then fills the rest of the
+# context, the worst case for time to first token and KV cache (what plans assumed before these fields).
+DEFAULT_OUTPUT_TOKENS = 256
 
 
 class LlmSlaSpec(Frozen):
     max_context_tokens: quantity(128, MAX_CONTEXT_TOKENS, "longest prompt + output in tokens, 128 to 2,097,152",
                                   low_inclusive=True, kind=int)
-    # Exactly one of these two says how much load: sequences in flight, or generated tokens per second.
+    # Exactly one of these three says how much load: sequences in flight, generated tokens per second, or
+    # requests per second (each of avg_output_tokens).
     peak_concurrent_sequences: quantity(0, MAX_SEQUENCES, "sequences in flight at peak; at most 1,000,000 per "
                                          "model", kind=int, optional=True) = None
     peak_output_tokens_per_s: quantity(0, MAX_OUTPUT_TOKENS_PER_S, "generated tokens per second at peak; at "
                                         "most 100,000,000 per model", optional=True) = None
-    # KV cache is sized for this many tokens per sequence; default = max_context_tokens (the worst case).
+    peak_requests_per_s: quantity(0, MAX_PEAK_RPS, "requests per second at peak (each of avg_input_tokens in and "
+                                  "avg_output_tokens out); at most 10,000,000 per model", optional=True) = None
+    # The request's shape. Defaults: DEFAULT_OUTPUT_TOKENS out (at most a quarter of the context), and a prompt
+    # filling the rest of max_context_tokens (the worst case for TTFT and the KV cache).
+    avg_input_tokens: quantity(0, MAX_CONTEXT_TOKENS, "prompt tokens of an average request; default: the rest of "
+                               "max_context_tokens after avg_output_tokens (the worst case)", kind=int,
+                               optional=True) = None
+    avg_output_tokens: quantity(0, MAX_CONTEXT_TOKENS, "generated tokens of an average request; default 256, at "
+                                "most a quarter of max_context_tokens", kind=int, optional=True) = None
+    # KV cache is sized for this many tokens per sequence; default = avg_input_tokens + avg_output_tokens.
     avg_context_tokens: quantity(0, MAX_CONTEXT_TOKENS, "tokens the KV cache is sized for per sequence; at most "
                                   "max_context_tokens", kind=int, optional=True) = None
     p99_ttft_ms: quantity(1, MAX_LATENCY_MS, "p99 time to first token in milliseconds, 1 to 600,000",
                            low_inclusive=True)
+    # None: no TPOT target; max_num_seqs is then bounded by the KV cache alone, and the plan says so.
+    p99_tpot_ms: quantity(1, MAX_TPOT_MS, "p99 time per output token (inter-token latency of a stream) in "
+                          "milliseconds, 1 to 10,000 (ten seconds per token is no longer a stream)",
+                          low_inclusive=True, optional=True) = None
     availability: Availability = 99.9
 
     @model_validator(mode="after")
     def _load(self) -> LlmSlaSpec:
-        if (self.peak_concurrent_sequences is None) == (self.peak_output_tokens_per_s is None):
-            both = self.peak_concurrent_sequences is not None
-            raise FieldProblem((), "give exactly one of peak_concurrent_sequences or peak_output_tokens_per_s",
-                               "keep one of them" if both else "add the load at peak: peak_concurrent_sequences "
-                               "(sequences in flight) or peak_output_tokens_per_s")
+        loads = [self.peak_concurrent_sequences, self.peak_output_tokens_per_s, self.peak_requests_per_s]
+        given = sum(load is not None for load in loads)
+        if given != 1:
+            raise FieldProblem((), "give exactly one of peak_concurrent_sequences, peak_output_tokens_per_s or "
+                               "peak_requests_per_s", "keep one of them" if given else "add the load at peak: "
+                               "peak_concurrent_sequences (sequences in flight), peak_output_tokens_per_s or "
+                               "peak_requests_per_s")
         if self.avg_context_tokens is not None and self.avg_context_tokens > self.max_context_tokens:
             raise FieldProblem(("avg_context_tokens",), f"avg_context_tokens ({self.avg_context_tokens}) cannot "
                                f"exceed max_context_tokens ({self.max_context_tokens})",
                                f"use at most {self.max_context_tokens}, or leave it out")
+        self._shape()
         return self
+
+    def _shape(self) -> None:
+        out, context = self.output_tokens(), self.max_context_tokens
+        if out >= context:
+            raise FieldProblem(("avg_output_tokens",), f"avg_output_tokens ({out}) leaves no room for a prompt in "
+                               f"max_context_tokens ({context})", f"use less than {context}")
+        if self.input_tokens() + out > context:
+            raise FieldProblem(("avg_input_tokens",), f"avg_input_tokens + avg_output_tokens ({self.input_tokens()} "
+                               f"+ {out}) exceed max_context_tokens ({context})",
+                               f"use at most {context - out} input tokens, or raise max_context_tokens")
+
+    def output_tokens(self) -> int:
+        return self.avg_output_tokens or min(DEFAULT_OUTPUT_TOKENS, self.max_context_tokens // 4)
+
+    def input_tokens(self) -> int:
+        return self.avg_input_tokens or self.max_context_tokens - self.output_tokens()
+
+    def context_tokens(self) -> int:
+        """Tokens the KV cache holds per sequence at its end, on average."""
+        return self.avg_context_tokens or self.input_tokens() + self.output_tokens()
 
 
 class LlmOverridesSpec(Frozen):
@@ -300,13 +332,27 @@ class LlmOverridesSpec(Frozen):
                                       optional=True) = None
     kv_cache_dtype: Literal["auto", "fp8"] | None = None
     enable_prefix_caching: bool | None = None
+    # vLLM --max-num-batched-tokens: the prompt tokens one engine step takes beside the decoding sequences.
+    # None: the compiler chooses it (plan/llm_batching.py).
+    max_num_batched_tokens: quantity(256, 1_048_576, "vLLM --max-num-batched-tokens, 256 to 1,048,576",
+                                     low_inclusive=True, kind=int, optional=True) = None
+    # vLLM --enable-expert-parallel for a MoE model: true or false pins it; None: the compiler compares both.
+    expert_parallel: bool | None = None
+    extra_args: ExtraArgs = ()
+
+    @field_validator("extra_args")
+    @classmethod
+    def _extra_args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        check_extra_args(value)
+        return value
 
 
 # Weight dtypes each pre-quantized checkpoint format holds (vLLM: AWQ is 4-bit; GPTQ 4- or 8-bit).
 CHECKPOINT_DTYPES: dict[str, tuple[str, ...]] = {
     "awq": ("int4",), "awq_marlin": ("int4",), "gptq": ("int4", "int8"), "gptq_marlin": ("int4", "int8"),
-    "fp8": ("fp8",), "compressed-tensors": ("fp8", "int8", "int4"),
+    "fp8": ("fp8",), "compressed-tensors": ("fp8", "int8", "int4"), "mxfp4": ("int4",),
 }
+QUANTIZATIONS = Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors", "mxfp4"]
 
 
 # LLM engines modelfleet refuses, and why (docs/triton-features.md, "LLMs on Triton"): each is an error located
@@ -336,7 +382,8 @@ class LlmModelSpec(Frozen):
     # How the checkpoint at `artifact` is already quantized, as its config.json's quantization_config says;
     # passed to vLLM as --quantization. None: a 16-bit checkpoint (size.dtype fp8 then quantizes it while
     # loading). Owned by the compiler's quantization rules (docs/concepts/decisions.md, "Quantized LLMs").
-    quantization: Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors"] | None = None
+    # (mxfp4: gpt-oss's own 4-bit experts.)
+    quantization: QUANTIZATIONS | None = None
     # The pinned checkpoint (spec/versions.py): a Hub commit, or an immutable sub-prefix of an s3:// artifact.
     # None: unpinned (an error in a stack with requirePins).
     revision: Annotated[Optional[str], Field(max_length=128, description=(
@@ -344,6 +391,10 @@ class LlmModelSpec(Frozen):
         "checkpoint"))] = None
     rollout: Optional[RolloutSpec] = None  # how a change ships (spec/rollout.py); None: the stack's, else rolling
     team: Team = None  # None: the cost report's and the labels' 'unassigned'
+    # The vLLM image of this model alone; None: the stack's modelfleet:vllm.image (spec/llm_options.py).
+    image: Annotated[Optional[str], Field(pattern=IMAGE, max_length=512, description=(
+        "the vLLM container image for this model, e.g. vllm/vllm-openai:v0.11.0; default: the stack's"))] = None
+    lora: Optional[LoraSpec] = None  # LoRA adapters served on top of it (spec/llm_options.py)
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)
@@ -358,21 +409,47 @@ class LlmModelSpec(Frozen):
 
     @field_validator("architecture")
     @classmethod
-    def _known_preset(cls, value: str | ArchitectureSpec) -> str | ArchitectureSpec:
+    def _known_preset(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str) and value not in LLM_PRESETS:
-            close = difflib.get_close_matches(value.lower(), sorted(LLM_PRESETS), n=1, cutoff=0.7)
+            # a preset of the size the artifact names first: a typo must not suggest a bigger model
+            named = sorted(p for size in sizes_named(str(info.data.get("artifact", ""))) for p in presets_of_size(size, value))
+            close = (difflib.get_close_matches(value.lower(), named, n=1, cutoff=0.5)
+                     or difflib.get_close_matches(value.lower(), sorted(LLM_PRESETS), n=1, cutoff=0.7))
             raise FieldProblem((), f"unknown architecture preset {value!r}; the presets are "
                                f"{', '.join(sorted(LLM_PRESETS))}",
                                f"did you mean `{close[0]}`?" if close else
-                               "use a preset, or give layers, attention_heads, kv_heads and head_dim")
+                               "use a preset, give {config: path of the model's config.json}, or give layers, "
+                               "attention_heads, kv_heads and head_dim")
         return value
+
+    @model_validator(mode="after")
+    def _preset_matches(self) -> LlmModelSpec:
+        """A preset must be the model the artifact names and the size declares (a typo's suggestion could
+        otherwise double the cost unnoticed)."""
+        if not isinstance(self.architecture, str):
+            return self
+        preset, params = self.architecture, LLM_PRESETS[self.architecture].params
+        named, own = sizes_named(self.artifact), sizes_named(preset)
+        if named and not named & own:
+            size = sorted(named)[0]
+            same = presets_of_size(size, preset)
+            raise FieldProblem(("architecture",), f"preset {preset} is a {format_param_count(params)} model, but the "
+                               f"artifact {self.artifact} names {size}B", (f"use architecture: {same[0]}" if same else
+                               "use architecture: {config: ...} with the model's own config.json") +
+                               ", or point artifact at the model this preset describes")
+        declared = self.size.params
+        if declared is not None and not 0.9 <= declared / params <= 1.1:
+            raise FieldProblem(("size", "params"), f"size.params {format_param_count(declared)} contradicts preset "
+                               f"{preset} ({format_param_count(params)})", "leave size.params out (the preset knows "
+                               "it), or pick the preset of the model you serve")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> LlmModelSpec:
         arch = self.resolved_architecture()
         if self.size.memory_gib is None and self.size.params is None and isinstance(self.architecture, ArchitectureSpec):
-            raise FieldProblem(("size",), "size.params is required when the architecture is not a named preset",
-                               "add params, e.g. params: 8B")
+            raise FieldProblem(("size",), "size.params is required when the architecture is given as figures",
+                               "add params, e.g. params: 8B, or use a preset or the model's config.json")
         limit = arch.max_position_embeddings
         if limit is not None and self.sla.max_context_tokens > limit:
             raise FieldProblem(("sla", "max_context_tokens"),
@@ -383,6 +460,9 @@ class LlmModelSpec(Frozen):
             raise FieldProblem(("overrides", "tensor_parallel_size"),
                                f"{tp} does not divide the model's {arch.attention_heads} attention heads",
                                "pick a tensor_parallel_size that divides them, or leave it to the compiler")
+        if self.overrides.expert_parallel and not arch.is_moe:
+            raise FieldProblem(("overrides", "expert_parallel"), "expert parallelism needs a mixture-of-experts model",
+                               "remove it")
         self._bounded_load()
         problem = None if self.revision is None else revision_problem(self.revision, self.artifact)
         if problem:
@@ -414,24 +494,14 @@ class LlmModelSpec(Frozen):
                            f"weights, not {self.size.dtype or 'an unspecified dtype'}",
                            f"set size.dtype: {allowed[0]}")
 
-    def resolved_architecture(self) -> ArchitectureSpec:
-        if isinstance(self.architecture, ArchitectureSpec):
-            return self.architecture
-        p: ArchitecturePreset = LLM_PRESETS[self.architecture]
-        return ArchitectureSpec(
-            layers=p.layers,
-            attention_heads=p.attention_heads,
-            kv_heads=p.kv_heads,
-            head_dim=p.head_dim,
-            max_position_embeddings=p.max_position_embeddings,
-        )
+    def resolved_architecture(self) -> ResolvedArchitecture:
+        return resolve(self.architecture)
 
     def resolved_params(self) -> int | None:
+        """Declared, or the preset's published count; None: the planner counts them from the figures."""
         if self.size.params is not None:
             return self.size.params
-        if isinstance(self.architecture, str):
-            return LLM_PRESETS[self.architecture].params
-        return None
+        return self.resolved_architecture().params
 
 
 # ---------------------------------------------------------------------------------------------- the catalogue
@@ -447,7 +517,7 @@ ModelSpec = Annotated[
 MODEL_TAGS = ("ClassicModelSpec", "LlmModelSpec")
 #: Every union tag pydantic puts in an error's location (the loader drops them from the path it shows).
 UNION_TAGS = {"ClassicModelSpec": ClassicModelSpec, "LlmModelSpec": LlmModelSpec, "PresetName": None,
-              "ArchitectureSpec": ArchitectureSpec}
+              "ArchitectureSpec": ArchitectureSpec, "ArchitectureConfigSpec": ArchitectureConfigSpec}
 
 
 class FleetSpec(Frozen):

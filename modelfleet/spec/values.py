@@ -90,6 +90,7 @@ MAX_PARAMS = 10**14  # 100T parameters: 50x the largest published model; more is
 MAX_DIM = 2**31 - 1  # the largest tensor dimension TensorRT and most backends address (int32)
 MAX_PEAK_RPS = 10_000_000  # per model; more is several deployments, not one model's SLA
 MAX_LATENCY_MS = 600_000  # ten minutes: beyond it a request is a batch job, not a serving SLA
+MAX_TPOT_MS = 10_000  # ten seconds per output token: slower is no longer a stream anyone reads
 MAX_SEQUENCES = 1_000_000  # concurrent sequences of one LLM (peak_concurrent_sequences or derived)
 MAX_CONTEXT_TOKENS = 2_097_152  # 2M tokens: the longest context any preset serves, with room
 MAX_POSITION_EMBEDDINGS = 16_777_216  # 16M: the longest context any published model accepts (10M), with room

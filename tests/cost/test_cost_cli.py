@@ -7,6 +7,7 @@ import json
 import pytest
 
 from modelfleet.cli import main
+from modelfleet.project import Project
 from tests.conftest import ROOT
 from tests.cost.test_diff import check_golden
 
@@ -26,40 +27,43 @@ def test_cost_json_is_deterministic_and_complete(capsys):
     data = json.loads(first)["environments"]
     assert sorted(data) == ["dev", "prod", "staging"]
     prod = data["prod"]
-    assert prod["monthly_usd"] == {"desired": 197400.27, "max": 387124.91, "min": 180674.48}
+    assert prod["monthly_usd"] == {"desired": 213458.47, "max": 426916.93, "min": 197413.39}
     assert prod["budget"]["over"] is False and prod["budget"]["budget_usd"] == 250000.0
     assert prod["policy_violations"] == []
-    assert prod["node_groups"][2]["usd_per_node_hour"] == 10.49264  # prices keep their published precision
+    assert prod["node_groups"][3]["usd_per_node_hour"] == 21.957642  # prices keep their published precision
     assert list(prod) == sorted(prod)
 
 
 def test_plan_json_gains_monthly_cost_usd(capsys):
     doc = json.loads(_run(capsys, "plan", "--stack", "prod", "--json"))
-    assert doc["monthly_cost_usd"] == {"desired": 197400.27, "max": 387124.91, "min": 180674.48}
+    assert doc["monthly_cost_usd"] == {"desired": 213458.47, "max": 426916.93, "min": 197413.39}
     groups = {g["instance_type"]: g["monthly_cost_usd"] for g in doc["node_groups"]}
     # 4/4/8 x (55.04 x 730 + 16): max holds 3 replicas and a rollout's surge one, 2 nodes each
     assert groups["p5.48xlarge"] == {"desired": 160780.8, "max": 321561.6, "min": 160780.8}
     models = {m["name"]: m["monthly_cost_usd"]["desired"] for m in doc["models"]}
-    assert models["llama-3-3-70b-instruct"] == 30702.51
+    assert models["llama-3-3-70b-instruct"] == 48135.24  # 3 x (21.957642 x 730 + 16)
     assert sum(models.values()) == pytest.approx(doc["monthly_cost_usd"]["desired"], abs=0.05)
 
 
 def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
     _run(capsys, "render", "--stack", "dev", "--out", str(tmp_path / "dev"))
     doc = json.loads((tmp_path / "dev" / "plan.json").read_text())
-    # 3,845.81 + 2 x 695.27 (g6e.12xlarge, g6e.xlarge; spot at 50%, and each node's 16.00 of EBS)
-    assert doc["monthly_cost_usd"]["desired"] == 5236.34
+    # 3,845.81 + 695.27 + 383.19 (g6e.12xlarge, g6e.xlarge, g5.xlarge; spot at 50%, and each node's 16.00 of EBS)
+    assert doc["monthly_cost_usd"]["desired"] == 4924.27
 
 
 def test_markdown_preview_is_a_pr_comment(capsys):
     text = _run(capsys, "cost", "--format", "markdown")
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
-    assert "| prod (on-demand) | 180,674.48 / 197,400.27 / 387,124.91 | ✅ 79% of 250,000.00 (desired) |" in text
-    # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 5,236.34
-    assert "| dev (spot, assumed 50% of on-demand) | 5,236.34 / 5,236.34 / 10,472.69 |" in text
+    assert "| prod (on-demand) | 197,413.39 / 213,458.47 / 426,916.93 | ✅ 85% of 250,000.00 (desired) |" in text
+    # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 4,924.27
+    assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 / 4,924.27 / 9,848.54 |" in text
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
-    assert ("| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,845.81 | USD 6.10 per million tokens at 8 seq x 30 tok/s "
-            "(default) ⚠️ under-provisioned: 1 replica(s) x max_num_seqs 8 serve 8 of the 32 sequences at peak |") in text
+    dev = Project(root=str(ROOT)).plan("dev").model("llama-3-3-70b-instruct")
+    served = dev.estimates.output_tokens_per_s_per_replica  # one replica, priced at what it generates
+    assert (f"| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,845.81 | USD {3_845.8136 / 730 / (served * 3600) * 1e6:.3g} "
+            f"per million tokens at {served:,.0f} tok/s predicted ⚠️ under-provisioned: 1 replica(s) x max_num_seqs "
+            f"{dev.max_num_seqs} serve {dev.max_num_seqs} of the 32 sequences at peak | TTFT p99 ") in text
 
 
 def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
@@ -77,9 +81,9 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
     assert ("  system nodes (on-demand)     m7i.large          0.1008  2-2-4     155.17 / 155.17 / 310.34\n"
             "                                 + per node and month: 50 GiB gp3 at 3000 IOPS, 125 MiB/s = 4.00 USD EBS\n"
             ) in text
-    # 180,674.48 + 73.00 + 155.17; 197,400.27 + 228.17; 387,124.91 + 73.00 + 310.34
+    # 197,413.39 + 73.00 + 155.17; 213,458.47 + 228.17; 426,916.93 + 73.00 + 310.34
     assert [line.split()[1:] for line in text.splitlines() if line.startswith("  total")] == [
-        ["180,902.65", "/", "197,628.44", "/", "387,508.25"]]
+        ["197,641.56", "/", "213,686.63", "/", "427,300.27"]]
     assert "  prices: system nodes us-east-1 (on-demand): AWS Pricing API" in text
     assert main([*argv, "--format", "markdown"]) == 0
     assert ("- cluster created by this stack: EKS control plane 73.00; system nodes 2-2-4 x m7i.large on-demand at "
@@ -91,7 +95,7 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
         "capacity_type": "on-demand", "instance_type": "m7i.large", "monthly_usd": {"desired": 155.17, "max": 310.34,
         "min": 155.17}, "name": "system", "nodes": [2, 2, 4], "price_basis": "on-demand", "usd_per_node_hour": 0.1008,
         "volume": "50 GiB gp3 at 3000 IOPS, 125 MiB/s", "volume_usd_per_node_month": 4.0}
-    assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 197628.44
+    assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 213686.63
 
 
 @pytest.mark.parametrize("contents", [(), ("stacks/",), ("README.md",)])

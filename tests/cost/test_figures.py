@@ -8,6 +8,9 @@ Each node also pays for its EBS gp3 volume a month (us-east-1: 0.08 USD per GiB,
 0.04 per MiB/s above 125; the same on spot): the example's nodes have 200 GiB at the included 3,000 IOPS and
 125 MiB/s = 16.00 USD. Their pods write to the instance store (every catalogue GPU type has NVMe), so the root
 volume is the stack's floor for the OS; the 405B's p5 nodes had 900 GiB at 1,000 MiB/s (112.00 USD) before.
+
+An LLM's cost per million tokens divides its cost by what its replicas generate at peak: the plan's predicted
+output tokens/s per replica (plan/llm_speed.py), not a per-sequence default.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from modelfleet.project import Project
 from tests.conftest import ROOT
 
 PRICE = {"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6e.xlarge": 1.861, "g6e.12xlarge": 10.49264,
-         "p5.48xlarge": 55.04, "c7i.xlarge": 0.1785}
+         "p4d.24xlarge": 21.957642, "p5.48xlarge": 55.04, "c7i.xlarge": 0.1785}
 H = 730
-EBS = {"g4dn.xlarge": 16.0, "g5.xlarge": 16.0, "g6e.xlarge": 16.0, "g6e.12xlarge": 16.0, "p5.48xlarge": 16.0,
-       "c7i.xlarge": 16.0}
+EBS = {"g4dn.xlarge": 16.0, "g5.xlarge": 16.0, "g6e.xlarge": 16.0, "g6e.12xlarge": 16.0, "p4d.24xlarge": 16.0,
+       "p5.48xlarge": 16.0, "c7i.xlarge": 16.0}
 # The CPU node group of fraud-scorer (KIND_CPU, plan/cpu_placement.py): 2 / 2 / 4 c7i.xlarge, 2 x (0.1785 x 730 + 16)
 # = 292.61 a month at min and desired, 585.22 at max (3 replicas at the HPA's max, 1 more for the rollout surge).
 CPU_GROUP = (292.61, 292.61, 585.22)
@@ -59,8 +62,9 @@ def _group(cost, instance_type):
 def test_prod_node_groups(costed):
     cost = costed["prod"].cost
     # instance type: (min, desired, max nodes) from `plan --stack prod`; max holds the HPA's max plus one
-    # replica's rollout surge of each workload (the 405B: 3 replicas + 1, 2 nodes each)
-    expected = {"g5.xlarge": (2, 2, 4), "g6e.12xlarge": (2, 4, 7), "g6e.xlarge": (2, 3, 6), "p5.48xlarge": (4, 4, 8),
+    # replica's rollout surge of each workload (the 405B: 3 replicas + 1, 2 nodes each; the 70B: ceil(3 x 1.5)
+    # = 5 replicas + 1 of one p4d each; the 8B: 3 + 1 on g6e.xlarge)
+    expected = {"g5.xlarge": (2, 2, 4), "g6e.xlarge": (2, 2, 4), "p4d.24xlarge": (2, 3, 6), "p5.48xlarge": (4, 4, 8),
                 "c7i.xlarge": (2, 2, 4)}
     for instance_type, nodes in expected.items():
         group = _group(cost, instance_type)
@@ -69,10 +73,10 @@ def test_prod_node_groups(costed):
         assert group.volume_usd_per_node_month == pytest.approx(EBS[instance_type])
         for level, count in zip(("min", "desired", "max"), nodes):
             assert group.monthly_usd.at(level) == pytest.approx(count * per_node(instance_type))
-    # g5.xlarge 2 x (1.006 x 730 + 16) = 1,500.76; g6e.12xlarge 4 x (10.49264 x 730 + 16) = 30,702.5088;
-    # g6e.xlarge 3 x (1.861 x 730 + 16) = 4,123.59; p5.48xlarge 4 x (55.04 x 730 + 16) = 160,780.80: its pods
-    # write to the 8 NVMe disks, so the root volume holds the OS only (it was 900 GiB at 1000 MiB/s, 112 a month)
-    assert _group(cost, "g6e.12xlarge").monthly_usd.desired == pytest.approx(30_702.5088)
+    # g5.xlarge 2 x (1.006 x 730 + 16) = 1,500.76; g6e.xlarge 2 x (1.861 x 730 + 16) = 2,749.06;
+    # p4d.24xlarge 3 x (21.957642 x 730 + 16) = 48,135.23598; p5.48xlarge 4 x (55.04 x 730 + 16) = 160,780.80:
+    # its pods write to the 8 NVMe disks, so the root volume holds the OS only
+    assert _group(cost, "p4d.24xlarge").monthly_usd.desired == pytest.approx(48_135.23598)
     assert _group(cost, "p5.48xlarge").monthly_usd.max == pytest.approx(8 * 40_195.20)  # 321,561.60
     assert _group(cost, "p5.48xlarge").volume == "200 GiB gp3 at 3000 IOPS, 125 MiB/s"
     assert _group(cost, "g5.xlarge").volume == "200 GiB gp3 at 3000 IOPS, 125 MiB/s"
@@ -80,40 +84,46 @@ def test_prod_node_groups(costed):
 
 def test_prod_total_at_min_desired_max(costed):
     total = costed["prod"].cost.monthly_usd
-    assert total.desired == pytest.approx(1_500.76 + 30_702.5088 + 4_123.59 + 160_780.80 + 292.61)  # 197,400.2688
-    assert total.min == pytest.approx(1_500.76 + 15_351.2544 + 2_749.06 + 160_780.80 + 292.61)  # 180,674.4844
-    assert total.max == pytest.approx(3_001.52 + 53_729.3904 + 8_247.18 + 321_561.60 + 585.22)  # 387,124.9104
-    # of which EBS at desired: 15 nodes x 16.00 = 240.00 (0.1%)
-    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 240.0
+    assert total.desired == pytest.approx(1_500.76 + 2_749.06 + 48_135.23598 + 160_780.80 + 292.61)  # 213,458.46598
+    assert total.min == pytest.approx(1_500.76 + 2_749.06 + 32_090.15732 + 160_780.80 + 292.61)  # 197,413.38732
+    assert total.max == pytest.approx(3_001.52 + 5_498.12 + 96_270.47196 + 321_561.60 + 585.22)  # 426,916.93196
+    # of which EBS at desired: 13 nodes x 16.00 = 208.00 (0.1%)
+    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 208.0
     assert costed["prod"].cost.control_plane_monthly_usd is None  # the stack joins an existing cluster
 
 
 def test_llms_own_their_node_groups_and_cost_per_million_tokens(costed):
-    cost = costed["prod"].cost
+    plan, cost = costed["prod"].plan, costed["prod"].cost
     llama70 = cost.model("llama-3-3-70b-instruct")
-    assert llama70.gpus == (8, 16, 24)  # 2 / 4 / 6 replicas x tp=4
-    assert llama70.monthly_usd.desired == pytest.approx(4 * per_node("g6e.12xlarge"))  # 30,702.5088
-    # 32 sequences x 30 tokens/s = 960 tokens/s; 30,702.5088 / 730 = 42.05823 USD/h
+    assert llama70.gpus == (16, 24, 40)  # 2 / 3 / 5 replicas x tp=8
+    assert llama70.monthly_usd.desired == pytest.approx(3 * per_node("p4d.24xlarge"))  # 48,135.23598
+    # the replicas' predicted output at peak: 3 x the plan's tokens/s per replica, on 48,135.24 / 730 USD/h
+    estimates = plan.model("llama-3-3-70b-instruct").estimates
+    served = 3 * estimates.output_tokens_per_s_per_replica
     assert llama70.unit_cost.metric == "usd_per_million_tokens"
-    assert llama70.unit_cost.value == pytest.approx(30_702.5088 / 730 / (960 * 3600) * 1e6)  # 12.17
-    assert "960 tokens/s" in llama70.unit_cost.assumption
-    assert llama70.unit_cost.basis == "32 seq x 30 tok/s (default)" and llama70.unit_cost.shortfall is None
+    assert llama70.unit_cost.value == pytest.approx(48_135.23598 / 730 / (served * 3600) * 1e6)
+    assert f"{served:,.0f} tokens/s sustained" in llama70.unit_cost.assumption
+    assert estimates.source in llama70.unit_cost.assumption and llama70.unit_cost.shortfall is None
+    assert llama70.estimates == estimates  # shown beside the cost
     llama405 = cost.model("llama-3-1-405b-instruct")  # 2 replicas x 2 nodes of 8 H100
     assert llama405.monthly_usd.desired == pytest.approx(4 * per_node("p5.48xlarge"))  # 160,780.80
-    assert llama405.unit_cost.value == pytest.approx(160_780.80 / 730 / (16 * 30 * 3600) * 1e6)  # 127.46
+    served = 2 * plan.model("llama-3-1-405b-instruct").estimates.output_tokens_per_s_per_replica
+    assert llama405.unit_cost.value == pytest.approx(160_780.80 / 730 / (served * 3600) * 1e6)
 
 
-def test_a_profiled_decode_rate_replaces_the_default(tmp_path):
+def test_a_per_sequence_decode_rate_no_longer_prices_tokens(tmp_path):
+    """profile.output_tokens_per_s_per_sequence was the decode speed the cost assumed (30 by default); the
+    planner now predicts it, so the figure is kept out of the cost and the plan says so."""
     import shutil
     old = "    architecture: llama-3.3-70b\n"
     text = (ROOT / "models.yaml").read_text()
     assert old in text
     (tmp_path / "models.yaml").write_text(text.replace(old, old + "    profile: {output_tokens_per_s_per_sequence: 45}\n"))
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
-    unit = Project(root=str(tmp_path)).costed("prod").cost.model("llama-3-3-70b-instruct").unit_cost
-    # same layout (the rate converts only peak_output_tokens_per_s); 32 x 45 = 1,440 tokens/s on 42.05823 USD/h
-    assert unit.basis == "32 seq x 45 tok/s" and "(default)" not in unit.assumption
-    assert unit.value == pytest.approx(30_702.5088 / 730 / (1440 * 3600) * 1e6)  # 8.11
+    costed = Project(root=str(tmp_path)).costed("prod")
+    before = Project(root=str(ROOT)).costed("prod").cost.model("llama-3-3-70b-instruct").unit_cost
+    assert costed.cost.model("llama-3-3-70b-instruct").unit_cost == before
+    assert any("output_tokens_per_s_per_sequence" in w.message for w in costed.plan.warnings)
 
 
 def test_shared_triton_gpus_are_split_by_gpu_share(costed):
@@ -160,17 +170,19 @@ def test_dev_is_spot_at_the_stated_assumption(costed):
     cost = costed["dev"].cost
     assert _group(cost, "g6e.xlarge").usd_per_node_hour == pytest.approx(1.861 * 0.5)  # 0.9305
     assert "spot assumed at 50% of on-demand 1.861" == _group(cost, "g6e.xlarge").price_basis
-    # g6e.xlarge: the 8B and the one Triton server, 2 x (0.9305 x 730 + 16) = 1,390.53; g6e.12xlarge: the
-    # 70B, 1 x (5.24632 x 730 + 16) = 3,845.8136 (EBS is not discounted on spot)
-    assert cost.monthly_usd.desired == pytest.approx(2 * per_node("g6e.xlarge", 0.5) + per_node("g6e.12xlarge", 0.5))
-    assert cost.monthly_usd.desired == pytest.approx(5_236.3436)
+    # g6e.xlarge: the one Triton server, 0.9305 x 730 + 16 = 695.265; g5.xlarge: the 8B's one replica,
+    # 0.503 x 730 + 16 = 383.19; g6e.12xlarge: the 70B, 5.24632 x 730 + 16 = 3,845.8136 (EBS is not discounted)
+    assert cost.monthly_usd.desired == pytest.approx(per_node("g6e.xlarge", 0.5) + per_node("g5.xlarge", 0.5)
+                                                     + per_node("g6e.12xlarge", 0.5))
+    assert cost.monthly_usd.desired == pytest.approx(4_924.2686)
     assert any("ASSUMED at 50% of on-demand" in line for line in cost.price_basis)
-    # one replica serves 23 of the 48 peak sequences: 23 x 30 = 690 tokens/s on 0.9305 USD/h
+    # one replica serves max_num_seqs of the 48 peak sequences, at the plan's predicted tokens/s
     llama8 = cost.model("llama-3-1-8b-instruct")
-    assert llama8.unit_cost.value == pytest.approx((0.9305 + 16 / 730) / (690 * 3600) * 1e6)  # 0.3834
-    assert llama8.unit_cost.basis == "23 seq x 30 tok/s (default)"
-    assert llama8.unit_cost.shortfall == ("under-provisioned: 1 replica(s) x max_num_seqs 23 serve 23 of the 48 "
-                                          "sequences at peak")
+    model = costed["dev"].plan.model("llama-3-1-8b-instruct")
+    served = model.estimates.output_tokens_per_s_per_replica
+    assert llama8.unit_cost.value == pytest.approx((0.503 + 16 / 730) / (served * 3600) * 1e6)
+    assert llama8.unit_cost.shortfall == (f"under-provisioned: 1 replica(s) x max_num_seqs {model.max_num_seqs} serve "
+                                          f"{model.max_num_seqs} of the 48 sequences at peak")
     assert cost.pricing == "spot, assumed 50% of on-demand"
 
 
@@ -183,10 +195,10 @@ def test_measured_spot_prices_replace_the_assumption(project, catalogue):
             **catalogue.price_sources["us-east-1"], "spot": PriceSource("2026-08-01", "EC2 spot history")})}))
     env = project.environment("dev")
     cost = compute_fleet_cost(project.plan("dev"), table, env, estimate_llm_loads(project.fleet(), "dev"))
-    assert _group(cost, "g6e.xlarge").monthly_usd.desired == pytest.approx(2 * (0.7443 * 730 + 16))  # 1,118.678
+    assert _group(cost, "g6e.xlarge").monthly_usd.desired == pytest.approx(0.7443 * 730 + 16)  # 559.339
     assert _group(cost, "g6e.xlarge").price_basis == "spot (measured)"
     assert _group(cost, "g6e.12xlarge").usd_per_node_hour == pytest.approx(10.49264 * 0.5)  # still assumed
-    assert cost.pricing == "spot, assumed 50% of on-demand for 1 of 2 node groups"
+    assert cost.pricing == "spot, assumed 50% of on-demand for 2 of 3 node groups"
     assert any("EC2 spot history, as of 2026-08-01" in line for line in cost.price_basis)
 
 
@@ -210,13 +222,13 @@ def test_a_created_cluster_adds_its_control_plane_and_system_nodes(project, cata
     # 2 x (0.1008 x 730 + 50 x 0.08) = 155.168 at min and desired, 4 x 77.584 = 310.336 at max
     assert (system.monthly_usd.min, system.monthly_usd.desired, system.monthly_usd.max) == (
         pytest.approx(155.168), pytest.approx(155.168), pytest.approx(310.336))
-    assert cost.monthly_usd.desired == pytest.approx(197_400.2688 + 73.0 + 155.168)  # 197,628.4368
-    assert cost.monthly_usd.min == pytest.approx(180_674.4844 + 73.0 + 155.168)  # 180,902.6524
-    assert cost.monthly_usd.max == pytest.approx(387_124.9104 + 73.0 + 310.336)  # 387,508.2464
+    assert cost.monthly_usd.desired == pytest.approx(213_458.46598 + 73.0 + 155.168)  # 213,686.63398
+    assert cost.monthly_usd.min == pytest.approx(197_413.38732 + 73.0 + 155.168)  # 197,641.55532
+    assert cost.monthly_usd.max == pytest.approx(426_916.93196 + 73.0 + 310.336)  # 427,300.26796
     assert "system nodes us-east-1 (on-demand): AWS Pricing API (AmazonEC2, Linux, Shared, On-Demand), via " \
            "Karpenter's generated price table, as of 2026-01-19" in cost.price_basis
     # models pay for their GPUs only: the cluster's own costs are the environment's
-    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(197_400.2688)
+    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(213_458.46598)
 
 
 def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
@@ -236,7 +248,7 @@ def test_system_nodes_are_on_demand_on_a_spot_stack(project, catalogue):
     cost = compute_fleet_cost(project.plan("dev"), catalogue, env, estimate_llm_loads(project.fleet(), "dev"))
     assert cost.system_nodes.usd_per_node_hour == 0.2016  # not x 0.5: deploy creates them ON_DEMAND
     assert cost.system_nodes.monthly_usd.desired == pytest.approx(2 * (0.2016 * 730 + 4))  # 302.336
-    assert cost.monthly_usd.desired == pytest.approx(5_236.3436 + 73.0 + 302.336)
+    assert cost.monthly_usd.desired == pytest.approx(4_924.2686 + 73.0 + 302.336)
 
 
 @pytest.mark.parametrize(("system_type", "region", "why"), [

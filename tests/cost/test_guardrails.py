@@ -48,10 +48,10 @@ def test_over_budget_fails_the_compile_with_the_figures(tmp_path):
     (issue,) = raised.value.issues
     assert issue.file.endswith("stacks/Pulumi.prod.yaml") and issue.line > 0
     assert issue.path == "config.modelfleet:budget"
-    # 197,400.27 - 150,000 = 47,400.27; the three dearest models at desired replicas
-    assert issue.message == ("prod: desired monthly cost 197,400.27 USD exceeds the budget of 150,000.00 USD (132%): "
-                             "over by 47,400.27 USD; dearest models: llama-3-1-405b-instruct 160,780.80, "
-                             "llama-3-3-70b-instruct 30,702.51, llama-3-1-8b-instruct 4,123.59")
+    # 213,458.47 - 150,000 = 63,165.86; the three dearest models at desired replicas (see test_figures)
+    assert issue.message == ("prod: desired monthly cost 213,458.47 USD exceeds the budget of 150,000.00 USD (142%): "
+                             "over by 63,458.47 USD; dearest models: llama-3-1-405b-instruct 160,780.80, "
+                             "llama-3-3-70b-instruct 48,135.24, llama-3-1-8b-instruct 2,749.06")
     assert "raise modelfleet:budget.monthlyUsd" in issue.fix and "onExceed: warn" in issue.fix
 
 
@@ -61,14 +61,14 @@ def test_over_budget_only_warns_when_the_stack_says_so(tmp_path, capsys):
     (warning,) = [w for w in plan.warnings if w.model == BUDGET_WARNING]
     assert "exceeds the budget of 150,000.00 USD" in warning.message
     assert main(["--project", str(tmp_path), "plan", "--stack", "prod"]) == 0
-    assert "warning: budget: prod: desired monthly cost 197,400.27 USD exceeds" in capsys.readouterr().err
+    assert "warning: budget: prod: desired monthly cost 213,458.47 USD exceeds" in capsys.readouterr().err
 
 
 def test_the_budget_basis_can_be_the_autoscaling_ceiling(tmp_path):
     project = make_project(tmp_path, "prod", {"modelfleet:budget": {"monthlyUsd": 250000, "basis": "max"}})
     status = project.costed("prod").budget
-    assert status.over and status.monthly_usd == pytest.approx(387_124.9104)  # max replicas, see test_figures
-    with pytest.raises(CompileError, match=r"max monthly cost 387,124.91 USD exceeds the budget of 250,000.00"):
+    assert status.over and status.monthly_usd == pytest.approx(426_916.93196)  # max replicas, see test_figures
+    with pytest.raises(CompileError, match=r"max monthly cost 426,916.93 USD exceeds the budget of 250,000.00"):
         project.plan("prod")
 
 
@@ -85,7 +85,7 @@ def test_cost_exits_3_only_for_guardrails_that_would_fail_the_render(tmp_path, c
     staging = ["--project", str(tmp_path), "cost", "--stack", "staging"]
     assert main(staging) == 0
     out = capsys.readouterr().out
-    assert ("staging: desired monthly cost 117,009.87 USD exceeds the budget of 100,000.00 USD (117%) "
+    assert ("staging: desired monthly cost 133,068.07 USD exceeds the budget of 100,000.00 USD (133%) "
             "[OVER BUDGET: a warning only (onExceed: warn)]") in out
     assert main(staging + ["--fail-on", "budget,policy"]) == 0  # warn mode: render succeeds, so does CI
     make_project(tmp_path / "p", "prod", {"modelfleet:budget": {"monthlyUsd": 150000}})
@@ -94,8 +94,8 @@ def test_cost_exits_3_only_for_guardrails_that_would_fail_the_render(tmp_path, c
     assert "[OVER BUDGET: the compile fails (onExceed: fail)]" in capsys.readouterr().out
     assert main(prod + ["--fail-on", "budget"]) == 3
     captured = capsys.readouterr()
-    assert "prod: desired monthly cost 197,400.27 USD exceeds" in captured.out  # the report is still written
-    assert "prod: budget: prod: desired monthly cost 197,400.27 USD exceeds the budget" in captured.err
+    assert "prod: desired monthly cost 213,458.47 USD exceeds" in captured.out  # the report is still written
+    assert "prod: budget: prod: desired monthly cost 213,458.47 USD exceeds the budget" in captured.err
     assert main(prod + ["--fail-on", "policy"]) == 0
 
 
@@ -130,7 +130,7 @@ def test_a_warn_budget_is_a_warning_in_the_comment(tmp_path, capsys):
     assert main(["--project", repo.root, "cost", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     assert comment.splitlines()[1] == "### modelfleet cost preview — ⚠️ over budget (warn only): staging"
-    assert "| ⚠️ 117% of 100,000.00 (desired) (onExceed: warn) |" in comment and "❌" not in comment
+    assert "| ⚠️ 133% of 100,000.00 (desired) (onExceed: warn) |" in comment and "❌" not in comment
 
 
 def test_a_budget_cannot_pass_on_unknown_prices(project, catalogue):
@@ -159,7 +159,10 @@ OLD_VLLM = {"image": "vllm/vllm-openai:v0.11.0"}  # a stack pinning a release th
 
 
 def test_max_gpus_per_model(project):
-    (issue,) = _violations(project, "prod", vllm=OLD_VLLM, policies={"max_gpus_per_model": 32})
+    issues = _violations(project, "prod", vllm=OLD_VLLM, policies={"max_gpus_per_model": 32})
+    # the 70B too: 5 replicas at max x 8 A100s = 40 GPUs
+    (issue,) = [i for i in issues if "llama-3-1-405b-instruct" in i.message]
+    assert {i.message.split(":")[0] for i in issues} == {"llama-3-1-405b-instruct", "llama-3-3-70b-instruct"}
     assert issue.path == "models[7]"  # llama-3-1-405b-instruct, 8th in models.yaml
     assert issue.message == ("llama-3-1-405b-instruct: holds 48 GPUs at max replicas (3 x 16 NVIDIA H100); "
                              "policy maxGpusPerModel of prod is 32")
@@ -192,25 +195,24 @@ def test_the_quantisation_advice_is_what_the_compiler_would_do(project, catalogu
     layerwise = _env_with(project, "prod", vllm={"image": "vllm/vllm-openai:v0.32.0"})
     assert _405b_as(project, layerwise, catalogue, size={"dtype": "fp8"}) == 24  # loads layer by layer there
     costed = project.costed("prod")
-    (issue,) = check_policies(costed.plan, costed.cost, project.fleet(),
-                              _env_with(project, "prod", vllm={"image": "vllm/vllm-openai:v0.32.0"},
-                                        policies={"max_gpus_per_model": 32}))
+    (issue,) = [i for i in check_policies(costed.plan, costed.cost, project.fleet(),
+                                          _env_with(project, "prod", vllm={"image": "vllm/vllm-openai:v0.32.0"},
+                                                    policies={"max_gpus_per_model": 32}))
+                if "llama-3-1-405b-instruct" in i.message]
     assert ("for fewer GPUs per replica, or size.dtype: fp8 alone (this vLLM release quantizes the 16-bit "
             "checkpoint layer by layer)") in issue.fix
 
 
 def test_no_quantisation_advice_where_it_cannot_lower_the_gpus(project):
     prod = {i.message.split(":")[0]: i.fix for i in _violations(project, "prod", policies={"max_gpus_per_model": 1})}
-    # prod's 8B: 1 GPU per replica, 3 replicas for 48 sequences at 23 each: more KV cache means fewer replicas
-    # (the default image's vLLM, 0.32, quantizes a 16-bit checkpoint layer by layer: fp8 alone is advice too)
-    assert "fp8 on L4, L40S, H100 or H200) for more KV cache per replica, so fewer replicas, or size.dtype: fp8 " \
-           "alone (this vLLM release" in prod[
-        "llama-3-1-8b-instruct"]
+    # prod's 8B: 1 GPU per replica, and 2 replicas: its availability floor, which no checkpoint lowers
     assert "fraud-scorer" not in prod  # KIND_CPU in prod: it holds no GPU
-    for name in ("image-preprocessor", "resnet50-classifier", "text-embedder"):
-        # Triton serves the artifact as it is (and these are measured): nothing else to suggest
+    for name in ("llama-3-1-8b-instruct", "image-preprocessor", "resnet50-classifier", "text-embedder"):
+        # Triton serves the artifact as it is (and these are measured): nothing else to suggest either
         assert prod[name] == ("lower the peak load or overrides.replicas, lower modelfleet:replicas.maxScaleFactor, "
                               "or raise the policy")
+    # the 70B (8 GPUs a replica): a smaller checkpoint needs fewer of them (0.32 quantizes layer by layer)
+    assert "for fewer GPUs per replica, or size.dtype: fp8 alone (this vLLM release" in prod["llama-3-3-70b-instruct"]
     dev = {i.message.split(":")[0]: i.fix for i in _violations(project, "dev", policies={
         "max_monthly_usd_per_model": 100})}
     # dev's 8B: one GPU, one replica (singleReplica): a smaller checkpoint can lower neither
@@ -230,7 +232,9 @@ def test_an_unmeasured_classic_model_is_told_to_measure(tmp_path):
 
 
 def test_allowed_families(project):
-    (issue,) = _violations(project, "prod", policies={"allowed_families": ["g5", "g6", "g6e", "c7i"]})
+    issues = _violations(project, "prod", policies={"allowed_families": ["g5", "g6", "g6e", "c7i"]})
+    assert len(issues) == 2 and "llama-3-3-70b-instruct: runs on p4d.24xlarge" in issues[1].message
+    issue = issues[0]
     assert issue.message == ("llama-3-1-405b-instruct: runs on p5.48xlarge; policy allowedFamilies of prod is "
                              "g5, g6, g6e, c7i")
     assert issue.fix.startswith("drop p5 from modelfleet:instanceFamilies so the compiler picks an allowed family")
@@ -258,17 +262,14 @@ def test_every_violation_is_reported_at_once(project):
                         "llama-3-3-70b-instruct: allowedFamilies", "llama-3-3-70b-instruct: maxGpusPerModel"]
 
 
-PINNED_P5 = """
-    environments:
-      dev:
-        overrides: {instance_type: p5.48xlarge}
-"""
+PINNED_P5 = "        overrides: {instance_type: p5.48xlarge}\n"
 
 
 def test_no_on_demand_p5_in_dev_fails_at_the_models_line(tmp_path, capsys):
-    text = (ROOT / "models.yaml").read_text().replace(
-        "      p99_ttft_ms: 2500\n      availability: 99.9\n", "      p99_ttft_ms: 2500\n      availability: 99.9\n"
-        + PINNED_P5.lstrip("\n"), 1)
+    dev_patch = "        sla: {p99_ttft_ms: 10000, p99_tpot_ms: 150}\n"  # the 70B's
+    text = (ROOT / "models.yaml").read_text()
+    assert text.count(dev_patch) == 1
+    text = text.replace(dev_patch, dev_patch + PINNED_P5)
     make_project(tmp_path, "dev", {"modelfleet:capacityType": "on-demand",
                                    "modelfleet:instanceFamilies": ["g4dn", "g5", "g6", "g6e", "p5"]}, text)
     assert main(["--project", str(tmp_path), "plan", "--stack", "dev"]) == 2
@@ -295,7 +296,7 @@ def test_cli_reports_budget_failures_on_one_line_each(tmp_path):
 def test_the_pulumi_program_gets_the_same_guardrails_without_files(project, catalogue):
     from modelfleet.cost.policy import compile_with_guardrails
     env = _env_with(project, "prod", budget={"monthly_usd": 100000})
-    with pytest.raises(CompileError, match="prod: desired monthly cost 197,400.27 USD exceeds the budget"):
+    with pytest.raises(CompileError, match="prod: desired monthly cost 213,458.47 USD exceeds the budget"):
         compile_with_guardrails(project.fleet(), env, catalogue)
     plan, cost = compile_with_guardrails(project.fleet(), project.environment("prod"), catalogue)
-    assert cost.monthly_usd.desired == pytest.approx(197_400.2688) and plan.environment == "prod"
+    assert cost.monthly_usd.desired == pytest.approx(213_458.46598) and plan.environment == "prod"

@@ -169,8 +169,8 @@ def test_without_secrets_every_step_runs_and_preview_is_skipped_with_a_notice(tm
     run = run_workflow(work, tmp_path, has_cloud=False)
     assert run.ran == ["Install", COST, PREVIEW, POST, VALIDATE, RENDER, "pulumi preview skipped"] and not run.failed
     comment = (work / "cost-comment.md").read_text()
-    assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +34,548.32 USD/month")
-    assert "| prod (on-demand) | 197,400.27 | 212,751.52 | **+15,351.25 (+7.8%)** |" in comment
+    assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +68,026.13 USD/month")
+    assert "| prod (on-demand) | 213,458.47 | 245,548.62 | **+32,090.16 (+15.0%)** |" in comment
     assert "- base stacks: origin/main:stacks/" in comment  # the stacks were read at the base branch
     assert (tmp_path / "summary.md").read_text() == comment == posted(tmp_path)
     log = calls(tmp_path)
@@ -194,7 +194,7 @@ def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes
     # fraud-scorer runs on (with its rule, dashboard and canary analysis) among them
     assert "| prod | 10 | 3 | 0 | 0 | 0 | 87 |" in preview
     assert "| ➕ | k8s:Deployment `modelfleet/llama-3-1-70b-support` | created |" in preview
-    assert ("| 🔄 | aws:eks:NodeGroup `gpu-g6e-12xlarge-od` | `scalingConfig.maxSize: 7 -> 11`; "
+    assert ("| 🔄 | aws:eks:NodeGroup `gpu-p4d-24xlarge-od` | `scalingConfig.maxSize: 6 -> 10`; "
             "`scalingConfig.minSize: 2 -> 4`;") in preview
     assert preview in (tmp_path / "summary.md").read_text()
 
@@ -216,9 +216,9 @@ def test_a_change_that_does_not_compile_still_posts_the_comment_then_fails(tmp_p
     run = run_workflow(work, tmp_path, has_cloud=False, existing_comment="4242")
     assert run.ran == ["Install", COST, PREVIEW, POST] and run.failed == [COST, PREVIEW] and run.job_failed
     comment = (work / "cost-comment.md").read_text()
-    assert "| dev (spot, assumed 50% of on-demand) | 5,236.34 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 | ❌ does not compile | unknown | - |" in comment
     assert "- ❌ dev: ./models.yaml:" in comment and "big-405b-copy" in comment
-    assert "| prod (on-demand) | 197,400.27 | 358,181.07 |" in comment  # the other stacks keep their figures
+    assert "| prod (on-demand) | 213,458.47 | 374,239.27 |" in comment  # the other stacks keep their figures
     assert "gh api --method PATCH repos/acme/models/issues/comments/4242 -F body=@cost-comment.md" in calls(tmp_path)
     assert "cost: 1 stack(s) do not compile: dev" in run.output[COST]
 
@@ -232,10 +232,10 @@ def test_a_change_over_budget_posts_the_comment_then_fails(tmp_path):
     comment = posted(tmp_path)
     assert "| prod | ❌ `pulumi up` stops: the program refuses the stack (see above) | | | | | |" in comment
     assert "— ❌ over budget: prod" in comment.splitlines()[1]
-    assert "| ❌ 106% of 200,000.00 (desired): the render fails |" in comment
+    assert "| ❌ 123% of 200,000.00 (desired): the render fails |" in comment
     # the budget edit is a stack change, read at the base branch and named as a cause
     assert "- stack settings: no cost change (modelfleet:budget.monthlyUsd: 250000 -> 200000)" in comment
-    assert "prod: budget: prod: desired monthly cost 212,751.52 USD exceeds the budget of 200,000.00 USD" \
+    assert "prod: budget: prod: desired monthly cost 245,548.62 USD exceeds the budget of 200,000.00 USD" \
         in run.output[COST]
 
 

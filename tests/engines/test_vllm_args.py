@@ -111,3 +111,63 @@ def test_every_local_vllm_argument_list_is_accepted(stack: str) -> None:
         assert (ns.tensor_parallel_size, ns.pipeline_parallel_size, ns.dtype) == (1, 1, "float32")
         assert ns.kv_cache_memory_bytes == 64 * 1024**2
         assert ns.served_model_name == [model.name] and ns.max_num_seqs == model.max_num_seqs
+
+
+FEATURES = """\
+models:
+  - name: chat
+    type: llm
+    artifact: meta-llama/Llama-3.1-8B-Instruct
+    size: {dtype: bf16}
+    architecture: llama-3.1-8b
+    image: vllm/vllm-openai:v0.11.0
+    sla: {max_context_tokens: 8192, avg_input_tokens: 3000, peak_concurrent_sequences: 8, p99_ttft_ms: 3000,
+          p99_tpot_ms: 60}
+    lora:
+      adapters:
+        - {name: support, artifact: acme/support-lora}
+        - {name: billing, artifact: acme/billing-lora}
+      max_rank: 64
+    overrides:
+      extra_args: [--seed, "7", --max-logprobs, "5", --enable-chunked-prefill]
+  - name: moe
+    type: llm
+    artifact: Qwen/Qwen3-30B-A3B
+    size: {dtype: bf16}
+    architecture: qwen3-30b-a3b
+    sla: {max_context_tokens: 8192, peak_concurrent_sequences: 64, p99_ttft_ms: 5000, p99_tpot_ms: 50}
+    overrides: {tensor_parallel_size: 2, expert_parallel: true}
+"""
+
+
+def test_lora_extra_args_and_expert_parallelism_are_accepted() -> None:
+    """The flags the language added (LoRA adapters, --max-num-batched-tokens, --enable-expert-parallel) and a
+    model's extra_args, through vLLM's own parser: an extra flag vLLM does not know fails here, in CI."""
+    from modelfleet.plan.compiler import compile_fleet
+    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.spec.environment import EnvironmentSpec
+    from modelfleet.spec.load import parse_fleet_text
+
+    plan = compile_fleet(parse_fleet_text(FEATURES), EnvironmentSpec(name="prod", region="us-east-1"),
+                         load_instance_catalogue())
+    chat = parse_vllm_serve_args(list(plan.model("chat").args[1:]))
+    assert chat.enable_lora is True and (chat.max_lora_rank, chat.max_loras) == (64, 2)
+    assert [(m.name, m.path) for m in chat.lora_modules] == [("support", "acme/support-lora"),
+                                                            ("billing", "acme/billing-lora")]
+    assert (chat.seed, chat.max_logprobs, chat.enable_chunked_prefill) == (7, 5, True)
+    assert chat.max_num_batched_tokens == plan.model("chat").max_num_batched_tokens == 4096
+    moe = parse_vllm_serve_args(list(plan.model("moe").args[1:]))
+    assert moe.enable_expert_parallel is True and moe.tensor_parallel_size == 2
+
+
+def test_an_extra_flag_vllm_does_not_know_is_refused() -> None:
+    from modelfleet.plan.compiler import compile_fleet
+    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.spec.environment import EnvironmentSpec
+    from modelfleet.spec.load import parse_fleet_text
+
+    text = FEATURES.replace("--enable-chunked-prefill", "--enable-chunked-prefil")  # a typo
+    plan = compile_fleet(parse_fleet_text(text), EnvironmentSpec(name="prod", region="us-east-1"),
+                         load_instance_catalogue())
+    with pytest.raises(ValueError, match=r"^--enable-chunked-prefil\b"):
+        parse_vllm_serve_args(list(plan.model("chat").args[1:]))

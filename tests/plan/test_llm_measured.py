@@ -11,8 +11,8 @@ from modelfleet.commands.plan import format_plan
 from modelfleet.errors import CompileError
 from tests.test_compile_cases import compile_text
 
-# On prod the 8B is planned on one L40S (g6e.xlarge), 23 sequences per replica at most (max_num_seqs), and
-# 48 at peak over 3 replicas: 16 per replica.
+# On prod the 8B, with the measurement's 1,024 in / 256 out and a p99 TPOT of 30 ms, is planned on one L40S
+# (g6e.xlarge), 19 sequences per replica at most (max_num_seqs), and 48 at peak over 3 replicas: 16 per replica.
 CHAT = textwrap.dedent("""\
     models:
       - name: chat
@@ -20,7 +20,8 @@ CHAT = textwrap.dedent("""\
         artifact: meta-llama/Llama-3.1-8B-Instruct
         size: {{dtype: bf16}}
         architecture: llama-3.1-8b
-        sla: {{max_context_tokens: 8192, peak_concurrent_sequences: 48, p99_ttft_ms: 1500}}
+        sla: {{max_context_tokens: 8192, avg_input_tokens: 1024, avg_output_tokens: 256, peak_concurrent_sequences: 48,
+              p99_ttft_ms: 1500, p99_tpot_ms: 30}}
         profile:
           measured_on: {on}
           measured_at: "2026-01-02"

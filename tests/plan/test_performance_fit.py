@@ -48,3 +48,20 @@ def test_end_to_end_fit_recovers_attention_dispatch_and_moe_constants():
                        point.output_tokens) == pytest.approx(point.tpot_ms, rel=0.02)
     assert parameters(fitted)[7] == pytest.approx(0.8, rel=0.1)  # dispatch per layer: 26 ms of a 512-token prefill
     assert np.all(np.array(parameters(fitted)) >= 0)
+
+
+def test_the_expert_parallel_kernel_gets_its_own_efficiency():
+    """Expert-parallel points alone inform moe_ep_efficiency: a synthetic truth with the kernel at 60% of the
+    tensor-parallel one's efficiency is recovered from a mix of both layouts; without expert-parallel points
+    the constant keeps its neutral start."""
+    truth = dataclasses.replace(IDEAL_H100, moe=Roofline(0.55, 0.65, 25.0, 64.0), moe_ep_efficiency=0.6)
+    points = []
+    for ep in (False, True):
+        for batch, isl, osl in ((1, 512, 128), (4, 1024, 512), (64, 2048, 256), (16, 4096, 1000)):
+            layout = Layout(tp=4, expert_parallel=ep)
+            points.append(Measured(MIXTRAL, layout, batch, isl, osl, prefill_ms(truth, MIXTRAL, layout, isl),
+                                   tpot_ms(truth, MIXTRAL, layout, batch, isl, osl)))
+    start = dataclasses.replace(truth, moe_ep_efficiency=1.0)
+    assert fit_end_to_end(start, points).moe_ep_efficiency == pytest.approx(0.6, rel=0.1)
+    tensor_parallel_only = [p for p in points if not p.layout.expert_parallel]
+    assert fit_end_to_end(start, tensor_parallel_only).moe_ep_efficiency == 1.0
