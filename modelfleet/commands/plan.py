@@ -43,7 +43,9 @@ def format_plan(plan: FleetPlan) -> str:
                      f"  cache {s.cache_size_bytes // 1024**2} MiB{kind}  models: {', '.join(s.models)}")
         lines.append(f"    rollout: {s.rollout.reason}")
         if s.former_names:  # a stack deployed before keeps this server's resources under it (Pulumi aliases)
-            lines.append(f"    formerly named {', '.join(s.former_names)}")
+            kept = (f"; deployed as {s.kube_name} (deploy.formerServerNames): its Kubernetes objects and S3 keys "
+                    f"keep that name, labelled modelfleet.io/server={s.name}") if s.kube_name != s.name else ""
+            lines.append(f"    formerly named {', '.join(s.former_names)}{kept}")
         if s.decision.reason not in explained:
             explained.add(s.decision.reason)
             lines += _decision_lines(s.decision, "    ")

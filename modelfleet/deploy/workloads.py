@@ -80,12 +80,13 @@ def _workload_waits(kind: str, workload: str, own: Mapping[str, str], node_group
 
 
 def _waits(obj: Mapping[str, Any], own: Mapping[str, str], node_group: str, identity: bool,
-           ctx: Context) -> tuple[str, ...]:
-    """``own``: kind -> logical name of the workload's objects."""
+           ctx: Context, name: str) -> tuple[str, ...]:
+    """``own``: kind -> logical name of the workload's objects; ``name``: the workload's in the plan (its
+    credentials are registered under it, whatever its objects are named in the cluster)."""
     kind, workload = obj["kind"], next(own[k] for k in WORKLOAD_KINDS if k in own)
     waits = [ctx.namespace]
     if kind in WORKLOAD_KINDS:
-        waits += _workload_waits(kind, obj["metadata"]["name"], own, node_group, identity, ctx)
+        waits += _workload_waits(kind, name, own, node_group, identity, ctx)
     elif kind in ("Service", "HorizontalPodAutoscaler"):
         waits.append(object_key(workload))
     if kind in ("ServiceMonitor", "PrometheusRule") and p.PROMETHEUS_STACK.release in ctx.releases:
@@ -95,13 +96,14 @@ def _waits(obj: Mapping[str, Any], own: Mapping[str, str], node_group: str, iden
     return tuple(waits)
 
 
-def applied(objects: Sequence[dict[str, Any]], node_group: str, identity: bool, ctx: Context) -> tuple[AppliedObject, ...]:
+def applied(objects: Sequence[dict[str, Any]], node_group: str, identity: bool, ctx: Context,
+            name: str) -> tuple[AppliedObject, ...]:
     """One workload's objects. An autoscaled workload's replicas are set at creation, then left to its HPA."""
     scaled = {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
               for o in objects if o["kind"] == "HorizontalPodAutoscaler"}
     own = {o["kind"]: logical_name(o) for o in objects if o["kind"] != "Service" or "Service" not in
            {x["kind"] for x in objects[:objects.index(o)]}}  # the workload's own Service, not a canary's
-    return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=_waits(o, own, node_group, identity, ctx),
+    return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=_waits(o, own, node_group, identity, ctx, name),
                                ignore_changes=_ignored(o, scaled)) for o in objects)
 
 
@@ -129,17 +131,19 @@ def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpe
                   manifests: Sequence[dict[str, Any]], ctx: Context) -> TritonDeploy:
     """Its configs as S3 objects under this revision's prefix (kept when a later revision replaces them), a
     role reading its prefix and its artifacts, its objects. A server renamed since it was deployed keeps its
-    Pulumi identity: every resource named after it is aliased to its name under each former name (``_former``);
-    its configs are a new revision like any other change (the old one is kept for pods still reading it)."""
+    Pulumi identity: every resource named after it is aliased to its name under each former name (``_former``).
+    In a stack that keeps the former names (``kube_name``) its Kubernetes objects, service account and S3 keys
+    are those it was deployed with, so nothing is replaced; in one that does not, its configs are a new revision
+    like any other change (the old one is kept for pods still reading it)."""
     bucket, prefix = model_repository_bucket(plan, env.deploy), model_repository_prefix(server)
     objects = tuple(S3ObjectDeploy(name=key.removeprefix("triton/").replace("/", "-"), key=key, content=content.decode(),
                                    retain_on_delete=True)
                     for key, content in sorted(repository_objects(files, server).items()))
-    identity = PodIdentityDeploy(name=server.name, namespace=plan.namespace, service_account=server.name,
+    identity = PodIdentityDeploy(name=server.name, namespace=plan.namespace, service_account=server.kube_name,
                                  policy=triton_read_policy(plan, server, bucket, prefix),
                                  trust_policy=pod_identity_trust_policy(), aliases=server.former_names)
     own = tuple(o.model_copy(update={"aliases": _former(o.name, server)})
-                for o in applied(manifests, server.node_group, True, ctx))
+                for o in applied(manifests, server.node_group, True, ctx, server.name))
     return TritonDeploy(name=server.name, team=server_team(plan, server), aliases=server.former_names, objects=objects, identity=identity,
                         manifests=own)
 
@@ -163,7 +167,7 @@ def vllm_model(plan: FleetPlan, model: VllmModelPlan, manifests: Sequence[dict[s
                                                              service_account=model.name, policy=policy,
                                                              trust_policy=pod_identity_trust_policy())
     return VllmDeploy(name=model.name, team=team_of(model.team), identity=identity, hf_secret=hf_secret(plan, model, ctx) if policy is None else None,
-                      manifests=applied(manifests, model.node_group, identity is not None, ctx))
+                      manifests=applied(manifests, model.node_group, identity is not None, ctx, model.name))
 
 
 def workloads(plan: FleetPlan, env: EnvironmentSpec, files: Mapping[str, bytes],

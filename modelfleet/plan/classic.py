@@ -107,6 +107,7 @@ def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: 
                                         chosen.specs[n].streaming for n in packed.models))) + flags,
             image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision, rate_limiter=limiter,
             former_names=() if packed.former_name == packed.name else (packed.former_name,),
+            physical_name=packed.former_name if packed.former_name in env.deploy.former_server_names else packed.name,
             rollout=workload_rollout([resolve_rollout(own[n].rollout, env) for n in packed.models], env,
                                      (packed.min_replicas, packed.replicas, packed.max_replicas),
                                      replica_floor(env, max(own[n].sla.availability for n in packed.models)),

@@ -298,10 +298,19 @@ class TritonServerPlan(PlanModel):
     # Names it had under earlier naming schemes (triton-<anchor model>): the Pulumi program aliases them, so a
     # deployed stack's resources carry over.
     former_names: tuple[str, ...] = ()
+    # What the cluster knows it by: its Kubernetes objects' names and selector labels, its S3 config prefix.
+    # The name itself, or its former name where the stack lists it (deploy.formerServerNames), so that
+    # the rename replaces nothing there; None: the name.
+    physical_name: str | None = None
     device: Literal["gpu", "cpu"] = "gpu"  # cpu: KIND_CPU instances, a whole CPU node per replica (gpus_per_replica 0)
     # Whether its models' batches run one at a time on the GPU (Triton's rate limiter), and why; None: one model
     # on its GPU (or a CPU server, whose cores are split between its instances), nothing to contend with.
     rate_limiter: Decision | None = None
+
+    @property
+    def kube_name(self) -> str:
+        """The name its Kubernetes objects, selector labels and S3 config prefix carry (``physical_name``)."""
+        return self.physical_name or self.name
 
     @property
     def slots_per_replica(self) -> int:

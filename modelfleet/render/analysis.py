@@ -84,7 +84,7 @@ def workload_queries(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan
     out = []
     for name in workload.models:
         model = plan.model(name)
-        selector = canary_selector(plan, workload.name, name)
+        selector = canary_selector(plan, workload.kube_name, name)  # its pods carry the cluster's name
         out += triton_queries(model, selector) if isinstance(model, TritonModelPlan) else vllm_queries(model, selector)
     return out
 

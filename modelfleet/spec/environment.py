@@ -174,6 +174,13 @@ class DeploySettings(EnvFrozen):
     # AL2023 NVIDIA nodes need NVIDIA's device plugin; false when the cluster already runs one (the GPU Operator
     # or NVIDIA's own chart), so that no node gets two plugins registering the same GPUs.
     install_device_plugin: bool = True
+    # The Triton servers this stack deployed while servers were named after their first model (triton-<anchor>,
+    # before they were named by pool or instance type). A server whose former name is listed keeps it as its
+    # physical name (Kubernetes objects, selector labels, its S3 config prefix), so `pulumi up` replaces
+    # nothing, while the plan, preview, dashboards and the modelfleet.io/server label carry the new name. Empty
+    # by default: a new stack, and any server not listed (a new one), gets the new names everywhere
+    # (docs/concepts/decisions.md, "Server names").
+    former_server_names: tuple[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")], ...] = ()
 
 
 class ObservabilitySettings(EnvFrozen):

@@ -69,7 +69,7 @@ def test_a_workload_waits_for_its_own_node_group_credentials_and_account_only(ru
         if resource.inputs["kind"] not in WORKLOADS:
             continue
         name = resource.inputs["metadata"]["name"]
-        planned = next((s for s in plan.triton_servers if s.name == name), None) or plan.model(name)
+        planned = next((s for s in plan.triton_servers if s.kube_name == name), None) or plan.model(name)
         direct = {(by_urn[u].type, by_urn[u].name) for u in resource.depends_on}
         groups = {n for t, n in direct if t == NODE_GROUP}  # its plan group: every zone's group of a zonal one
         zonal = plan.node_group(planned.node_group).zonal

@@ -83,7 +83,7 @@ def test_triton_pod_builds_its_repository_then_serves(project, plans):
     (init,) = pod["initContainers"]
     script = init["command"][2]
     # the configs of this revision: content-addressed, so an old pod never reads a newer revision's
-    assert re.search(rf"s3://{deploy.model_repository_bucket}/triton/{server.name}/[0-9a-f]{{16}}/ {MODEL_REPOSITORY_DIR}/",
+    assert re.search(rf"s3://{deploy.model_repository_bucket}/triton/{server.kube_name}/[0-9a-f]{{16}}/ {MODEL_REPOSITORY_DIR}/",
                      script)
     for name in server.models:  # each pinned version folder alone (#15)
         model = plan.model(name)

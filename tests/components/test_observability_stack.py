@@ -27,8 +27,9 @@ def test_a_created_cluster_turns_on_grafana_with_the_sidecar_and_alertmanager(pr
     dashboards = {name for (kind, name), o in objects.items() if kind == "ConfigMap"
                   and o["metadata"]["labels"].get(p.GRAFANA_SIDECAR["label"]) == p.GRAFANA_SIDECAR["labelValue"]}
     plan = project.plan("prod")  # one rule set per workload: each Triton server (GPU or CPU), each vLLM model
-    assert rules == {s.name for s in plan.triton_servers} | {m.name for m in plan.models if isinstance(m, VllmModelPlan)}
-    assert {"triton-g5-xlarge", "triton-c7i-xlarge", "llama-3-1-405b-instruct"} <= rules
+    assert rules == {s.kube_name for s in plan.triton_servers} | {m.name for m in plan.models if isinstance(m, VllmModelPlan)}
+    # triton-g5-xlarge keeps its former name in the cluster (deploy.formerServerNames)
+    assert {"triton-image-preprocessor", "triton-c7i-xlarge", "llama-3-1-405b-instruct"} <= rules
     assert dashboards == {f"{name}-dashboard" for name in rules} | {"modelfleet-fleet-dashboard"}
 
 

@@ -111,11 +111,12 @@ def test_removing_a_model_keeps_old_configs_and_rolls_its_servers_pods(tmp_path,
         data["models"] = [m for m in data["models"] if m["name"] != "session-recommender"]
         return yaml.safe_dump(data, sort_keys=False)
     out = preview_base(repo_with_change(tmp_path, models_edit=drop_session_recommender), capsys)
-    details = out.split("~  k8s:Deployment modelfleet/triton-g5-xlarge\n", 1)[1].splitlines()
+    # prod keeps the server's former name in the cluster (deploy.formerServerNames; it is triton-g5-xlarge)
+    details = out.split("~  k8s:Deployment modelfleet/triton-image-preprocessor\n", 1)[1].splitlines()
     server = list(itertools.takewhile(lambda line: line.startswith(" " * 7), details))
     assert "       ! pods roll: the pod template changes" in server, server
     assert "! retained: Pulumi forgets it but leaves it in AWS" in out
     deleted = out.split("to delete", 1)[1].split("\n  -  ")[1:]
-    assert any(d.startswith("aws:s3:BucketObjectv2 triton-g5-xlarge-") and "session-recommender-config.pbtxt" in d
+    assert any(d.startswith("aws:s3:BucketObjectv2 triton-image-preprocessor-") and "session-recommender-config.pbtxt" in d
                for d in deleted)  # the old revision's config, kept for the pods still reading it
-    assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-g5-xlarge" in out  # its metric goes
+    assert "~  k8s:HorizontalPodAutoscaler modelfleet/triton-image-preprocessor" in out  # its metric goes

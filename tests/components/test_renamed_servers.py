@@ -1,29 +1,38 @@
 """Triton servers are named after their pool or instance type now, not after a member (``triton-g5-xlarge``,
-was ``triton-image-preprocessor``). A stack deployed under the old names keeps its resources: every one of
-them is carried over by a Pulumi alias, nothing is created beside them, and the rename is the only change.
+was ``triton-image-preprocessor``). The rename is free for a stack deployed under the old names: `pulumi up`
+replaces, creates and deletes nothing (issue 11, item 4).
+
+- Pulumi identity: every resource named after the server is aliased to its name under the former name.
+- Physical names: the example stacks say they were deployed under the old names
+  (``deploy.formerServerNames``), so each server's Kubernetes objects, selector labels, service account
+  and S3 config keys keep the former name (``TritonServerPlan.kube_name``). Only labels and text change: the
+  ``modelfleet.io/server`` label, the dashboards' titles and the alerts' ``workload`` label say the new name.
 
 "Deployed under the old names" is the same program run with the plan the earlier compiler made: each server
 under its former name (``TritonServerPlan.former_names``: ``triton-<anchor>``, as packing.py named it).
+The two previews are compared by ``compute_preview_diff``, as ``modelfleet preview --base`` compares branches.
 """
 
 from __future__ import annotations
 
-import json
-
+import pulumi
 import pytest
 
 from modelfleet.cost import policy
 from modelfleet.plan.types import FleetPlan, TritonModelPlan
+from modelfleet.preview import runner as preview_runner
+from modelfleet.preview.diff import changed_paths, compute_preview_diff
 from modelfleet.preview.runner import PreviewResult, Recorded
-from modelfleet.render.k8s.triton import REPOSITORY_DIGEST
-from tests.components.mocked import run
+from modelfleet.render.k8s.common import SERVER_LABEL
+from tests.components.mocked import of_type, run, stack_config
 from tests.conftest import STACKS
 
 
 def as_named_before(plan: FleetPlan) -> FleetPlan:
     """The plan with every renamed server under its former name, as the earlier compiler named it."""
     former = {s.name: s.former_names[0] for s in plan.triton_servers if s.former_names}
-    servers = tuple(s.model_copy(update={"name": former.get(s.name, s.name), "former_names": ()})
+    servers = tuple(s.model_copy(update={"name": former.get(s.name, s.name), "former_names": (),
+                                         "physical_name": former.get(s.name, s.name)})
                     for s in plan.triton_servers)
     models = tuple(m.model_copy(update={"server": former.get(m.server, m.server)}) if isinstance(m, TritonModelPlan)
                    else m for m in plan.models)
@@ -34,97 +43,92 @@ def as_named_before(plan: FleetPlan) -> FleetPlan:
                                    "node_groups": groups, "pipelines": pipelines})
 
 
+class CarriedOver(preview_runner.FleetMocks):
+    """Mocks in which an aliased resource keeps the id (and ARN) it was created with, as Pulumi carries an
+    aliased resource's state over. Plain mocks derive an id from the logical name, so a renamed role would
+    seem to get a new ARN and its policy a new ``role``: an artifact of the mocks, not a change."""
+
+    renames: dict[str, str] = {}  # new server name -> former
+
+    def new_resource(self, args):
+        for new, old in self.renames.items():
+            if new in args.name:
+                args = pulumi.runtime.MockResourceArgs(
+                    args.typ, args.name.replace(new, old), args.inputs, args.provider, args.resource_id, args.custom)
+        return super().new_resource(args)
+
+
 @pytest.fixture(scope="module")
-def deployed_before(request):
-    """Each stack as the earlier compiler deployed it (the program run with its plan), and the renames."""
+def previews():
+    """Per stack: the program as the earlier compiler deployed it, as this one does, and the renames."""
     compile_fleet = policy.compile_fleet
     renames: dict[str, dict[str, str]] = {}
 
     def earlier(fleet, env, catalogue):
         plan = compile_fleet(fleet, env, catalogue)
-        renames[env.name] = {s.former_names[0]: s.name for s in plan.triton_servers if s.former_names}
+        renames[env.name] = {s.name: s.former_names[0] for s in plan.triton_servers if s.former_names}
         return as_named_before(plan)
 
-    patch = pytest.MonkeyPatch()
-    patch.setattr(policy, "compile_fleet", earlier)
-    try:
-        return {stack: run(stack) for stack in STACKS}, renames
-    finally:
-        patch.undo()
+    out = {}
+    for stack in STACKS:
+        patch = pytest.MonkeyPatch()
+        patch.setattr(policy, "compile_fleet", earlier)
+        try:
+            before = run(stack)
+        finally:
+            patch.undo()
+        patch.setattr(CarriedOver, "renames", renames[stack])
+        patch.setattr(preview_runner, "FleetMocks", CarriedOver)
+        try:
+            out[stack] = (before, run(stack), renames[stack])
+        finally:
+            patch.undo()
+    return out
 
 
-def alias_urns(resource: Recorded) -> set[str]:
-    """The URNs a resource's aliases name (same type and parent, another name)."""
-    chain = resource.urn.rsplit("::", 1)[0]
-    return {f"{chain}::{a['name']}" for a in resource.aliases if "name" in a and set(a) <= {"name", "parentUrn"}
-            and not a.get("parentUrn")}
-
-
-def renamed(inputs: dict, renames: dict[str, str]) -> dict:
-    text = json.dumps(inputs, sort_keys=True)
-    for old, new in renames.items():
-        text = text.replace(old, new)
-    return json.loads(text)
-
-
-# A server's configs are immutable revisions under content-addressed keys (triton/<server>/<sha>/...): every
-# change, a rename included, writes a new revision beside the old one, which is retained for the pods still
-# reading it (tests/components/test_workloads.py), so they are not carried over but added.
-REVISIONS = "aws:s3/bucketObjectv2:BucketObjectv2"
-
-
-def created(result: PreviewResult) -> list[Recorded]:
-    """What the program creates (the stack itself and the configs' revisions aside)."""
-    return [r for r in result.resources if r.type not in ("pulumi:pulumi:Stack", REVISIONS)]
-
-
-def carried_over(before: PreviewResult, after: PreviewResult) -> dict[str, Recorded]:
-    """Old URN -> the resource that takes it over (the same URN, or one aliasing it)."""
-    claims = {}
-    for resource in created(after):
-        for urn in {resource.urn} | alias_urns(resource):
-            claims[urn] = resource
-    return {r.urn: claims[r.urn] for r in created(before) if r.urn in claims}
-
-
-def revisions(before: PreviewResult, after: PreviewResult, renames: dict[str, str]) -> dict[str, str]:
-    """Each renamed server's config revision (its S3 prefix's hash covers keys holding the server's name)."""
-    def of(result: PreviewResult) -> dict[str, str]:
-        return {r.inputs["key"].split("/")[1]: r.inputs["key"].split("/")[2] for r in result.resources
-                if r.type == REVISIONS}
-    old, new = of(before), of(after)
-    return {old[name]: new[renamed] for name, renamed in renames.items() if name in old and renamed in new}
-
-
-def digests(old: Recorded, new: Recorded) -> dict[str, str]:
-    """A Deployment's repository digest covers its configs' S3 keys, which hold the server's name."""
-    if old.type not in ("kubernetes:apps/v1:Deployment", "kubernetes:argoproj.io/v1alpha1:Rollout"):
-        return {}
-    notes = [r.inputs["spec"]["template"]["metadata"].get("annotations", {}) for r in (old, new)]
-    return {notes[0][REPOSITORY_DIGEST]: notes[1][REPOSITORY_DIGEST]} if REPOSITORY_DIGEST in notes[0] else {}
+# What a rename may change in place, and why: the plan's name on a label (pod templates included: the pods roll
+# once, as any label change rolls them), on the dashboards (their titles and uids, so the ConfigMap's one data
+# key) and on the alerts (their group's name, their workload label and text).
+NAMED = (f"metadata.labels.{SERVER_LABEL}", f"spec.template.metadata.labels.{SERVER_LABEL}", "data.",
+         "spec.groups[0].name", "spec.groups[0].rules[")
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_a_stack_deployed_under_the_old_names_keeps_every_resource(deployed_before, runs, stack):
-    before, renames = deployed_before[0][stack], deployed_before[1][stack]
-    after = runs[stack]
+def test_a_stack_deployed_under_the_old_names_replaces_nothing(previews, stack):
+    before, after, renames = previews[stack]
     assert renames, "the example's servers were named after a member before"
-    taken = carried_over(before, after)
-    assert sorted(r.urn for r in created(before) if r.urn not in taken) == []  # nothing deleted
-    assert sorted(r.urn for r in created(after) if r not in taken.values()) == []  # nothing created beside
-    for old in created(before):
-        new = taken[old.urn]
-        # the whole digest first: the revision is its first 16 hex digits
-        expected = renamed(old.inputs, digests(old, new) | renames | revisions(before, after, renames))
-        assert expected == new.inputs, f"{old.urn} changed beyond its name"
-    aliased = [r for r in after.resources if alias_urns(r)]
-    assert {r.type for r in aliased} >= {"modelfleet:index:TritonServer", "aws:iam/role:Role"}
-    assert {r.type for r in aliased} & {"kubernetes:apps/v1:Deployment", "kubernetes:argoproj.io/v1alpha1:Rollout"}
+    diff = compute_preview_diff(stack, before.resources, after.resources)
+    assert [(c.action, c.type, c.name) for c in diff.changes if c.action != "update"] == []
+    assert {c.type for c in diff.changes} <= {"k8s:Deployment", "k8s:Rollout", "k8s:HorizontalPodAutoscaler",
+                                              "k8s:Service", "k8s:ServiceAccount", "k8s:PodDisruptionBudget",
+                                              "k8s:NetworkPolicy", "k8s:ServiceMonitor", "k8s:PrometheusRule",
+                                              "k8s:ConfigMap", "k8s:AnalysisTemplate", "k8s:HTTPRoute"}
+    old = {r.urn: r for r in before.resources}
+    for resource in after.resources:
+        if resource.urn in old and resource.custom:
+            paths = changed_paths(old[resource.urn], resource)
+            assert all(p.startswith(NAMED) for p in paths), (resource.urn, paths)
+    workloads = {**of_type(after, "kubernetes:apps/v1:Deployment"), **of_type(after, "kubernetes:argoproj.io/v1alpha1:Rollout")}
+    labelled = {w.inputs["metadata"]["labels"][SERVER_LABEL]: w.inputs["metadata"]["name"] for w in workloads.values()
+                if SERVER_LABEL in w.inputs["metadata"]["labels"]}
+    assert {new: labelled[new] for new in renames} == renames  # the cluster's name, and what the plan calls it
 
 
-def test_the_check_sees_a_resource_left_behind(deployed_before, runs):
-    """Without its aliases the server's resources would be deleted and created anew."""
-    before, after = deployed_before[0]["prod"], runs["prod"]
-    stripped = PreviewResult(after.stack, [Recorded(r.type, r.name, r.urn, r.parent, r.inputs) for r in after.resources])
-    left = [urn for urn in (r.urn for r in created(before)) if urn not in carried_over(before, stripped)]
-    assert left and all("triton-image-preprocessor" in urn for urn in left)
+def test_the_check_sees_a_resource_left_behind(previews):
+    """Without its aliases the server's role and policy would be deleted and created anew."""
+    before, after, _ = previews["prod"]
+    stripped = [Recorded(r.type, r.name, r.urn, r.parent, r.inputs, custom=r.custom) for r in after.resources]
+    diff = compute_preview_diff("prod", before.resources, stripped)
+    deleted = [c.name for c in diff.changes if c.action == "delete"]
+    assert deleted and all("triton-image-preprocessor" in name for name in deleted)
+
+
+def test_a_new_stack_gets_the_new_names():
+    """A stack that does not say it was deployed under the old names names everything after the server."""
+    config = stack_config("prod")
+    config["modelfleet:deploy"] = {k: v for k, v in config["modelfleet:deploy"].items() if k != "formerServerNames"}
+    result: PreviewResult = run("prod", config=config)
+    names = {r.inputs["metadata"]["name"] for r in of_type(result, "kubernetes:apps/v1:Deployment").values()}
+    assert "triton-g5-xlarge" in names and "triton-image-preprocessor" not in names
+    keys = [r.inputs["key"] for r in result.resources if r.type == "aws:s3/bucketObjectv2:BucketObjectv2"]
+    assert keys and all(not k.startswith("triton/triton-image-preprocessor/") for k in keys)

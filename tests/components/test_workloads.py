@@ -26,7 +26,7 @@ def _kind(rollout) -> str:
 def test_triton_deployments_run_the_plans_arguments(runs, plans, stack):
     applied, plan = k8s_objects(runs[stack]), plans[stack]
     for server in plan.triton_servers:
-        deployment = applied[(_kind(server.rollout), server.name)]
+        deployment = applied[(_kind(server.rollout), server.kube_name)]
         pod = _pod(deployment)
         (container,) = pod["containers"]
         assert [*container["command"], *container["args"]] == list(server.args)
@@ -71,17 +71,19 @@ def test_the_example_has_a_multi_node_model(plans):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_each_config_is_one_s3_object_under_its_servers_prefix(runs, project, stack):
-    files = project.rendered(stack)[1]
+    plan, files = project.rendered(stack)
+    # uploaded under the name the cluster knows the server by, rendered under the plan's
+    named = {s.kube_name: s.name for s in plan.triton_servers}
     objects = of_type(runs[stack], "aws:s3/bucketObjectv2:BucketObjectv2").values()
     uploaded = {o.inputs["key"]: o.inputs["content"].encode() for o in objects}
     # defect 8: under a content-addressed prefix per revision (triton/<server>/<16 hex>/...), kept by Pulumi
     # when a later revision replaces it, so a pod of the old revision never reads the new configs
     revisions = {key.split("/")[2] for key in uploaded}
     assert all(len(r) == 16 and int(r, 16) >= 0 for r in revisions)
-    assert {"/".join(k.split("/")[:2] + k.split("/")[3:]): v for k, v in uploaded.items()} == {
+    assert {"/".join(["triton", named[k.split("/")[1]]] + k.split("/")[3:]): v for k, v in uploaded.items()} == {
         k: v for k, v in files.items() if k.startswith("triton/") and not k.endswith("server.json")}
     for obj in objects:
-        assert obj.parent.endswith(f"TritonServer::{obj.inputs['key'].split('/')[1]}")
+        assert obj.parent.endswith(f"TritonServer::{named[obj.inputs['key'].split('/')[1]]}")
         assert obj.retain_on_delete
 
 
@@ -95,11 +97,11 @@ def test_pod_roles_read_only_their_own_prefix_and_artifacts(runs, plans, project
         document = json.loads(policies[f"{server.name}-read"].inputs["policy"])
         artifacts = {m.artifact.removeprefix("s3://").rstrip("/") for n in server.models
                      if isinstance(m := plan.model(n), TritonModelPlan)}
-        assert set(document["Statement"][0]["Resource"]) == {f"arn:aws:s3:::{bucket}/triton/{server.name}/*",
+        assert set(document["Statement"][0]["Resource"]) == {f"arn:aws:s3:::{bucket}/triton/{server.kube_name}/*",
                                                              *(f"arn:aws:s3:::{a}/*" for a in artifacts)}
         assert {s["Action"] for s in document["Statement"]} == {"s3:GetObject", "s3:ListBucket"}
         association = associations[f"{server.name}-identity"].inputs
-        assert (association["namespace"], association["serviceAccount"]) == (plan.namespace, server.name)
+        assert (association["namespace"], association["serviceAccount"]) == (plan.namespace, server.kube_name)
         assert json.loads(of_type(result, "aws:iam/role:Role")[f"{server.name}-pod"].inputs["assumeRolePolicy"])[
             "Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
 

@@ -46,8 +46,14 @@ def _case(groups, alert, variant, model, bad, good, minutes) -> Case:
     return Case(alert, variant, groups, _rule(groups, alert, model)["labels"], bad, good, minutes)
 
 
+def _job(plan: FleetPlan) -> str:
+    """The server's name in the series: its Service, HPA and pods (its former name where the stack keeps it)."""
+    return plan.server(SERVER).kube_name
+
+
 def _triton(plan: FleetPlan, model: str) -> dict[str, str]:
-    return {"namespace": plan.namespace, "job": SERVER, "model": model, "version": "1", "pod": f"{SERVER}-7d9f8c6b5-x2x4z"}
+    job = _job(plan)
+    return {"namespace": plan.namespace, "job": job, "model": model, "version": "1", "pod": f"{job}-7d9f8c6b5-x2x4z"}
 
 
 def _vllm(plan: FleetPlan, name: str = LLM) -> dict[str, str]:
@@ -101,7 +107,7 @@ def triton_latency(plan: FleetPlan, groups) -> list[Case]:
 def streaming_latency(plan: FleetPlan) -> Case:
     """A decoupled copy of the cached model: its SLA is the first response, from Triton's histogram."""
     model = plan.model(CACHED).model_copy(update={"decoupled": True})
-    groups = [{"name": "streaming", "rules": triton_model_rules(RuleContext(plan, SERVER, (), 1, None), model)}]
+    groups = [{"name": "streaming", "rules": triton_model_rules(RuleContext(plan, SERVER, (), 1, None, _job(plan)), model)}]
     labels = _triton(plan, CACHED)
 
     def observations(bucket: str) -> list[dict[str, str]]:
@@ -181,8 +187,8 @@ def all_cases(plan: FleetPlan) -> list[Case]:
     server, llm, lws = plan.server(SERVER), plan.model(LLM), plan.model(MULTI_NODE_LLM)
     triton, vllm, big = rule_groups(plan, server), rule_groups(plan, llm), rule_groups(plan, lws)
     return [*triton_burn(plan, triton), *triton_latency(plan, triton), *triton_saturation(plan, triton),
-            *replicas(plan, triton, SERVER, "Triton", server.min_replicas, server.max_replicas,
-                      f"{SERVER}-7d9f8c6b5-x2x4z"),
+            *replicas(plan, triton, server.kube_name, "Triton", server.min_replicas, server.max_replicas,
+                      f"{server.kube_name}-7d9f8c6b5-x2x4z"),
             *vllm_burn(plan, vllm), *vllm_latency(plan), *vllm_saturation(plan, vllm),
             *replicas(plan, vllm, LLM, "Vllm", llm.min_replicas, llm.max_replicas, f"{LLM}-5c7b9d8f6-q8w2e"),
             *replicas(plan, big, MULTI_NODE_LLM, "Vllm", lws.min_replicas, lws.max_replicas, f"{MULTI_NODE_LLM}-0-1")]

@@ -21,6 +21,7 @@ from ...plan.teams import workload_team
 from ...plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from ...spec.environment import DeploySettings
 from ..fleet import render_triton_repositories
+from . import common as c
 from .cluster import AMIS_WITHOUT_DEVICE_PLUGIN, render_cluster_manifests
 from .common import with_team
 from .prerequisites import ADAPTER_VALUES_FILE, render_adapter_values
@@ -69,12 +70,18 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories
         groups[workload.name] += _observability(plan, workload, docs_url, dashboards)
     if dashboards is not None and cost is not None:
         groups[CLUSTER].append(fleet_config_map(plan, cost, dashboards))
-    return {name: [with_team(o, workload_team(plan, name)) for o in objects] for name, objects in groups.items()}
+    servers = {s.name for s in plan.triton_servers}  # labelled with the plan's name (c.SERVER_LABEL)
+    return {name: [_labelled(with_team(o, workload_team(plan, name)), name if name in servers else None)
+                   for o in objects] for name, objects in groups.items()}
+
+
+def _labelled(obj: dict[str, Any], server: str | None) -> dict[str, Any]:
+    return obj if server is None else c.with_label(obj, c.SERVER_LABEL, server)
 
 
 def _observability(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan, docs_url: str | None,
                    dashboards: DashboardBuilder | None) -> list[dict[str, Any]]:
-    objects = [prometheus_rule(plan, workload.name, rule_groups(plan, workload, docs_url=docs_url))]
+    objects = [prometheus_rule(plan, c.kube_name(workload), rule_groups(plan, workload, docs_url=docs_url))]
     if dashboards is not None:
         objects.append(dashboard_config_map(plan, workload_dashboard(plan, workload), dashboards))
     return objects
@@ -94,7 +101,7 @@ def workload_endpoints(plan: FleetPlan) -> dict[str, str]:
     def host(name: str) -> str:
         return f"{name}.{plan.namespace}.svc.cluster.local"
 
-    endpoints = {s.name: f"http://{host(s.name)}:{TRITON_HTTP_PORT} grpc://{host(s.name)}:{TRITON_GRPC_PORT}"
+    endpoints = {s.name: f"http://{host(s.kube_name)}:{TRITON_HTTP_PORT} grpc://{host(s.kube_name)}:{TRITON_GRPC_PORT}"
                  for s in plan.triton_servers}
     endpoints |= {m.name: f"http://{host(m.name)}:{VLLM_PORT}/v1" for m in vllm_models(plan)}
     return dict(sorted(endpoints.items()))

@@ -7,11 +7,14 @@ from typing import Any
 
 from ...plan.node_volume import disk_gib
 from ...plan.teams import TEAM_LABEL
-from ...plan.types import ContainerResourcesPlan, FleetPlan, RolloutPlan
+from ...plan.types import ContainerResourcesPlan, FleetPlan, RolloutPlan, TritonServerPlan, VllmModelPlan
 
 GPU_RESOURCE = "nvidia.com/gpu"
 ZONE_KEY = "topology.kubernetes.io/zone"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "modelfleet"}
+# The plan's name for a Triton server, on its objects and pods: its objects' names and selector labels may be a
+# former name (deploy.formerServerNames), so this label is how a reader of the cluster tells what it is.
+SERVER_LABEL = "modelfleet.io/server"
 POD_SECURITY = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "restricted"}
 # pulumi-kubernetes waits for a Deployment to become available (and a Service to get endpoints) for 10
 # minutes by default; a GPU rollout needs a node (about 5 min) and a 10-20 GB image (about 10 min) per pod
@@ -27,15 +30,26 @@ def labels(name: str, component: str) -> dict[str, str]:
 def with_team(obj: dict[str, Any], team: str) -> dict[str, Any]:
     """The object, and every pod template in it, labelled with its team (plan/teams.py). Pods carry it too, so
     cost tools that read pod labels see it; a change of team therefore rolls the pods. Selectors never use it."""
-    out = {**obj, "metadata": {**obj["metadata"], "labels": {**obj["metadata"].get("labels", {}), TEAM_LABEL: team}}}
+    return with_label(obj, TEAM_LABEL, team)
+
+
+def with_label(obj: dict[str, Any], key: str, value: str) -> dict[str, Any]:
+    """The object and every pod template in it with the label ``key: value`` (never in a selector)."""
+    out = {**obj, "metadata": {**obj["metadata"], "labels": {**obj["metadata"].get("labels", {}), key: value}}}
     spec = obj.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("template"), dict) and "metadata" in spec["template"]:
-        out["spec"] = {**spec, "template": with_team(spec["template"], team)}
+        out["spec"] = {**spec, "template": with_label(spec["template"], key, value)}
     lws = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
     if isinstance(lws, dict):
         out["spec"] = {**spec, "leaderWorkerTemplate": {
-            **lws, **{k: with_team(lws[k], team) for k in ("leaderTemplate", "workerTemplate") if k in lws}}}
+            **lws, **{k: with_label(lws[k], key, value) for k in ("leaderTemplate", "workerTemplate") if k in lws}}}
     return out
+
+
+def kube_name(workload: TritonServerPlan | VllmModelPlan) -> str:
+    """What the cluster knows a workload by: a Triton server's ``kube_name`` (its former name in a stack that
+    keeps them), a vLLM model's name."""
+    return workload.kube_name if isinstance(workload, TritonServerPlan) else workload.name
 
 
 def selector(name: str) -> dict[str, str]:

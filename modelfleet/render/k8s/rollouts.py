@@ -91,19 +91,19 @@ def canary_objects(workload: TritonServerPlan | VllmModelPlan, plan: FleetPlan, 
     """``objects`` (a Deployment's, in apply order) made a canary's: the Deployment a Rollout in its place, its
     AnalysisTemplate before it, the HPA aimed at it, and with a gateway a canary Service and the HTTPRoute after
     its Service."""
-    rollout = workload.rollout
+    rollout, name = workload.rollout, c.kube_name(workload)
     assert rollout is not None
     out = []
     for obj in objects:
         if obj["kind"] == "Deployment":  # its analysis first: the Rollout names it (and Pulumi applies in order)
-            out.append(analysis_template(plan, workload, c.metadata(analysis_name(workload.name), plan, "analysis")))
+            out.append(analysis_template(plan, workload, c.metadata(analysis_name(name), plan, "analysis")))
             obj = as_rollout(obj, plan, rollout)
         elif obj["kind"] == "HorizontalPodAutoscaler":
             obj = {**obj, "spec": {**obj["spec"], "scaleTargetRef": {"apiVersion": ROLLOUT_API, "kind": "Rollout",
-                                                                    "name": workload.name}}}
+                                                                    "name": name}}}
         out.append(obj)
         if obj["kind"] == "Service" and rollout.traffic == "gateway":
             component, ports = service_ports
-            out.append(_canary_service(workload.name, plan, component, ports, obj["spec"]["selector"]))
-            out.append(http_route(workload.name, plan, http_port))
+            out.append(_canary_service(name, plan, component, ports, obj["spec"]["selector"]))
+            out.append(http_route(name, plan, http_port))
     return out

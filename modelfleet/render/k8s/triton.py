@@ -39,15 +39,21 @@ MIN_SHM_BYTES = 64 * 1024**2  # Triton's own shared memory for its internal tens
 SKIPS = {"CKV_K8S_40": "the Triton image's own user triton-server is uid 1000; a higher uid has no home or libraries"}
 
 
-def model_repository_prefix(server: TritonServerPlan) -> str:
-    """Where the server's config.pbtxt files are rendered (``render``'s path), and its revisions' S3 prefix."""
+def rendered_prefix(server: TritonServerPlan) -> str:
+    """Where ``render`` writes the server's config.pbtxt files (under the name the plan shows)."""
     return f"triton/{server.name}"
+
+
+def model_repository_prefix(server: TritonServerPlan) -> str:
+    """Its revisions' S3 prefix: under the name the cluster knows it by (``kube_name``: a stack that keeps the
+    former names keeps its keys, so a rename writes no new objects)."""
+    return f"triton/{server.kube_name}"
 
 
 def repository_files(files: Mapping[str, bytes], server: TritonServerPlan) -> dict[str, bytes]:
     """Render path -> content: what ``render`` wrote under triton/<server>/ (configs, vLLM-backend model.json),
     but not server.json, which describes the Deployment rather than the repository."""
-    prefix = model_repository_prefix(server) + "/"
+    prefix = rendered_prefix(server) + "/"
     return {key: content for key, content in sorted(files.items())
             if key.startswith(prefix) and key != f"{prefix}server.json"}
 
@@ -71,7 +77,7 @@ def revision_prefix(server: TritonServerPlan, repository: Mapping[str, bytes]) -
 def repository_objects(files: Mapping[str, bytes], server: TritonServerPlan) -> dict[str, bytes]:
     """S3 key -> content of this revision: each rendered file under the revision's prefix."""
     repository = repository_files(files, server)
-    prefix, revision = model_repository_prefix(server), revision_prefix(server, repository)
+    prefix, revision = rendered_prefix(server), revision_prefix(server, repository)
     return {revision + key.removeprefix(prefix): content for key, content in repository.items()}
 
 
@@ -150,7 +156,7 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
     group = plan.node_group(server.node_group)
     assert server.pod is not None  # the compiler sets every workload's pod
     pod: dict[str, Any] = {
-        "serviceAccountName": server.name, "automountServiceAccountToken": False,
+        "serviceAccountName": server.kube_name, "automountServiceAccountToken": False,
         "securityContext": c.pod_security(TRITON_UID),
         **(c.cpu_placement if server.device == "cpu" else c.gpu_placement)(group.instance_type, group.capacity_type),
         "initContainers": [_init_container(sync_script(bucket, server, plan, revision), aws_cli_image, plan.region,
@@ -162,7 +168,7 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
         "terminationGracePeriodSeconds": c.PRE_STOP_S + _exit_timeout_s(server) + 10,
     }
     if server.spread_zones:
-        pod["topologySpreadConstraints"] = c.zone_spread(c.selector(server.name))
+        pod["topologySpreadConstraints"] = c.zone_spread(c.selector(server.kube_name))
     return pod
 
 
@@ -178,12 +184,12 @@ def await_budget_s(server: TritonServerPlan, plan: FleetPlan) -> int:
 def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str,
                repository: Mapping[str, bytes]) -> dict[str, Any]:
     skips = c.checkov_skips(SKIPS | c.image_skips(server.image))
-    meta = c.metadata(server.name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
+    meta = c.metadata(server.kube_name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
     annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository)}
-    template = {"metadata": {"labels": c.labels(server.name, "triton"), "annotations": annotations},
+    template = {"metadata": {"labels": c.labels(server.kube_name, "triton"), "annotations": annotations},
                 "spec": _pod(server, plan, bucket, aws_cli_image, revision_prefix(server, repository))}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-            "spec": {"replicas": server.replicas, "selector": {"matchLabels": c.selector(server.name)},
+            "spec": {"replicas": server.replicas, "selector": {"matchLabels": c.selector(server.kube_name)},
                      "strategy": {"type": "RollingUpdate", "rollingUpdate": c.rolling_update(server.rollout)},
                      "template": template}}
 
@@ -204,16 +210,17 @@ def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: s
                             repository: Mapping[str, bytes]) -> list[dict[str, Any]]:
     """Everything one Triton server needs, in apply order. ``repository``: its rendered files
     (``repository_files``), which ``bucket`` holds under the revision's prefix."""
-    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": server.name}
+    name = server.kube_name  # the cluster's name for it; the modelfleet.io/server label says the plan's
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
     ports = [("http", TRITON_HTTP_PORT), ("grpc", TRITON_GRPC_PORT), ("metrics", TRITON_METRICS_PORT)]
-    scaler = c.autoscaler(server.name, plan, target, autoscaling_metrics(server, plan),
+    scaler = c.autoscaler(name, plan, target, autoscaling_metrics(server, plan),
                           (server.min_replicas, server.max_replicas))
-    objects = [c.service_account(server.name, plan),
+    objects = [c.service_account(name, plan),
                deployment(server, plan, bucket, aws_cli_image, repository),
-               c.service(server.name, plan, "triton", ports, await_budget_s(server, plan)),
-               c.pdb(server.name, plan),
-               c.network_policy(server.name, plan, [p for _, p in ports]),
-               c.service_monitor(server.name, plan, "metrics")]
+               c.service(name, plan, "triton", ports, await_budget_s(server, plan)),
+               c.pdb(name, plan),
+               c.network_policy(name, plan, [p for _, p in ports]),
+               c.service_monitor(name, plan, "metrics")]
     objects += [scaler] if scaler else []
     if is_canary(server.rollout):
         return canary_objects(server, plan, objects, ("triton", ports), TRITON_HTTP_PORT)

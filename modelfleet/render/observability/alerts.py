@@ -38,8 +38,12 @@ QUEUE_NEAR = 0.8
 class RuleContext:
     """What every rule of one workload shares: the plan, the scale, the docs' URL, the workload's labels."""
 
-    def __init__(self, plan: FleetPlan, workload: str, teams: tuple[str, ...], scale: int, docs_url: str | None):
+    def __init__(self, plan: FleetPlan, workload: str, teams: tuple[str, ...], scale: int, docs_url: str | None,
+                 job: str | None = None):
         self.plan, self.workload, self.scale, self.docs_url = plan, workload, scale, docs_url
+        # what the series know it by (its Service, HPA and pods): a Triton server's former name where the stack
+        # keeps it; the rules' labels and text carry the plan's name
+        self.job = job or workload
         self.teams = tuple(sorted(set(teams)))
 
     def window(self, text: str) -> str:
@@ -91,7 +95,7 @@ def _failure_note(engine: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- Triton
 def triton_model_rules(ctx: RuleContext, model: TritonModelPlan) -> list[Rule]:
-    target = q.Target(ctx.plan.namespace, ctx.workload, model.name)
+    target = q.Target(ctx.plan.namespace, ctx.job, model.name)
     rules = burn_rules(ctx, "Triton", model.name, model.team, model.availability,
                        lambda w: q.triton_error_ratio(target, w))
     rules.append(_triton_latency(ctx, target, model.name, model.team, model.p99_latency_ms,
@@ -146,7 +150,7 @@ def _cache_drop(ctx: RuleContext, target: q.Target, model: TritonModelPlan) -> R
 
 def pipeline_rules(ctx: RuleContext, pipeline: PipelinePlan) -> list[Rule]:
     """A pipeline is one Triton model (its ensemble): burn rates and p99 against its own SLA."""
-    target = q.Target(ctx.plan.namespace, ctx.workload, pipeline.name)
+    target = q.Target(ctx.plan.namespace, ctx.job, pipeline.name)
     return [*burn_rules(ctx, "Triton", pipeline.name, pipeline.team, pipeline.availability,
                         lambda w: q.triton_error_ratio(target, w)),
             _triton_latency(ctx, target, pipeline.name, pipeline.team, pipeline.p99_latency_ms, False, False)]
@@ -154,7 +158,7 @@ def pipeline_rules(ctx: RuleContext, pipeline: PipelinePlan) -> list[Rule]:
 
 def triton_llm_rules(ctx: RuleContext, model: VllmModelPlan) -> list[Rule]:
     """An LLM on Triton's vLLM backend: Triton's counters, and its first response (decoupled) against TTFT."""
-    target = q.Target(ctx.plan.namespace, ctx.workload, model.name)
+    target = q.Target(ctx.plan.namespace, ctx.job, model.name)
     return [*burn_rules(ctx, "Triton", model.name, model.team, model.availability,
                         lambda w: q.triton_error_ratio(target, w)),
             _triton_latency(ctx, target, model.name, model.team, model.p99_ttft_ms, False, True)]
@@ -162,7 +166,7 @@ def triton_llm_rules(ctx: RuleContext, model: VllmModelPlan) -> list[Rule]:
 
 # ---------------------------------------------------------------------------------------------- vLLM
 def vllm_model_rules(ctx: RuleContext, model: VllmModelPlan) -> list[Rule]:
-    target = q.Target(ctx.plan.namespace, ctx.workload, model.name, "model_name")
+    target = q.Target(ctx.plan.namespace, ctx.job, model.name, "model_name")
     rules = burn_rules(ctx, "Vllm", model.name, model.team, model.availability, lambda w: q.vllm_error_ratio(target, w))
     latencies = [("VllmTtftP99AboveSla", "time to first token", "p99_ttft_ms", model.p99_ttft_ms, q.vllm_ttft_p99_ms)]
     if model.p99_tpot_ms is not None:
@@ -205,14 +209,14 @@ def workload_rules(ctx: RuleContext, engine: str, bounds: tuple[int, int], group
     rules = []
     if low < high:
         rules.append(ctx.rule(
-            f"{engine}ReplicasAtMax", f"{q.hpa_at_max(ns, ctx.workload)} == 1", "15m", labels,
+            f"{engine}ReplicasAtMax", f"{q.hpa_at_max(ns, ctx.job)} == 1", "15m", labels,
             f"{ctx.workload}: at its maximum of {high} replicas for 15 minutes",
             f"{ctx.workload}'s autoscaler has run all {high} replicas it may for 15 minutes: the load is above what "
             f"the plan sized for {what} (the stack's maxScaleFactor sets the ceiling), and any more is queued, "
             "then rejected."))
     budget = ctx.window(f"{max(900, ready_budget_s)}s")
     rules.append(ctx.rule(
-        f"{engine}PodsNotReady", f"({q.pods_not_ready(ns, q.workload_pods(ctx.workload, groups))}) > 0",
+        f"{engine}PodsNotReady", f"({q.pods_not_ready(ns, q.workload_pods(ctx.job, groups))}) > 0",
         f"{max(900, ready_budget_s)}s", labels,
         f"{ctx.workload}: {{{{ $value }}}} pod(s) not ready for {budget}",
         f"Pods of {ctx.workload} have not been ready for {budget}, longer than a node, its image and a cold start "
@@ -227,7 +231,7 @@ def triton_server_groups(plan: FleetPlan, server: TritonServerPlan, scale: int =
     models = [plan.model(n) for n in server.models]
     pipelines = [p for p in plan.pipelines if p.server == server.name]
     teams = tuple(t for t in [*(m.team for m in models), *(p.team for p in pipelines)] if t)
-    ctx = RuleContext(plan, server.name, teams, scale, docs_url)
+    ctx = RuleContext(plan, server.name, teams, scale, docs_url, server.kube_name)
     rules = [r for m in models for r in (triton_model_rules(ctx, m) if isinstance(m, TritonModelPlan)
                                          else triton_llm_rules(ctx, m))]
     rules += [r for p in pipelines for r in pipeline_rules(ctx, p)]

@@ -55,7 +55,7 @@ class Row:
 class Dashboard:
     uid: str  # Grafana's limit is 40 characters
     title: str
-    workload: str  # the workload whose manifests carry it ("cluster" for the fleet overview)
+    workload: str  # the cluster's name of the workload whose manifests carry it ("cluster" for the fleet overview)
     tags: tuple[str, ...]
     rows: tuple[Row, ...]
 
@@ -139,10 +139,11 @@ def _workload_row(plan: FleetPlan, name: str, groups: bool) -> Row:
 def triton_server_dashboard(plan: FleetPlan, server: TritonServerPlan) -> Dashboard:
     served = [Served.of(plan.model(name)) for name in server.models]
     served += [Served(p.name, p.p99_latency_ms, p.availability) for p in plan.pipelines if p.server == server.name]
-    rows = [_triton_model_row(plan, server.name, s) for s in served]
-    rows += [Row("Server", (_gpu_share_table(plan, server),)), _workload_row(plan, server.name, False)]
+    # the series know it by its cluster name (a former name where the stack keeps it); the title says the plan's
+    rows = [_triton_model_row(plan, server.kube_name, s) for s in served]
+    rows += [Row("Server", (_gpu_share_table(plan, server),)), _workload_row(plan, server.kube_name, False)]
     return Dashboard(dashboard_uid(plan.environment, server.name), f"modelfleet {plan.environment}: Triton {server.name}",
-                     server.name, ("modelfleet", plan.environment, "triton"), tuple(rows))
+                     server.kube_name, ("modelfleet", plan.environment, "triton"), tuple(rows))
 
 
 # ---------------------------------------------------------------------------------------------- vLLM
@@ -180,11 +181,12 @@ def _error_ratio(plan: FleetPlan, name: str, window: str) -> tuple[str, float]:
     """A model's (or pipeline's) error ratio over ``window``, and its availability target."""
     if name in {p.name for p in plan.pipelines}:
         pipeline = plan.pipeline(name)
-        return q.triton_error_ratio(q.Target(plan.namespace, pipeline.server, name), window), pipeline.availability
+        job = next(s.kube_name for s in plan.triton_servers if s.name == pipeline.server)
+        return q.triton_error_ratio(q.Target(plan.namespace, job, name), window), pipeline.availability
     model = plan.model(name)
     if isinstance(model, VllmModelPlan) and model.serving == "vllm":
         return q.vllm_error_ratio(q.Target(plan.namespace, name, name, "model_name"), window), model.availability
-    server = next(s.name for s in plan.triton_servers if name in s.models)
+    server = next(s.kube_name for s in plan.triton_servers if name in s.models)
     return q.triton_error_ratio(q.Target(plan.namespace, server, name), window), model.availability
 
 
