@@ -4,6 +4,7 @@ fit check, and the rendered manifests read against the node groups they land on.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -16,7 +17,7 @@ from modelfleet.plan.types import FleetPlan
 from modelfleet.render.k8s import render_fleet_manifests
 from modelfleet.spec.environment import DeploySettings, EnvironmentSpec
 from modelfleet.spec.models import FleetSpec, LlmModelSpec
-from tests.conftest import STACKS
+from tests.conftest import STACKS, update_golden
 from tests.cost.fleets import ENVIRONMENTS, fleets
 
 AL2023 = "AL2023_x86_64_NVIDIA"
@@ -68,13 +69,36 @@ def test_cpu_requests_leave_the_daemonset_allowance(plans, project):
     the Triton pod on g5.xlarge 3 of 3.92. Each now requests its GPUs' share of allocatable less the allowance."""
     plan = plans["prod"]
     manifests = render_fleet_manifests(plan, project.environment("prod").deploy)
-    allowance = project.environment("prod").deploy.daemonset_allowance.cpu
+    allowance = plan.node_group(plan.model("llama-3-1-405b-instruct").node_group).daemonset_allowance.cpu
     lws = next(o for o in manifests["llama-3-1-405b-instruct"] if o["kind"] == "LeaderWorkerSet")
     cpu = quantity(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
     assert cpu == pytest.approx(191.45 - allowance) and 191.45 - cpu >= allowance - 1e-9
+    allowance = plan.node_group(plan.server("triton-g5-xlarge").node_group).daemonset_allowance.cpu
     triton = next(o for o in manifests["triton-g5-xlarge"] if o["kind"] in ("Deployment", "Rollout"))
     cpu = quantity(triton["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
     assert cpu == pytest.approx(3.92 - allowance)
+
+
+# What a GPU node's DaemonSets request (their charts' and add-ons' defaults): aws-node and its network-policy
+# agent, kube-proxy, the EBS CSI node plugin (3 containers), the NVIDIA device plugin, dcgm-exporter,
+# node-exporter, a log shipper and a metrics agent (CloudWatch's 200m / 200 MiB).
+DAEMONSETS_CPU = 0.025 + 0.025 + 0.1 + 0.03 + 0.05 + 0.1 + 0.1 + 0.2
+DAEMONSETS_MEMORY_GIB = (120 + 64 + 256 + 64 + 200) / 1024
+DAEMONSETS_PODS = 9
+
+
+def test_the_default_allowance_covers_a_gpu_nodes_daemonsets_and_grows_with_the_node(plans):
+    """The default was 0.5 CPU, 1 GiB and 8 pods on every node: the p5 pods requested 190.95 of 191.45 CPU,
+    less than the DaemonSets above request. It now covers them on every node and grows with its cores and GPUs;
+    a value a stack sets is kept as is."""
+    groups = {g.instance_type: g.daemonset_allowance for g in plans["prod"].node_groups}
+    for allowance in groups.values():
+        assert allowance.cpu >= DAEMONSETS_CPU - 1e-9 and allowance.pods >= DAEMONSETS_PODS
+    assert all(groups[t].memory_gib >= DAEMONSETS_MEMORY_GIB for t in ("g5.xlarge", "p5.48xlarge"))
+    assert groups["p5.48xlarge"].cpu > groups["g5.xlarge"].cpu + 0.5  # 192 vCPU against 4
+    assert groups["p5.48xlarge"].memory_gib > groups["g5.xlarge"].memory_gib  # 8 GPUs' exporters against 1
+    set_ = DeploySettings.model_validate({"daemonsetAllowance": {"cpu": 2, "memoryGib": 4}}).daemonset_allowance
+    assert (set_.for_node(192, 8).cpu, set_.for_node(4, 1).memory_gib) == (2, 4)
 
 
 def test_an_allowance_the_nodes_cannot_spare_is_a_located_error(project, catalogue):
@@ -269,3 +293,35 @@ def test_the_fit_check_covers_a_cpu_node_group(plans):
     issues = check_fit(swollen, {"fraud-scorer": "models[2]"})
     assert any(i.path == "models[2]" and f"{server.name}: a pod cannot schedule on {group.name} (c7i.xlarge)" in i.message
                and "GiB of memory" in i.message for i in issues), issues
+
+
+# --------------------------------------------------------------------------- docs/scheduling.md's table
+SCHEDULING_DOC = Path(__file__).resolve().parent.parent / "docs" / "scheduling.md"
+TABLE_START, TABLE_END = "<!-- fit-table:start -->\n", "<!-- fit-table:end -->"
+
+
+def fit_table(plans: dict[str, FleetPlan]) -> str:
+    """Every stack's node groups, per node: allocatable against the busiest node's requests (plan --json)."""
+    rows = ["| stack | group | nodes min/desired/max | CPU alloc / req | memory GiB alloc / req | ephemeral GiB "
+            "alloc / req | GPUs alloc / req | pods alloc / req |", "|---|---|---|---|---|---|---|---|"]
+    for stack in ("prod", "staging", "dev"):
+        for g in plans[stack].node_groups:
+            a, r = g.allocatable, g.requested
+            zones = f" ({len(g.zonal)} zone groups)" if g.zonal else ""
+            rows.append(f"| {stack} | {g.name}{zones} | {g.min_size}/{g.desired_size}/{g.max_size} | {a.cpu:,.2f} / "
+                        f"{r.cpu:,.2f} | {a.memory_gib:,.2f} / {r.memory_gib:,.2f} | {a.ephemeral_storage_gib:,.1f} / "
+                        f"{r.ephemeral_storage_gib:,.1f} | {a.gpus} / {r.gpus} | {a.pods} / {r.pods} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_the_scheduling_pages_table_is_the_plans(plans):
+    """The table of docs/scheduling.md is generated from the plans (it had drifted: g5 memory 9.01, disk 56,
+    no CPU group, no staging or dev); MODELFLEET_UPDATE_GOLDEN=1 rewrites it."""
+    text = SCHEDULING_DOC.read_text()
+    before, rest = text.split(TABLE_START, 1)
+    table, after = rest.split(TABLE_END, 1)
+    expected = fit_table(plans)
+    if update_golden() and table != expected:
+        SCHEDULING_DOC.write_text(before + TABLE_START + expected + TABLE_END + after)
+        table = expected
+    assert table == expected

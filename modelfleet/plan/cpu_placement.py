@@ -83,13 +83,17 @@ class CpuPlacement:
 def usable_cores(instance: CpuInstanceType, env: EnvironmentSpec) -> int:
     """Whole vCPUs a server pod's instances may keep busy on one node."""
     allocatable = (instance.vcpu * 1000 - kube_reserved_cpu_millis(instance.vcpu)) / 1000
-    return math.floor(allocatable - env.deploy.daemonset_allowance.cpu - TRITON_CPU_OVERHEAD_CORES)
+    kept = env.deploy.daemonset_allowance.for_node(instance.vcpu, 0).cpu
+    assert kept is not None  # for_node resolves the default
+    return math.floor(allocatable - kept - TRITON_CPU_OVERHEAD_CORES)
 
 
 def pod_ram_gib(instance: CpuInstanceType, env: EnvironmentSpec) -> float:
     """Host RAM the node's server pod may request: the node less the system reserve, and never more than what
     the kubelet offers beside the DaemonSet allowance (packing.server_ram_gib's rule for a whole node)."""
-    kubelet = memory_allocatable_mib(instance) / 1024 - env.deploy.daemonset_allowance.memory_gib  # type: ignore[arg-type]
+    kept = env.deploy.daemonset_allowance.for_node(instance.vcpu, 0).memory_gib
+    assert kept is not None  # for_node resolves the default
+    kubelet = memory_allocatable_mib(instance) / 1024 - kept  # type: ignore[arg-type]
     return min(instance.ram_gib - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * instance.ram_gib, kubelet)
 
 

@@ -175,5 +175,7 @@ def zone_warnings(plan: FleetPlan) -> list[Warning_]:
 
 
 def allowance_plan(allowance: DaemonSetAllowance) -> NodeResourcesPlan:
+    """``allowance`` as resolved for one node (``DaemonSetAllowance.for_node``)."""
+    assert allowance.cpu is not None and allowance.memory_gib is not None
     return NodeResourcesPlan(cpu=allowance.cpu, memory_gib=allowance.memory_gib,
                              ephemeral_storage_gib=allowance.ephemeral_storage_gib, gpus=0, pods=allowance.pods)

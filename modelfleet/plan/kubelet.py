@@ -96,7 +96,9 @@ def memory_allocatable_mib(instance: InstanceType) -> int:
 def memory_share_gib(instance: InstanceType, ami_type: str, allowance: DaemonSetAllowance, gpus_per_pod: int) -> float:
     """A pod's share (its GPUs of the node's) of the memory the kubelet offers, the allowance set aside (the
     same on both AMI families)."""
-    free_gib = memory_allocatable_mib(instance) / GIB_MIB - allowance.memory_gib
+    kept = allowance.for_node(instance.vcpu, instance.gpus).memory_gib
+    assert kept is not None  # for_node resolves the default
+    free_gib = memory_allocatable_mib(instance) / GIB_MIB - kept
     return free_gib * gpus_per_pod / instance.gpus
 
 

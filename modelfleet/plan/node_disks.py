@@ -25,7 +25,7 @@ def _node_disks(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec, cat
             "allocatable": NodeResourcesPlan(cpu=offered.cpu_millis / 1000, memory_gib=round(offered.memory_mib / 1024, 2),
                                              ephemeral_storage_gib=offered.ephemeral_storage_gib, gpus=offered.gpus,
                                              pods=offered.pods),
-            "daemonset_allowance": allowance_plan(deploy.daemonset_allowance)}
+            "daemonset_allowance": allowance_plan(deploy.daemonset_allowance.for_node(instance.vcpu, instance.gpus))}
 
 
 def with_node_disks(plan: FleetPlan, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> FleetPlan:

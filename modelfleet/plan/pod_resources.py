@@ -33,7 +33,9 @@ DOWNLOAD_INIT = ContainerResourcesPlan(name="model-download", init=True, cpu_mil
 def cpu_share_millis(group: NodeGroupPlan, slots: int, allowance: DaemonSetAllowance) -> int:
     """The pod's share (its slots of the node's: its GPUs, or a whole CPU node) of the CPU the kubelet
     offers, the allowance set aside."""
-    free = group.allocatable.cpu * 1000 - allowance.cpu * 1000
+    kept = allowance.for_node(group.vcpu, group.gpus_per_node).cpu
+    assert kept is not None  # for_node resolves the default
+    free = group.allocatable.cpu * 1000 - kept * 1000
     return max(100, math.floor(free * slots / group.pod_slots))
 
 

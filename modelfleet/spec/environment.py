@@ -146,15 +146,36 @@ class ClusterSettings(EnvFrozen):
 class DaemonSetAllowance(EnvFrozen):
     """What every GPU node keeps for DaemonSets beside the serving pods, per node.
 
-    The default covers what an EKS GPU node runs: aws-node (25m), kube-proxy (100m), the Pod Identity agent,
-    the NVIDIA device plugin (50m, 64 MiB), a Prometheus node-exporter and a log shipper (about 100m and
-    200 MiB each), with room to spare; their images and logs on the pods' disk; and 8 pods. A cluster that
-    runs more on every node (a GPU operator, a security agent) raises it: the fit check then leaves it free."""
+    The default is what an EKS GPU node runs, by the requests of their charts and add-ons: aws-node with its
+    network-policy agent (25m + 25m), kube-proxy (100m), the Pod Identity agent, the EBS CSI node plugin (3 x
+    10m and 40 MiB), the NVIDIA device plugin (50m, 64 MiB, ours: render/k8s/cluster.py), dcgm-exporter, a
+    Prometheus node-exporter, and a log shipper and a metrics agent (CloudWatch's are 200m / 200 MiB and
+    more): about 0.75 CPU and 1 GiB on any node. What grows with the node: per-node agents sized by cores (a
+    log shipper's and the exporters' load follow the pods a node runs) take 0.5% of its vCPUs, as the
+    kubelet's own reserve does for its higher cores; per-GPU exporters (dcgm-exporter, the EFA plugin on p4d/p5)
+    take 256 MiB per GPU. So a g5.xlarge keeps 0.77 CPU and 1.25 GiB, a p5.48xlarge 1.71 CPU and 3 GiB.
+    Their images and logs take 10 GiB of the pods' disk; 12 pods covers the list above with room. A cluster
+    that runs more on every node (the GPU Operator, a security agent) raises it: the fit check then leaves it
+    free. A value set here is taken as is, on every node."""
 
-    cpu: _bounded(0, 64, "CPU cores per node, 0 to 64") = 0.5
-    memory_gib: _bounded(0, 512, "GiB per node, 0 to 512") = 1.0
+    cpu: _bounded(0, 64, "CPU cores per node, 0 to 64") | None = None  # None: BASE_CPU + CPU_PER_VCPU x vCPUs
+    memory_gib: _bounded(0, 512, "GiB per node, 0 to 512") | None = None  # None: BASE + MEMORY_PER_GPU_GIB x GPUs
     ephemeral_storage_gib: _bounded(0, 1024, "GiB of the pods' disk per node (DaemonSet images and logs), 0 to 1,024") = 10.0
-    pods: _bounded(0, 100, "pods per node, 0 to 100", kind=int) = 8
+    pods: _bounded(0, 100, "pods per node, 0 to 100", kind=int) = 12
+
+    def for_node(self, vcpu: int, gpus: int) -> DaemonSetAllowance:
+        """This allowance on a node of ``vcpu`` vCPUs and ``gpus`` GPUs: the defaults scaled, set values as is."""
+        cpu = self.cpu if self.cpu is not None else round(ALLOWANCE_BASE_CPU + ALLOWANCE_CPU_PER_VCPU * vcpu, 3)
+        memory = self.memory_gib if self.memory_gib is not None else \
+            round(ALLOWANCE_BASE_MEMORY_GIB + ALLOWANCE_MEMORY_PER_GPU_GIB * gpus, 2)
+        return self.model_copy(update={"cpu": cpu, "memory_gib": memory})
+
+
+# The default allowance's parts (DaemonSetAllowance's docstring says what they cover).
+ALLOWANCE_BASE_CPU = 0.75
+ALLOWANCE_CPU_PER_VCPU = 0.005
+ALLOWANCE_BASE_MEMORY_GIB = 1.0
+ALLOWANCE_MEMORY_PER_GPU_GIB = 0.25
 
 
 class DeploySettings(EnvFrozen):
