@@ -196,23 +196,67 @@ def test_streamed_weights_are_budgeted_for_every_rank(plans, project):
 
 
 # --------------------------------------------------------------------------- the property
+def _canary_surge(canary: dict, replicas: int) -> int:
+    """Pods an Argo Rollouts canary runs above ``replicas``. Without traffic routing: its maxSurge. With it
+    (dynamicStableScale), each step scales the canary to its weight before the stable side shrinks to the
+    rest: the most the two hold at once, over the steps."""
+    if "trafficRouting" not in canary:
+        return canary["maxSurge"]
+    assert canary["dynamicStableScale"] is True
+    weights = [0] + [step["setWeight"] for step in canary["steps"] if "setWeight" in step]
+    return max(math.ceil(new * replicas / 100) + math.ceil((100 - old) * replicas / 100) - replicas
+               for old, new in zip(weights, weights[1:]))
+
+
 def _pods(manifests: dict) -> list[tuple[str, dict, int, int, str]]:
-    """(workload, pod spec, pods at HPA max plus surge, pods per replica, node group instance type)."""
+    """(workload, pod spec, pods at HPA max plus surge, pods per replica, node group instance type): a
+    Deployment's, a canary's Rollout's (the same pod template) and a LeaderWorkerSet's worker pods."""
     out = []
     for name, objects in manifests.items():
         hpa = next((o for o in objects if o["kind"] == "HorizontalPodAutoscaler"), None)
         for obj in objects:
+            if obj["kind"] not in ("Deployment", "Rollout", "LeaderWorkerSet"):
+                continue
+            replicas = hpa["spec"]["maxReplicas"] if hpa else obj["spec"]["replicas"]
             if obj["kind"] == "Deployment":
                 spec, size = obj["spec"]["template"]["spec"], 1
                 surge = obj["spec"]["strategy"]["rollingUpdate"]["maxSurge"]
+            elif obj["kind"] == "Rollout":
+                spec, size = obj["spec"]["template"]["spec"], 1
+                surge = _canary_surge(obj["spec"]["strategy"]["canary"], replicas)
             elif obj["kind"] == "LeaderWorkerSet":
                 spec, size = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"], obj["spec"]["leaderWorkerTemplate"]["size"]
                 surge = obj["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["maxSurge"]
-            else:
-                continue
-            replicas = hpa["spec"]["maxReplicas"] if hpa else obj["spec"]["replicas"]
             out.append((name, spec, (replicas + surge) * size, size, spec["nodeSelector"]["node.kubernetes.io/instance-type"]))
     return out
+
+
+def _group_affinity(obj: dict) -> list[tuple[dict, dict]]:
+    """A LeaderWorkerSet's leader and worker pods' labels, each with its podAffinity terms."""
+    template = obj["spec"]["leaderWorkerTemplate"]
+    return [(template[role]["metadata"]["labels"], term) for role in ("leaderTemplate", "workerTemplate")
+            for term in template[role]["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_workload_kind_is_read_and_groups_keep_to_one_zone(plans, project, stack):
+    """The manifests' own check reads canaries' Rollouts (it skipped them) and each multi-node group's zone
+    affinity: leader and workers require the zone of their own group's pods (matchLabelKeys on the group key,
+    so one group never pins another to its zone)."""
+    plan = plans[stack]
+    manifests = render_fleet_manifests(plan, project.environment(stack).deploy)
+    read = {name for name, *_ in _pods(manifests)}
+    rollouts = {name for name, objects in manifests.items() if any(o["kind"] == "Rollout" for o in objects)}
+    assert rollouts and rollouts <= read
+    groups = [o for objects in manifests.values() for o in objects if o["kind"] == "LeaderWorkerSet"]
+    for obj in groups:
+        terms = _group_affinity(obj)
+        assert len(terms) == 2, obj["metadata"]["name"]
+        for labels, term in terms:  # it selects its own workload's pods, of its own group
+            assert term["topologyKey"] == "topology.kubernetes.io/zone"
+            assert term["matchLabelKeys"] == ["leaderworkerset.sigs.k8s.io/group-key"]
+            assert term["labelSelector"]["matchLabels"].items() <= labels.items()
+    assert groups or stack == "dev"
 
 
 def _request(spec: dict, resource: str) -> float:
