@@ -5,7 +5,7 @@ Both hand the key/value pairs to :func:`parse_environment`, so they always agree
 
 As in models.yaml, types are strict (``singleReplica: "yes"`` is an error), numbers finite and bounded, each
 bound documented in its field's description; which keys, families and regions a stack may name is
-stack_config.py's.
+stack_keys.py's.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class EnvFrozen(BaseModel):
         return lists_as_tuples(data)
 
 
-# Settings' bounds include their lower end unless said otherwise (spec_values.quantity).
+# Settings' bounds include their lower end unless said otherwise (spec/values.py: quantity).
 _bounded = functools.partial(quantity, low_inclusive=True)
 
 
@@ -323,7 +323,7 @@ def parse_environment(stack: str, config: dict[str, Any], doc: Document | None =
 
     ``families``: the instance families a stack may name, those of the price table in use (the plan stage's
     catalogue: the caller reads it, so that this stage imports nothing of the later ones). Without
-    ``doc``, ``config`` is what Pulumi hands the program: top-level scalars as strings (stack_config.py)."""
+    ``doc``, ``config`` is what Pulumi hands the program: top-level scalars as strings (stack_keys.config_values)."""
     source = doc or Document(f"stack {stack}", None)
     values, issues = config_values(stack, config, source, typed=doc is not None)
     issues += family_issues(values, families, source)

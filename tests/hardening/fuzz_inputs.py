@@ -119,7 +119,7 @@ def _int(low: int, high: int, usual: tuple[int, int] = (1, 64)) -> st.SearchStra
                      st.integers(low, high))
 
 
-# The spec's own bounds (modelfleet/spec_values.py): every drawn value is one the schema accepts.
+# The spec's own bounds (modelfleet/spec/values.py): every drawn value is one the schema accepts.
 param_counts = st.one_of(_int(1, B.MAX_PARAMS), st.sampled_from(["350M", "8B", "1.5T", "0.001K", "70.6b", " 7 B ", "1"]),
                          _float(1.0, float(B.MAX_PARAMS)).map(float.__ceil__).map(float))
 s3_uris = st.sampled_from(["s3://bkt/m", "s3://acme-ml-models/triton/ünïcødé-模型", "s3://a.b-c/" + "x/" * 200,
