@@ -113,9 +113,21 @@ def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_mo
 
 @dataclass(frozen=True)
 class LoraArgs:
-    adapters: tuple[tuple[str, str], ...]  # (name, Hugging Face id)
+    adapters: tuple[tuple[str, str], ...]  # (name, Hugging Face id, or the local folder of a pinned adapter)
     max_rank: int
     max_loras: int
+
+
+# The pod's Hugging Face cache (HF_HOME), and where the download step puts pinned LoRA adapters: vLLM fetches
+# an adapter named by its Hub id from the main branch (it takes no revision for adapters), so a pinned one is
+# fetched at its commit beforehand and handed to vLLM as a local folder.
+HF_CACHE = "/root/.cache/huggingface"
+LORA_DIR = f"{HF_CACHE}/lora"
+
+
+def lora_source(name: str, artifact: str, revision: str | None) -> str:
+    """What --lora-modules names for an adapter: its folder once downloaded at a pinned commit, else its Hub id."""
+    return f"{LORA_DIR}/{name}" if revision else artifact
 
 
 def vllm_shm_gib(gpus_per_pod: int) -> float:

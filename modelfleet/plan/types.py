@@ -381,6 +381,8 @@ class VllmModelPlan(PlanModel):
     max_num_batched_tokens: int = 0  # vLLM --max-num-batched-tokens (plan/llm_speed.batched_tokens)
     expert_parallel: bool = False  # vLLM --enable-expert-parallel (a MoE model's experts dealt out whole)
     lora_adapters: tuple[str, ...] = ()  # names of the LoRA adapters served on top (lora.adapters)
+    # Pinned adapters the pod's download step fetches before vLLM starts: (local folder, Hub id, commit).
+    lora_downloads: tuple[tuple[str, str, str], ...] = ()
     lora_gib: float = 0.0  # vLLM's LoRA buffers per GPU
     # What set this model's size: memory, ttft, tpot, availability, the max_num_seqs cap or an override.
     binding_constraint: str = ""
