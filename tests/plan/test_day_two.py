@@ -73,12 +73,12 @@ def test_a_pinned_hub_model_reads_its_commit_and_an_s3_model_its_sub_prefix(proj
     assert "--revision" not in s3.args
 
 
-SUPPORT_PIN = "\n           revision: 7fe814e892ccb94e1adff30c17db2e5174962688}"
+SUPPORT_PIN = "\n          revision: 7fe814e892ccb94e1adff30c17db2e5174962688"
 
 
 def unpin_support_adapter(text: str) -> str:
     assert SUPPORT_PIN in text
-    return text.replace(SUPPORT_PIN, "}")
+    return text.replace(SUPPORT_PIN, "")
 
 
 def test_an_unpinned_lora_adapter_fails_a_stack_that_requires_pins_and_warns_elsewhere(tmp_path):
