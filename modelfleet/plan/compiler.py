@@ -26,6 +26,7 @@ from .pod_resources import with_pods
 from .llm_shape import llm_weights_gib, params_hint, weight_dtype
 from .pins import from_hub_id, pin_issues, pinned_artifact
 from .rollout import llm_rollout
+from .sequences import with_session_affinity
 from .types import Decision, FleetPlan, LlmEstimatesPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
@@ -77,6 +78,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         gateway_namespace=(env.gateway.namespace or env.namespace) if env.gateway else None,
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
+    plan = with_session_affinity(plan)
     if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):
         raise CompileError(fit)
     if zones := zone_warnings(plan):

@@ -187,6 +187,13 @@ class SequencePlan(PlanModel):
     max_queue_delay_us: int
 
 
+class SessionAffinityPlan(PlanModel):
+    """A server of stateful models: its Service keeps each client IP on one pod (plan/sequences.py)."""
+
+    timeout_s: int  # sessionAffinityConfig.clientIP.timeoutSeconds: the longest idle release of its sequences
+    decision: Decision
+
+
 class TritonModelPlan(PlanModel):
     name: str
     serving: Literal["triton"] = "triton"
@@ -302,6 +309,9 @@ class TritonServerPlan(PlanModel):
     # Whether its models' batches run one at a time on the GPU (Triton's rate limiter), and why; None: one model
     # on its GPU (or a CPU server, whose cores are split between its instances), nothing to contend with.
     rate_limiter: Decision | None = None
+    # Set when it serves a stateful model: a sequence's state lives in one pod, so its Service keeps a client on
+    # one pod (sessionAffinity: ClientIP); None: any pod answers any request.
+    session_affinity: SessionAffinityPlan | None = None
 
     @property
     def slots_per_replica(self) -> int:
