@@ -37,7 +37,7 @@ def test_triton_deployments_run_the_plans_arguments(runs, plans, stack):
         else:  # a KIND_CPU server: no GPU asked for, nothing to tolerate, the node's CPU the kubelet offers
             assert "nvidia.com/gpu" not in container["resources"]["limits"] and "tolerations" not in pod
             group = plan.node_group(server.node_group)
-            assert container["resources"]["requests"]["cpu"] == f"{round((group.allocatable.cpu - 0.5) * 1000)}m"
+            assert container["resources"]["requests"]["cpu"] == f"{round((group.allocatable.cpu - group.daemonset_allowance.cpu) * 1000)}m"
         assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
         assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
         assert deployment["spec"]["replicas"] == server.replicas

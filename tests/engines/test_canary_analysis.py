@@ -95,11 +95,12 @@ def test_every_analysis_query_returns_data_from_the_real_server(dev_plan, tmp_pa
     root = make_artifact_root(tmp_path / "s3", (MODEL,), preprocessor=False)
     with served(dev_plan, root, tmp_path / "work", only=(MODEL,)) as (triton, _):
         target = triton.metrics_url.removeprefix("http://").removesuffix("/metrics")
-        process, url = start_prometheus(tmp_path, target, f"{server}-{CANARY}-x7k2p", dev_plan.namespace)
+        kube_name = dev_plan.server(server).kube_name  # the canary's pods carry the cluster's name for it
+        process, url = start_prometheus(tmp_path, target, f"{kube_name}-{CANARY}-x7k2p", dev_plan.namespace)
         try:
             slowest_ms, rejected = send_requests(triton)
             time.sleep(3 * SCRAPE_S)
-            selector = f'pod=~"{server}-{CANARY}-.*", model="{MODEL}"'
+            selector = f'pod=~"{kube_name}-{CANARY}-.*", model="{MODEL}"'
             mean = query(url, f"sum(rate(nv_inference_request_duration_us{{{selector}}}[2m])) / "
                               f"sum(rate(nv_inference_request_success{{{selector}}}[2m])) / 1000")
             values = {"mean-ms": float(mean[0]["value"][1])}

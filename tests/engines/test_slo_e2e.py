@@ -89,9 +89,10 @@ def serving(plan, tmp_path_factory):
 @pytest.fixture(scope="module")
 def prometheus(plan, serving, tmp_path_factory):
     server = plan.server(plan.model(MODEL).server)
-    target = ScrapeTarget(server.name, serving[1], {"namespace": plan.namespace, "pod": f"{server.name}-7d9f8c6b5-x2x4z"})
+    # the labels its ServiceMonitor gives: job = its Service, named as the cluster knows it (kube_name)
+    target = ScrapeTarget(server.kube_name, serving[1], {"namespace": plan.namespace, "pod": f"{server.kube_name}-7d9f8c6b5-x2x4z"})
     with LocalPrometheus(tmp_path_factory.mktemp("prometheus"), [target], rule_groups(plan, server, scale=SCALE)) as prom:
-        assert prom.wait_for(f'up{{job="{server.name}"}} == 1', 30), "Prometheus never scraped the server"
+        assert prom.wait_for(f'up{{job="{server.kube_name}"}} == 1', 30), "Prometheus never scraped the server"
         yield prom
 
 
@@ -142,7 +143,7 @@ def test_every_dashboard_query_of_the_server_returns_data(plan, project, prometh
     queries = list(workload_dashboard(plan, server).queries())
     cost = project.plan_and_cost("dev")[1]
     queries += [q for q in fleet_dashboard(plan, cost).queries() if by_source(names_in([q.expr]))["triton"]
-                and f'job="{server.name}"' in q.expr]
+                and f'job="{server.kube_name}"' in q.expr]
     empty = [q.expr for q in queries if not prometheus.query(q.expr)]
     assert empty == [], f"{len(empty)} of {len(queries)} queries returned nothing"
 

@@ -28,7 +28,7 @@ def objects(project, stack: str, kind: str) -> list[dict]:
 def test_a_canary_model_renders_a_rollout_its_analysis_and_a_route_only_with_a_gateway(project, stack, gateway):
     rollouts = {o["metadata"]["name"]: o for o in objects(project, stack, "Rollout")}
     plan = project.plan(stack)
-    server = plan.model("fraud-scorer").server
+    server = plan.server(plan.model("fraud-scorer").server).kube_name  # its objects' name in the cluster
     assert {server, "llama-3-1-8b-instruct"} <= set(rollouts)
     assert not any(o["metadata"]["name"] == server for o in objects(project, stack, "Deployment"))
     canary = rollouts[server]["spec"]["strategy"]["canary"]
