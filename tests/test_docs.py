@@ -58,6 +58,23 @@ def test_the_site_builds_strict(tmp_path):
     assert (tmp_path / "reference" / "models-yaml" / "index.html").is_file()
 
 
+# -------------------------------------------------------------------------------- the PR comment's picture
+PICTURED = ROOT / "docs" / "images" / "pr-comment.md"
+REDRAW = ("docs/images/pr-comment.png shows a comment that is no longer the one modelfleet posts: write the "
+          "comment the workflow posts for tests/cost/fixtures/add-70b.yaml (against `main`) to "
+          "docs/images/pr-comment.md and redraw the picture: .venv/bin/python scripts/render_comment.py "
+          "docs/images/pr-comment.md docs/images/pr-comment.png prod 1760")
+
+
+def test_the_pictured_comment_is_the_golden_one():
+    """The picture in docs/operations/onboarding.md is rendered from docs/images/pr-comment.md, whose cost part
+    is the golden cost comment (tests/cost/test_workflow.py checks the preview part against the posted one)."""
+    cost, preview = PICTURED.read_text().split("<!-- modelfleet-preview -->")
+    golden = (ROOT / "tests" / "cost" / "golden" / "add-70b.md").read_text()
+    assert cost == golden + "\n", REDRAW
+    assert "against `main`" in preview and (ROOT / "docs" / "images" / "pr-comment.png").is_file()
+
+
 # ---------------------------------------------------------------------------------------------- the README
 README = ROOT / "README.md"
 
