@@ -44,6 +44,28 @@ def test_the_stack_keys_reference_lists_every_key_as_a_stack_file_writes_it():
     assert sorted(k for k in nested if f"| `{k}` |" not in page) == []
 
 
+def _section(page: str, heading: str) -> str:
+    return page[page.index(heading):].split("\n## ", 1)[0]
+
+
+def test_writing_models_yaml_names_every_key_of_a_model_and_a_stack():
+    """docs/concepts/models-yaml.md is written by hand (the generated reference lists every key): a key the
+    language gains must get a row there too, with the page that explains it."""
+    page = (ROOT / "docs" / "concepts" / "models-yaml.md").read_text()
+    schema = model_schema()
+    sections = {"## Classic models": "ClassicModelSpec", "## LLMs": "LlmModelSpec", "## Pipelines": "PipelineSpec"}
+    missing = []
+    for heading, definition in sections.items():
+        text = _section(page, heading) + _section(page, "## Per-environment changes")
+        missing += [f"{definition}.{k}" for k in schema["$defs"][definition]["properties"]
+                    if k != "name" and f"`{k}" not in text]
+    missing += [f"models.yaml {k}" for k in schema["properties"] if f"`{k}:`" not in page]
+    stacks = _section(page, "## Stack files")
+    missing += [f"stack {k}" for k in EnvironmentSpec.model_json_schema(by_alias=True)["properties"]
+                if k not in ("name", "region") and f"`{k}`" not in stacks]
+    assert missing == []
+
+
 def test_the_cli_reference_shows_every_command():
     page = _hook().cli_reference()
     assert all(f"## modelfleet {name}" in page for name in COMMANDS)
