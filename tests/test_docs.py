@@ -66,6 +66,17 @@ def test_writing_models_yaml_names_every_key_of_a_model_and_a_stack():
     assert missing == []
 
 
+def test_the_architecture_pages_layout_names_every_module():
+    """docs/concepts/architecture.md's layout block is where a reader finds the code: every module and package
+    of modelfleet/ is in it, so a new one cannot be left out."""
+    page = (ROOT / "docs" / "concepts" / "architecture.md").read_text()
+    layout = page[page.index("```\nmodels.yaml"):]
+    package = ROOT / "modelfleet"
+    modules = {p.name for p in package.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    packages = {f"{p.name}/" for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(name for name in modules | packages if name not in layout) == []
+
+
 def test_the_cli_reference_shows_every_command():
     page = _hook().cli_reference()
     assert all(f"## modelfleet {name}" in page for name in COMMANDS)
