@@ -165,10 +165,11 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
 
 def test_the_first_burst_on_a_fresh_server_is_explained():
     """Defect 15 of #17: a newcomer's first burst got rejections nobody explained. The serving page says what
-    they see without warmup, why, and what Triton's model_warmup changes, and the runbooks point at it."""
+    they see without warmup, why, and what Triton's model_warmup changes (and what it leaves: a loaded machine's first
+    burst at the whole fleet still had a few rejections, day-two.md's figures), and the runbooks point at it."""
     page = (ROOT / "docs" / "operations" / "serving-locally.md").read_text()
     section = page[page.index("## The first burst on a fresh server"):page.index("## A typed client")]
     for fact in ("Request timeout expired", "4 of 100", "8 of 100", "queue timeout", "model_warmup",
-                 "--strict-readiness", "retry"):
+                 "--strict-readiness", "retry", "day-two.md#warmup", "18 of 19", "still had 1"):
         assert fact in section, fact
     assert "serving-locally.md#the-first-burst-on-a-fresh-server" in (ROOT / "docs" / "runbooks" / "index.md").read_text()
