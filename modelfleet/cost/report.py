@@ -220,7 +220,7 @@ def _environment_diff_text(env: EnvironmentDiff) -> list[str]:
         if change.unit_cost is not None and change.unit_cost.shortfall:
             lines.append(f"  {'':8} {'':28} {'':>14}  WARNING: {change.unit_cost.shortfall}")
         if change.unit_cost is not None and change.unit_cost.unmeasured:
-            lines.append(f"  {'':8} {'':28} {'':>14}  UNMEASURED: {change.unit_cost.unmeasured}")
+            lines.append(f"  {'':8} {'':28} {'':>14}  {change.unit_cost.unmeasured}")
     lines += [f"  node group {n}" for n in env.node_groups] + [f"  cluster: {n}" for n in env.cluster]
     lines += [f"  team {t.name}: {_team_side(t.before_usd)} -> {_team_side(t.after_usd)} "
               f"({usd(t.delta_usd, signed=True)})" for t in env.teams]

@@ -407,3 +407,24 @@ def test_a_package_outside_the_projects_repository_has_no_compiler_caveat(tmp_pa
     # the running package is not in the temporary repository (an installed release, or another checkout)
     assert read_base(project, "main", read_head(project), lambda root, *a: git(Path(root), *a)
                      if Path(root) == repo else (None if a[0] == "rev-parse" else "")).compiler_changes == ()
+
+
+UNMEASURED_MODEL = """  - name: unmeasured-ranker
+    type: tabular
+    framework: onnx
+    artifact: s3://acme-ml-models/triton/unmeasured-ranker
+    version: 1
+    size: {params: 10M, dtype: fp32}
+    inputs: [{name: x, dtype: fp32, dims: [16]}]
+    outputs: [{name: y, dtype: fp32, dims: [1]}]
+    sla: {p99_latency_ms: 100, peak_rps: 50}
+"""
+
+
+def test_an_added_unmeasured_model_is_marked_once(tmp_path, capsys):
+    """The diff marks a model without a profile as unmeasured, once (it read "UNMEASURED: UNMEASURED: ...")."""
+    repo = pull_request(tmp_path, UNMEASURED_MODEL)
+    assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod"]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if "UNMEASURED" in line]
+    assert lines and all(line.count("UNMEASURED") == 1 for line in lines), lines
+    assert any(line.startswith("UNMEASURED: a full batch of") for line in lines), lines

@@ -28,6 +28,9 @@ class AlertKind:
         return self.name.lower()
 
 
+# An LLM declares its load as one of three fields (spec/models.py LlmSlaSpec).
+LLM_LOAD = "sla.peak_concurrent_sequences, sla.peak_output_tokens_per_s or sla.peak_requests_per_s"
+
 KINDS = (
     AlertKind("TritonErrorBudgetBurnFast", "triton", PAGE, "availability", "sla.availability"),
     AlertKind("TritonErrorBudgetBurnSlow", "triton", TICKET, "availability", "sla.availability"),
@@ -41,9 +44,9 @@ KINDS = (
     AlertKind("VllmErrorBudgetBurnSlow", "vllm", TICKET, "availability", "sla.availability"),
     AlertKind("VllmTtftP99AboveSla", "vllm", PAGE, "latency", "sla.p99_ttft_ms"),
     AlertKind("VllmTpotP99AboveSla", "vllm", PAGE, "latency", "sla.p99_tpot_ms"),
-    AlertKind("VllmQueueSaturated", "vllm", TICKET, "saturation", "sla.peak_concurrent_sequences"),
+    AlertKind("VllmQueueSaturated", "vllm", TICKET, "saturation", LLM_LOAD),
     AlertKind("VllmKvCacheNearFull", "vllm", TICKET, "saturation", "sla.max_context_tokens"),
-    AlertKind("VllmReplicasAtMax", "vllm", TICKET, "saturation", "sla.peak_concurrent_sequences"),
+    AlertKind("VllmReplicasAtMax", "vllm", TICKET, "saturation", LLM_LOAD),
     AlertKind("VllmPodsNotReady", "vllm", TICKET, "saturation", "sla.availability (replicas)"),
 )
 BY_NAME = {kind.name: kind for kind in KINDS}
