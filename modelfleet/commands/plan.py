@@ -49,6 +49,8 @@ def format_plan(plan: FleetPlan) -> str:
             lines += _decision_lines(s.decision, "    ")
         if s.rate_limiter is not None:
             lines.append(f"    {s.rate_limiter.choice}: {s.rate_limiter.reason}")
+        if s.session_affinity is not None:
+            lines.append(f"    {s.session_affinity.decision.choice}: {s.session_affinity.decision.reason}")
     if plan.pipelines:
         lines += ["", "pipelines (Triton ensembles):"]
     for p in plan.pipelines:

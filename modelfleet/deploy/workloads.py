@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..plan.disk import needs_hub_token
 from ..plan.teams import server_team, team_of
 from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from ..render.iam import pod_identity_trust_policy, triton_read_policy, vllm_read_policy
@@ -157,12 +158,14 @@ def hf_secret(plan: FleetPlan, model: VllmModelPlan, ctx: Context) -> SecretDepl
 
 
 def vllm_model(plan: FleetPlan, model: VllmModelPlan, manifests: Sequence[dict[str, Any]], ctx: Context) -> VllmDeploy:
-    """An s3:// model gets a role reading its artifact; a Hugging Face one the token Secret."""
+    """An s3:// model gets a role reading its artifact; a model reading the Hub (its checkpoint or LoRA adapters)
+    the token Secret."""
     policy = vllm_read_policy(model)
     identity = None if policy is None else PodIdentityDeploy(name=model.name, namespace=plan.namespace,
                                                              service_account=model.name, policy=policy,
                                                              trust_policy=pod_identity_trust_policy())
-    return VllmDeploy(name=model.name, team=team_of(model.team), identity=identity, hf_secret=hf_secret(plan, model, ctx) if policy is None else None,
+    secret = hf_secret(plan, model, ctx) if needs_hub_token(model) else None  # LoRA adapters come from the Hub too
+    return VllmDeploy(name=model.name, team=team_of(model.team), identity=identity, hf_secret=secret,
                       manifests=applied(manifests, model.node_group, identity is not None, ctx))
 
 

@@ -10,7 +10,7 @@ from ..spec.load import apply_environment
 from ..spec.units import format_param_count
 from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmModelSpec
 from .classic import compile_classic
-from .engine_args import LoraArgs, vllm_serve_args, vllm_shm_gib
+from .engine_args import LoraArgs, lora_source, vllm_serve_args, vllm_shm_gib
 from .fit import check_fit, with_requested, zone_warnings
 from .instances import InstanceCatalogue
 from .kubelet import memory_share_gib
@@ -26,6 +26,7 @@ from .pod_resources import with_pods
 from .llm_shape import llm_weights_gib, params_hint, weight_dtype
 from .pins import from_hub_id, pin_issues, pinned_artifact
 from .rollout import llm_rollout
+from .sequences import with_session_affinity
 from .types import Decision, FleetPlan, LlmEstimatesPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
@@ -77,6 +78,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         gateway_namespace=(env.gateway.namespace or env.namespace) if env.gateway else None,
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
+    plan = with_session_affinity(plan)
     if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):
         raise CompileError(fit)
     if zones := zone_warnings(plan):
@@ -127,6 +129,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         rollout=llm_rollout(model, env, (lo, desired, hi), chosen.pp, chosen.instance.name, index, issues, warnings),
         max_num_batched_tokens=fit.max_num_batched_tokens, expert_parallel=chosen.expert_parallel,
         lora_adapters=tuple(a.name for a in model.lora.adapters) if model.lora else (),
+        lora_downloads=lora_downloads(model),
         lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen))
     # the sequences in flight at peak, as the plan spreads them (a rate load's too): what a measurement is held to
     return with_measurement(plan, model, chosen.instance.gpu.key, fit.sequences_per_replica * desired, index, issues,
@@ -147,13 +150,20 @@ def estimates_of(model: LlmModelSpec, chosen: LlmCandidate) -> LlmEstimatesPlan:
         output_tokens_per_s_per_replica=round(fit.output_tokens_per_s_per_replica, 1), source=chosen.source)
 
 
+def lora_downloads(model: LlmModelSpec) -> tuple[tuple[str, str, str], ...]:
+    """(local folder, Hub id, commit) of each pinned LoRA adapter, for the pod's download step."""
+    adapters = model.lora.adapters if model.lora else ()
+    return tuple((lora_source(a.name, a.artifact, a.revision), a.artifact, a.revision) for a in adapters if a.revision)
+
+
 def _serve_args(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, util: float,
                 artifact: str) -> tuple[str, ...]:
     precision = chosen.precision
     prefix = env.vllm.enable_prefix_caching if model.overrides.enable_prefix_caching is None else (
         model.overrides.enable_prefix_caching)
-    lora = None if model.lora is None else LoraArgs(tuple((a.name, a.artifact) for a in model.lora.adapters),
-                                                    model.lora.max_rank, model.lora.loras)
+    lora = None if model.lora is None else LoraArgs(
+        tuple((a.name, lora_source(a.name, a.artifact, a.revision)) for a in model.lora.adapters),
+        model.lora.max_rank, model.lora.loras)
     return vllm_serve_args(artifact=artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
                            max_model_len=model.sla.max_context_tokens, max_num_seqs=chosen.fit.max_num_seqs,
                            gpu_memory_utilization=util, dtype=precision.dtype_flag,

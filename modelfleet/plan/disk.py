@@ -38,6 +38,18 @@ def from_hub(model: VllmModelPlan) -> bool:
     return not model.artifact.startswith("s3://")
 
 
+def downloads_from_hub(model: VllmModelPlan) -> bool:
+    """The pod fetches something from the Hub before vLLM starts (with the token): a Hub checkpoint, or
+    pinned LoRA adapters (an s3:// checkpoint may carry them too)."""
+    return from_hub(model) or bool(model.lora_downloads)
+
+
+def needs_hub_token(model: VllmModelPlan) -> bool:
+    """The pod reads the Hub: its checkpoint, or adapters (pinned ones in the download step, unpinned ones
+    fetched by vLLM itself); private and gated repositories need the stack's hfToken."""
+    return from_hub(model) or bool(model.lora_adapters)
+
+
 def checkpoint_gib(model: VllmModelPlan) -> float:
     """What is downloaded: the checkpoint as stored (16-bit when vLLM quantizes while loading)."""
     return model.checkpoint_gib if model.checkpoint_gib is not None else model.weights_gib

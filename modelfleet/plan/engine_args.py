@@ -22,7 +22,9 @@ SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.99:0.001"
 
 
 def triton_metrics_args(decoupled: bool) -> tuple[str, ...]:
-    """Latency summaries for every model; the first-response histogram where a server has a decoupled model."""
+    """Latency summaries for every model (per-stage quantiles: the alerts' and the canary analysis's p99,
+    render/analysis.py); the first-response histogram where a server has a decoupled model. The only place
+    these flags are set: ``triton_server_args`` takes them with ``observability``."""
     args = ["--metrics-config=summary_latencies=true", f"--metrics-config=summary_quantiles={SUMMARY_QUANTILES}"]
     if decoupled:
         args.append("--metrics-config=histogram_latencies=true")
@@ -61,9 +63,6 @@ def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm
         f"--grpc-port={TRITON_GRPC_PORT}",
         f"--metrics-port={TRITON_METRICS_PORT}",
         "--allow-metrics=true",
-        # Per-stage latency quantiles per model (queue, compute): the canary analysis's p99 (render/analysis.py).
-        # Triton 2.51 and the deployed releases have them; its histograms cover decoupled models only.
-        "--metrics-config=summary_latencies=true",
     ]
     if cache_size_bytes > 0:
         args.append(f"--cache-config=local,size={cache_size_bytes}")
@@ -113,9 +112,21 @@ def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_mo
 
 @dataclass(frozen=True)
 class LoraArgs:
-    adapters: tuple[tuple[str, str], ...]  # (name, Hugging Face id)
+    adapters: tuple[tuple[str, str], ...]  # (name, Hugging Face id, or the local folder of a pinned adapter)
     max_rank: int
     max_loras: int
+
+
+# The pod's Hugging Face cache (HF_HOME), and where the download step puts pinned LoRA adapters: vLLM fetches
+# an adapter named by its Hub id from the main branch (it takes no revision for adapters), so a pinned one is
+# fetched at its commit beforehand and handed to vLLM as a local folder.
+HF_CACHE = "/root/.cache/huggingface"
+LORA_DIR = f"{HF_CACHE}/lora"
+
+
+def lora_source(name: str, artifact: str, revision: str | None) -> str:
+    """What --lora-modules names for an adapter: its folder once downloaded at a pinned commit, else its Hub id."""
+    return f"{LORA_DIR}/{name}" if revision else artifact
 
 
 def vllm_shm_gib(gpus_per_pod: int) -> float:

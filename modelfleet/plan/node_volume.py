@@ -47,8 +47,15 @@ def triton_scratch_gib(server: TritonServerPlan, plan: FleetPlan) -> int:
 
 
 def hf_cache_gib(model: VllmModelPlan) -> int:
-    """A vLLM pod's Hugging Face cache emptyDir: the checkpoint plus 10% and 5 GiB (tokenizer, compile caches)."""
-    return disk_gib(5 + 1.1 * disk.vllm_download_gib(model))
+    """A vLLM pod's Hugging Face cache emptyDir: the checkpoint plus 10% and 5 GiB (tokenizer, compile caches),
+    and the pinned LoRA adapters the download step fetches."""
+    return disk_gib(5 + 1.1 * disk.vllm_download_gib(model) + len(model.lora_downloads) * lora_adapter_gib(model))
+
+
+def lora_adapter_gib(model: VllmModelPlan) -> float:
+    """An upper bound of one adapter's files: vLLM's LoRA buffers on all of a replica's GPUs hold max_loras
+    adapters at max_rank (16-bit, as adapters are saved), so at least one whole adapter."""
+    return model.lora_gib * model.tensor_parallel_size * model.pipeline_parallel_size
 
 
 def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:

@@ -38,15 +38,27 @@ def _unpinned(model: ClassicModelSpec | LlmModelSpec) -> tuple[str, str, str] | 
                               "pin an immutable sub-prefix: revision: <name> (read from <artifact>/<name>/)")
 
 
+def _unpinned_adapters(model: ClassicModelSpec | LlmModelSpec) -> list[tuple[str, str, str]]:
+    """(field, what follows, fix) for each LoRA adapter without a revision."""
+    if not isinstance(model, LlmModelSpec) or model.lora is None:
+        return []
+    return [(f"lora.adapters[{i}].revision", f"adapter {a.name} ({a.artifact}) is fetched from the Hub's main "
+             "branch, whatever it is that day", "pin the adapter repository's commit: revision: <40-hex sha>")
+            for i, a in enumerate(model.lora.adapters) if a.revision is None]
+
+
 def pin_issues(models: list[tuple[int, ClassicModelSpec | LlmModelSpec]], env: EnvironmentSpec, issues: list[Issue],
                warnings: list[Warning_]) -> None:
     for index, model in models:
         unpinned = _unpinned(model)
-        if unpinned is None:
-            continue
-        field, what, fix = unpinned
-        if env.require_pins:
-            issues.append(Issue("", 0, 0, f"models[{index}].{field}", f"{model.name} is not pinned, and stack "
-                                f"{env.name} requires pins (modelfleet:requirePins): {what}", fix))
-        else:
-            warnings.append(Warning_(model=model.name, message=f"not pinned: {what}; {fix}"))
+        for field, what, fix in ([unpinned] if unpinned else []) + _unpinned_adapters(model):
+            _report(index, model.name, field, what, fix, env, issues, warnings)
+
+
+def _report(index: int, name: str, field: str, what: str, fix: str, env: EnvironmentSpec, issues: list[Issue],
+            warnings: list[Warning_]) -> None:
+    if env.require_pins:
+        issues.append(Issue("", 0, 0, f"models[{index}].{field}", f"{name} is not pinned, and stack "
+                            f"{env.name} requires pins (modelfleet:requirePins): {what}", fix))
+    else:
+        warnings.append(Warning_(model=name, message=f"not pinned: {what}; {fix}"))

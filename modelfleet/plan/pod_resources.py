@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from ..spec.environment import DaemonSetAllowance
-from .disk import from_hub
+from .disk import downloads_from_hub
 from .node_volume import hf_cache_gib, triton_scratch_gib
 from .types import ContainerResourcesPlan, FleetPlan, NodeGroupPlan, PodPlan, TritonServerPlan, VllmModelPlan
 
@@ -51,7 +51,7 @@ def vllm_pod(model: VllmModelPlan, group: NodeGroupPlan, allowance: DaemonSetAll
                                   cpu_millis=cpu_share_millis(group, model.gpus_per_pod, allowance),
                                   memory_mib=math.ceil(model.memory_request_gib * 1024),
                                   ephemeral_storage_gib=hf_cache_gib(model) + 1)
-    return PodPlan(containers=((DOWNLOAD_INIT,) if from_hub(model) else ()) + (main,))
+    return PodPlan(containers=((DOWNLOAD_INIT,) if downloads_from_hub(model) else ()) + (main,))
 
 
 def with_pods(plan: FleetPlan, allowance: DaemonSetAllowance) -> FleetPlan:

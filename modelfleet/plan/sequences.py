@@ -15,6 +15,15 @@ The sequence batcher has no queue policy (no timeout, no REJECT: model_config.pr
 has none), so the p99 is met by sizing instead: the slots hold every live sequence, and the batching
 window plus two executions fit in the p99 (the same derivation as a dynamic-batched model, without the
 timeout that enforces it there).
+
+Routing: the slots, and the state a direct-strategy model keeps in memory, live in ONE pod; Triton has no
+routing between replicas, and a request's sequence id is in its body (an HTTP JSON parameter, a gRPC field),
+where kube-proxy cannot see it. So a server of stateful models gets ``sessionAffinity: ClientIP`` on its
+Service: kube-proxy sends every new connection from a client IP to the pod that IP was last sent to, for
+``timeoutSeconds`` after that IP's last new connection (Kubernetes allows 1 to 86,400 s, as idle_timeout_ms
+does). With the timeout at the longest idle release, a sequence's requests reach its pod as long as it is
+alive, provided they all come from one client IP. A Gateway routes to the pods' endpoints itself, past the
+Service's affinity, and a canary's HTTPRoute splits requests by weight: the plan says so where one exists.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from __future__ import annotations
 import math
 
 from ..spec.models import ClassicModelSpec
-from .types import Decision, SequencePlan
+from .types import Decision, FleetPlan, SequencePlan, SessionAffinityPlan, TritonModelPlan, TritonServerPlan
 
 MAX_INSTANCES = 16  # ClassicOverridesSpec.instance_count's bound: more slots need more GPUs, not instances
 
@@ -56,3 +65,42 @@ def sequence_decision(model: ClassicModelSpec, plan: SequencePlan, batch: int, c
                     reason=f"{how}; no queue timeout exists for sequences, so the p99 {model.sla.p99_latency_ms:g} ms "
                            f"holds by sizing: window {plan.max_queue_delay_us / 1000:g} ms + two executions of "
                            f"{compute_ms:g} ms = {worst:g} ms")
+
+
+def with_session_affinity(plan: FleetPlan) -> FleetPlan:
+    """Each server of stateful models with the Service affinity that keeps a client's sequences on one pod."""
+    servers = tuple(s.model_copy(update={"session_affinity": session_affinity(s, plan)}) for s in plan.triton_servers)
+    return plan.model_copy(update={"triton_servers": servers})
+
+
+def session_affinity(server: TritonServerPlan, plan: FleetPlan) -> SessionAffinityPlan | None:
+    stateful = [m for m in map(plan.model, server.models) if isinstance(m, TritonModelPlan) and m.sequence]
+    if not stateful:
+        return None
+    longest = max(stateful, key=lambda m: (m.sequence.idle_timeout_us if m.sequence else 0, m.name))
+    assert longest.sequence is not None
+    timeout_s = math.ceil(longest.sequence.idle_timeout_us / 1e6)
+    return SessionAffinityPlan(timeout_s=timeout_s, decision=Decision(
+        choice=f"sessionAffinity: ClientIP, {timeout_s} s",
+        reason=_affinity_reason(server, stateful, longest.name, timeout_s)))
+
+
+def _affinity_reason(server: TritonServerPlan, stateful: list[TritonModelPlan], longest: str, timeout_s: int) -> str:
+    names = ", ".join(m.name for m in stateful)
+    slots = ", ".join(f"{m.name} {m.sequence.slots}" for m in stateful if m.sequence)  # per pod
+    pinned = [n for n in server.models if n not in {m.name for m in stateful}]
+    text = (f"{names} {'keeps' if len(stateful) == 1 else 'keep'} each sequence's state in one pod, and the Service would spread a client's connections "
+            f"over the server's pods ({server.min_replicas}-{server.max_replicas} replicas, and a rollout's extra ones); kube-proxy keeps every new connection from "
+            f"one client IP on one pod for {timeout_s} s after that IP's last new connection (the longest idle release, "
+            f"{longest}'s), so a sequence reaches its pod while it lives, provided all its requests come from one client "
+            f"IP (one client pod or connection; not spread over a pool of proxies). max_sequences counts per replica: each "
+            f"pod has its own slots ({slots}), and one client IP's sequences all share its pod's. Scaling in and every rollout end the "
+            f"live sequences of the pods they remove: their next request lands on another pod without START, which Triton "
+            f"refuses: the client must start them again")
+    if pinned:
+        text += f"; {', '.join(pinned)} on the same Service are pinned too (load spreads by client IP, not by request)"
+    if server.rollout.traffic == "gateway":
+        text += ("; through the Gateway the affinity does not hold: the Gateway routes to the pods' endpoints itself "
+                 "and the canary's HTTPRoute splits requests by weight (Gateway API's sessionPersistence is "
+                 "experimental), so a sequence may cross pods there: clients of stateful models call the Service")
+    return text

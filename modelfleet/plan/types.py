@@ -187,6 +187,13 @@ class SequencePlan(PlanModel):
     max_queue_delay_us: int
 
 
+class SessionAffinityPlan(PlanModel):
+    """A server of stateful models: its Service keeps each client IP on one pod (plan/sequences.py)."""
+
+    timeout_s: int  # sessionAffinityConfig.clientIP.timeoutSeconds: the longest idle release of its sequences
+    decision: Decision
+
+
 class TritonModelPlan(PlanModel):
     name: str
     serving: Literal["triton"] = "triton"
@@ -302,6 +309,9 @@ class TritonServerPlan(PlanModel):
     # Whether its models' batches run one at a time on the GPU (Triton's rate limiter), and why; None: one model
     # on its GPU (or a CPU server, whose cores are split between its instances), nothing to contend with.
     rate_limiter: Decision | None = None
+    # Set when it serves a stateful model: a sequence's state lives in one pod, so its Service keeps a client on
+    # one pod (sessionAffinity: ClientIP); None: any pod answers any request.
+    session_affinity: SessionAffinityPlan | None = None
 
     @property
     def slots_per_replica(self) -> int:
@@ -381,6 +391,8 @@ class VllmModelPlan(PlanModel):
     max_num_batched_tokens: int = 0  # vLLM --max-num-batched-tokens (plan/llm_speed.batched_tokens)
     expert_parallel: bool = False  # vLLM --enable-expert-parallel (a MoE model's experts dealt out whole)
     lora_adapters: tuple[str, ...] = ()  # names of the LoRA adapters served on top (lora.adapters)
+    # Pinned adapters the pod's download step fetches before vLLM starts: (local folder, Hub id, commit).
+    lora_downloads: tuple[tuple[str, str, str], ...] = ()
     lora_gib: float = 0.0  # vLLM's LoRA buffers per GPU
     # What set this model's size: memory, ttft, tpot, availability, the max_num_seqs cap or an override.
     binding_constraint: str = ""

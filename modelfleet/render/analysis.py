@@ -10,13 +10,20 @@ Triton, per model on the server (``nv_inference_*``, labelled ``model`` and ``ve
   summary_latencies=true``; its histograms cover decoupled models only): queue + compute input + infer +
   output p99, the worst canary pod's, at most the SLA's p99. A sum of per-stage p99s is not the end-to-end
   p99; it equals it when slow stages coincide (a request queued behind a slow batch), and is usually above it.
+- a decoupled (streaming) model's SLA is its first response, which no stage summary measures (its compute
+  stages last the whole stream): its p99 comes from ``nv_inference_first_response_histogram_ms``, the
+  canary pods' buckets together. Triton exports that histogram from 2.52 on (the deployed 2.73 has it; the
+  2.51 here does not) and only with ``--metrics-config=histogram_latencies=true``, which the plan sets on
+  every server with a decoupled model (plan/engine_args.py); the alerts read the same histogram
+  (render/observability/slo_queries.py).
 
 vLLM (``vllm:*``, checked against the real vLLM's /metrics in tests/engines/test_serve_llm.py):
 
 - error ratio: requests finished with reason ``error`` (vLLM's 500s) over all finished ones;
 - TTFT p99 from ``vllm:time_to_first_token_seconds``, at most the SLA's ``p99_ttft_ms``;
-- TPOT p99 from ``vllm:request_time_per_output_token_seconds``, at most the decode time the plan assumed per
-  token (1 / ``output_tokens_per_s_per_sequence``).
+- TPOT p99 from ``vllm:request_time_per_output_token_seconds``, at most the plan's ``tpot_ms``: the SLA's
+  ``p99_tpot_ms`` when it has one, else the TPOT the plan predicts with ``max_num_seqs`` sequences running
+  (the slowest it lets a stream get; plan/compiler.py ``_tpot_gate``).
 
 Every measurement must have data: an empty result or NaN (a canary that got no requests) fails it, as
 missing evidence should. A metric failing twice (``FAILURE_LIMIT``) aborts the rollout.
@@ -34,6 +41,7 @@ INTERVAL = "1m"
 WINDOW = "2m"  # two intervals: eight samples at the ServiceMonitor's 15 s scrape
 FAILURE_LIMIT = 1  # one bad minute is noise (a pod still warming its caches), two are a trend
 TRITON_STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
+TRITON_FIRST_RESPONSE = "nv_inference_first_response_histogram_ms"  # milliseconds; decoupled models only
 # The vLLM series the queries read (tests/engines/test_serve_llm.py finds each on the real server's /metrics).
 VLLM_FINISHED = "vllm:request_success_total"
 VLLM_TTFT = "vllm:time_to_first_token_seconds"
@@ -57,10 +65,17 @@ def triton_queries(model: TritonModelPlan, selector: str) -> list[tuple[str, str
     errors = (f"sum(rate(nv_inference_request_failure{{{selector}}}[{WINDOW}])) / "
               f"(sum(rate(nv_inference_request_success{{{selector}}}[{WINDOW}])) + "
               f"sum(rate(nv_inference_request_failure{{{selector}}}[{WINDOW}])))")
+    return [(f"{model.name}-error-ratio", errors, f"result[0] <= {budget:g}"), _triton_latency(model, selector)]
+
+
+def _triton_latency(model: TritonModelPlan, selector: str) -> tuple[str, str, str]:
+    """The p99 the SLA means: a decoupled model's first response, otherwise the request's stages summed."""
+    if model.decoupled:
+        latency = (f"histogram_quantile(0.99, sum by (le) (rate({TRITON_FIRST_RESPONSE}_bucket{{{selector}}}"
+                   f"[{WINDOW}])))")
+        return f"{model.name}-first-response-p99-ms", latency, f"result[0] <= {model.p99_latency_ms:g}"
     stages = " + ".join(f'nv_inference_{s}_summary_us{{{selector}, quantile="0.99"}}' for s in TRITON_STAGES)
-    latency = f"max({stages}) / 1000"
-    return [(f"{model.name}-error-ratio", errors, f"result[0] <= {budget:g}"),
-            (f"{model.name}-p99-ms", latency, f"result[0] <= {model.p99_latency_ms:g}")]
+    return f"{model.name}-p99-ms", f"max({stages}) / 1000", f"result[0] <= {model.p99_latency_ms:g}"
 
 
 def vllm_queries(model: VllmModelPlan, selector: str) -> list[tuple[str, str, str]]:

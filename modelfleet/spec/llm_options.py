@@ -52,6 +52,11 @@ class LoraAdapterSpec(Frozen):
     # A Hugging Face id: vLLM fetches an adapter from the hub itself, but cannot read one from S3.
     artifact: Annotated[str, Field(max_length=256, description="the adapter's Hugging Face id, e.g. "
                                    "acme/llama-3.1-8b-support-lora (vLLM downloads it; it cannot read S3)")]
+    # The adapter repository's commit. Pinned, the pod's download step fetches exactly it and vLLM loads it
+    # from the node's disk; unpinned, vLLM fetches the repository's main branch at start (it has no revision
+    # for adapters), which a stack with requirePins refuses like any unpinned model.
+    revision: Annotated[Optional[str], Field(pattern=r"^[0-9a-f]{40}$", description=(
+        "the adapter repository's 40-hex commit; pinned adapters are downloaded at it before vLLM starts"))] = None
 
     @field_validator("artifact")
     @classmethod

@@ -15,8 +15,9 @@ The shapes here are what a person wrote (``*Spec``); :func:`pipeline_problems` c
 models they name, collecting every problem with its path: unknown models (did you mean), inputs left
 unmapped or mapped to nothing, dtype and dims mismatches, cycles, and tensors nobody uses (a pipeline input
 no step reads, or a step output neither a later step nor the pipeline returns: Triton would compute it on
-every request and throw it away). The compiler (plan/pipelines.py) then keeps the members on one Triton
-server and splits the p99 across the steps; docs/triton-features.md explains both.
+every request and throw it away), and steps disabled in a stack where the pipeline runs. The compiler
+(plan/pipelines.py) then keeps the members on one Triton server and splits the p99 across the steps;
+docs/triton-features.md explains both.
 """
 
 from __future__ import annotations
@@ -125,6 +126,21 @@ def pipeline_problems(pipeline: PipelineSpec, index: int, models: dict[str, Any]
     problems += _cycle(pipeline, where, edges)
     problems += _unused(pipeline, where, inputs, steps, used)
     problems += _one_server(pipeline, where, steps)
+    problems += _disabled_steps(pipeline, where, steps)
+    return problems
+
+
+def _disabled_steps(pipeline: PipelineSpec, where: tuple, steps: dict[str, Any]) -> list[Problem]:
+    """A step disabled in a stack where the pipeline runs: the ensemble would call a model that is not there."""
+    problems = []
+    for j, step in enumerate(pipeline.steps):
+        patches = getattr(steps.get(step.model), "environments", {})
+        for env in sorted(e for e, patch in patches.items() if not patch.enabled):
+            own = pipeline.environments.get(env)
+            if own is None or own.enabled:
+                problems.append((where + ("steps", j, "model"), f"{step.model} is disabled in stack {env}, where the "
+                                 "pipeline runs: its ensemble would call a model that is not served there",
+                                 f"disable the pipeline there too (environments: {{{env}: {{enabled: false}}}})"))
     return problems
 
 

@@ -108,3 +108,19 @@ def test_a_base_directory_without_models_yaml_is_an_argument_error(tmp_path, cap
     assert code == 2 and out == ""
     assert err.splitlines()[0] == (f"--base: {tmp_path} has no models.yaml (pass a directory with models.yaml and "
                                    "optionally stacks/, a models.yaml file, or a git ref)")
+
+
+def test_cost_base_names_a_version_bump_as_the_only_change(tmp_path, capsys):
+    """#15: bumping fraud-scorer 1 -> 2 is named in ``cost --base`` (costing nothing), with the server it rolls."""
+    pinned = "    artifact: s3://acme-ml-models/triton/fraud-scorer\n    version: 1\n"
+    text = (ROOT / "models.yaml").read_text()
+    assert text.count(pinned) == 1
+    (tmp_path / "models.yaml").write_text(text.replace(pinned, pinned.replace("version: 1", "version: 2")))
+    out = _run(capsys, "cost", "--stack", "prod", "--models", str(tmp_path / "models.yaml"),
+               "--base", str(ROOT / "models.yaml"))
+    server = Project(root=str(ROOT)).plan("prod").model("fraud-scorer").server
+    lines = [line.strip() for line in out.splitlines()]
+    assert (f"- fraud-scorer: version 1 -> 2, rolls {server} alone as a canary 10% -> 100%, 10 min each, gated by "
+            "its SLA analysis") in lines, out
+    changed = [line.split()[1:3] for line in lines if line.startswith("changed ")]
+    assert changed == [["fraud-scorer", "0.00"]], out

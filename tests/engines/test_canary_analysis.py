@@ -116,7 +116,8 @@ def test_every_analysis_query_returns_data_from_the_real_server(dev_plan, tmp_pa
             process.wait(30)
     errors, conditions = values[f"{MODEL}-error-ratio"], {m["name"]: m["successCondition"] for m in metrics}
     # What the client saw rejected (a busy machine may miss the 11 ms queue timeout), counted by Triton too.
-    assert errors == pytest.approx(rejected / REQUESTS, abs=0.02), (errors, rejected)
+    # within half a request of 60 (1/120): one request miscounted either way fails it
+    assert errors == pytest.approx(rejected / REQUESTS, abs=1 / (2 * REQUESTS)), (errors, rejected)
     assert condition_holds(conditions[f"{MODEL}-error-ratio"], errors) == (rejected == 0)
     # A sum of stage p99s: above Triton's own mean request time, and in milliseconds (not microseconds: within a
     # few times the slowest round trip the client saw; measured 18 ms against 15 ms). This CPU's p99 is not the

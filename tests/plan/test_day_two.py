@@ -73,6 +73,68 @@ def test_a_pinned_hub_model_reads_its_commit_and_an_s3_model_its_sub_prefix(proj
     assert "--revision" not in s3.args
 
 
+SUPPORT_PIN = "\n          revision: 7fe814e892ccb94e1adff30c17db2e5174962688"
+
+
+def unpin_support_adapter(text: str) -> str:
+    assert SUPPORT_PIN in text
+    return text.replace(SUPPORT_PIN, "")
+
+
+def test_an_unpinned_lora_adapter_fails_a_stack_that_requires_pins_and_warns_elsewhere(tmp_path):
+    """vLLM fetches an adapter named by its Hub id from the main branch (it takes no revision for adapters), so an
+    unpinned adapter is what an unpinned checkpoint is."""
+    project = copy_project(tmp_path, unpin_support_adapter)
+    with pytest.raises(CompileError) as failed:
+        project.plan("prod")
+    (issue,) = failed.value.issues
+    assert issue.path.endswith(".lora.adapters[0].revision"), issue.path
+    assert issue.line > 0 and "adapter support-tone (acme-ml/llama-3.1-8b-support-tone-lora)" in issue.message
+    assert issue.fix == "pin the adapter repository's commit: revision: <40-hex sha>"
+    dev = project.plan("dev")
+    assert any(w.message.startswith("not pinned: adapter support-tone") for w in dev.warnings)
+    args = dev.model("llama-3-1-8b-instruct").args
+    assert "support-tone=acme-ml/llama-3.1-8b-support-tone-lora" in args  # vLLM fetches it itself
+    assert "billing-tools=/root/.cache/huggingface/lora/billing-tools" in args
+
+
+def test_a_pinned_lora_adapter_is_downloaded_at_its_commit_and_loaded_from_disk(project):
+    plan = project.plan("prod")
+    model = plan.model("llama-3-1-8b-instruct")
+    modules = model.args[model.args.index("--lora-modules") + 1:][:2]
+    assert modules == ("support-tone=/root/.cache/huggingface/lora/support-tone",
+                       "billing-tools=/root/.cache/huggingface/lora/billing-tools")
+    text = project.rendered("prod")[1]["kubernetes/llama-3-1-8b-instruct.yaml"].decode()
+    download = next(d for d in yaml.safe_load_all(text) if d["kind"] in ("Deployment", "Rollout"))
+    (init,) = download["spec"]["template"]["spec"]["initContainers"]
+    script = init["command"][-1]
+    assert ("snapshot_download('acme-ml/llama-3.1-8b-support-tone-lora', revision='7fe814e892ccb94e1adff30c17db2e5174962688', "
+            "local_dir='/root/.cache/huggingface/lora/support-tone')") in script
+
+
+def test_pinned_adapters_on_an_s3_checkpoint_get_the_download_step_and_the_token(tmp_path):
+    """The 70B streams from S3 (no download step, no token); adapters from the Hub bring both."""
+    adapter = ("    lora:\n      adapters:\n        - {name: legal, artifact: acme-ml/llama-3.3-70b-legal-lora, "
+               "revision: " + "c" * 40 + "}\n")
+
+    def edit(text: str) -> str:
+        marker = "  - name: llama-3-3-70b-instruct\n"
+        head, tail = text.split(marker)
+        return head + marker + tail.replace("    sla:", adapter + "    sla:", 1)
+    project = copy_project(tmp_path, edit)
+    model = project.plan("prod").model("llama-3-3-70b-instruct")
+    assert model.lora_downloads == (("/root/.cache/huggingface/lora/legal", "acme-ml/llama-3.3-70b-legal-lora", "c" * 40),)
+    assert [c.name for c in model.pod.containers][0] == "model-download"
+    text = project.rendered("prod")[1]["kubernetes/llama-3-3-70b-instruct.yaml"].decode()
+    pod = next(d for d in yaml.safe_load_all(text) if d["kind"] in ("Deployment", "Rollout"))["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert "snapshot_download('acme-ml/llama-3.3-70b-legal-lora'" in init["command"][-1]
+    assert "Llama-3.3-70B" not in init["command"][-1]  # the checkpoint itself still streams from S3
+    assert any(v["name"] == "hf-token" for v in pod["volumes"])
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["HF_TOKEN_PATH"].endswith("/token") and "AWS_REGION" in env
+
+
 def test_version_and_versions_together_are_refused(tmp_path):
     def edit(text: str) -> str:
         return text.replace("    version: 1\n    # New weights", "    version: 1\n    versions: [1, 2]\n    # New weights")

@@ -200,6 +200,16 @@ def autoscaling_metrics(server: TritonServerPlan, plan: FleetPlan) -> list[dict[
     return metrics
 
 
+def service(server: TritonServerPlan, plan: FleetPlan, ports: list[tuple[str, int]]) -> dict[str, Any]:
+    """Its ClusterIP Service; a server of stateful models keeps each client IP on one pod, where its sequences
+    live (plan/sequences.py says why and for how long)."""
+    obj = c.service(server.name, plan, "triton", ports, await_budget_s(server, plan))
+    if server.session_affinity is not None:
+        obj["spec"] |= {"sessionAffinity": "ClientIP", "sessionAffinityConfig": {
+            "clientIP": {"timeoutSeconds": server.session_affinity.timeout_s}}}
+    return obj
+
+
 def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: str, aws_cli_image: str,
                             repository: Mapping[str, bytes]) -> list[dict[str, Any]]:
     """Everything one Triton server needs, in apply order. ``repository``: its rendered files
@@ -210,7 +220,7 @@ def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: s
                           (server.min_replicas, server.max_replicas))
     objects = [c.service_account(server.name, plan),
                deployment(server, plan, bucket, aws_cli_image, repository),
-               c.service(server.name, plan, "triton", ports, await_budget_s(server, plan)),
+               service(server, plan, ports),
                c.pdb(server.name, plan),
                c.network_policy(server.name, plan, [p for _, p in ports]),
                c.service_monitor(server.name, plan, "metrics")]

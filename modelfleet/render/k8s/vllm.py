@@ -14,15 +14,14 @@ import shlex
 from typing import Any
 
 from ...plan import disk
-from ...plan.disk import from_hub
-from ...plan.engine_args import VLLM_PORT, startup_budget_s
+from ...plan.disk import downloads_from_hub, from_hub, needs_hub_token
+from ...plan.engine_args import HF_CACHE, VLLM_PORT, startup_budget_s
 from ...plan.node_volume import hf_cache_gib
 from ...plan.teams import TEAM_LABEL, team_of
 from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
 from .rollouts import canary_objects, is_canary
 
-HF_CACHE = "/root/.cache/huggingface"
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 RAY_PORT = 6379
 WAITING_METRIC = "vllm:num_requests_waiting"
@@ -69,21 +68,26 @@ def download_s(model: VllmModelPlan, plan: FleetPlan) -> int:
 
 def _env(model: VllmModelPlan, plan: FleetPlan) -> list[dict[str, str]]:
     env = [{"name": "HF_HOME", "value": HF_CACHE}]
-    if from_hub(model):
+    if needs_hub_token(model):
         env.append({"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"})
-    else:
+    if not from_hub(model):
         env.append({"name": "AWS_REGION", "value": plan.region})  # runai_streamer's S3 client
     return env
 
 
 def _download_container(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
-    """Downloads the checkpoint into the HF cache before vLLM starts. A failed or killed download restarts
-    only this container: the emptyDir outlives it, and huggingface_hub resumes the files it had, so a slow
-    download is never started over from zero, nor counted against the serving container's startup probe."""
+    """Downloads the Hub checkpoint into the HF cache before vLLM starts, and each pinned LoRA adapter at its
+    commit into the folder --lora-modules names. A failed or killed download restarts only this container:
+    the emptyDir outlives it, and huggingface_hub resumes the files it had, so a slow download is never
+    started over from zero, nor counted against the serving container's startup probe."""
     assert model.pod is not None
-    revision = f"revision={model.revision!r}, " if model.revision else ""  # the commit vLLM's --revision reads
-    script = (f"from huggingface_hub import snapshot_download; snapshot_download({model.artifact!r}, {revision}"
-              f"allow_patterns={list(DOWNLOAD_PATTERNS)!r})")
+    calls = []
+    if from_hub(model):
+        revision = f"revision={model.revision!r}, " if model.revision else ""  # the commit vLLM's --revision reads
+        calls.append(f"snapshot_download({model.artifact!r}, {revision}allow_patterns={list(DOWNLOAD_PATTERNS)!r})")
+    calls += [f"snapshot_download({repo!r}, revision={commit!r}, local_dir={folder!r})"
+              for folder, repo, commit in model.lora_downloads]
+    script = "from huggingface_hub import snapshot_download; " + "; ".join(calls)
     return {"name": "model-download", "image": model.image, "imagePullPolicy": "IfNotPresent",
             "command": ["python3", "-c", script], "env": _env(model, plan),
             "resources": c.resources(model.pod.container("model-download")),
@@ -96,7 +100,7 @@ def _container(model: VllmModelPlan, plan: FleetPlan, command: list[str], leader
     assert model.pod is not None  # the compiler sets every workload's pod
     multi_node = model.nodes_per_replica > 1
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": HF_CACHE}]
-    if from_hub(model):
+    if needs_hub_token(model):
         mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
     container: dict[str, Any] = {
         "name": "vllm", "image": model.image, "imagePullPolicy": "IfNotPresent", "command": command,
@@ -127,7 +131,7 @@ def _ray_worker_probes(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
 def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role: str | None) -> dict[str, Any]:
     group = plan.node_group(model.node_group)
     volumes = [c.memory_volume("dshm", int(model.shm_size_gib * 1024**3)), c.disk_volume("hf-cache", hf_cache_gib(model))]
-    if from_hub(model):
+    if needs_hub_token(model):
         volumes.append({"name": "hf-token", "secret": {"secretName": hf_secret_name(model), "defaultMode": 0o400}})
     pod: dict[str, Any] = {
         "serviceAccountName": model.name, "automountServiceAccountToken": False,
@@ -135,7 +139,7 @@ def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role:
         "containers": [container], "volumes": volumes,
         "terminationGracePeriodSeconds": c.PRE_STOP_S + 60,  # the preStop pause, then in-flight requests finish
     }
-    if from_hub(model):
+    if downloads_from_hub(model):
         pod["initContainers"] = [_download_container(model, plan)]
     if role is not None:  # a group's pods share a zone, whichever lands first
         pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [

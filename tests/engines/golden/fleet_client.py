@@ -7,8 +7,9 @@ must not be shared between threads: use one per thread.
 
 Valid for every stack: where a limit differs between stacks (a model's largest batch), it is the strictest
 one, checked here, so a request this module builds is accepted by every stack's server. Every request names
-its caller (``caller=``), sent as the ``x-modelfleet-caller`` header so that the servers' logs and traces can
-tell callers apart.
+its caller (``caller=``), sent as the ``x-modelfleet-caller`` header: a Gateway, mesh or proxy in front of
+the servers can log it and tell callers apart; tritonserver itself does not record it (the compiled servers
+forward no headers into requests, so neither their logs nor their traces carry it).
 
     import tritonclient.http as httpclient
     client = httpclient.InferenceServerClient("127.0.0.1:8000")
