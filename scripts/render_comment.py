@@ -1,9 +1,12 @@
 """Render a PR comment (markdown) as GitHub shows it, to PNG, for the docs: python-markdown to HTML with a
 GitHub-like stylesheet, then a headless Chromium screenshot (Debian's `chromium`).
 
-    .venv/bin/python scripts/render_comment.py COMMENT.md docs/images/pr-comment.png
+    .venv/bin/python scripts/render_comment.py docs/images/pr-comment.md docs/images/pr-comment.png prod
 
-Regenerate after the comment's format changes; the PNG is a picture, not a test fixture."""
+The optional third argument opens that stack's resource list, as a reviewer who clicked it sees it (the
+markdown itself is the comment as posted, every list closed). docs/images/pr-comment.md is the comment the
+workflow posts for tests/cost/fixtures/add-70b.yaml, against `main`; tests/test_docs.py fails when it drifts
+from the golden comment, and then both are regenerated (the markdown from the workflow, the PNG with this)."""
 
 from __future__ import annotations
 
@@ -29,7 +32,9 @@ details { margin: 6px 0; } summary { cursor: pointer; }
 """
 
 
-def html(comment: str) -> str:
+def html(comment: str, opened: str = "") -> str:
+    if opened:
+        comment = comment.replace(f"<details><summary><b>{opened}</b>", f"<details open><summary><b>{opened}</b>")
     # GitHub renders markdown inside <details> after a blank line; python-markdown wants it said
     body = markdown.markdown(comment.replace("<details", '<details markdown="1"'), extensions=["tables", "md_in_html"])
     return (f"<html><head><meta charset='utf-8'><style>{STYLE}</style></head><body><div class='comment'>"
@@ -37,14 +42,14 @@ def html(comment: str) -> str:
             "</body></html>")
 
 
-def main(source: str, target: str, height: int = 2600) -> None:
+def main(source: str, target: str, opened: str = "", height: int = 2600) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         page = pathlib.Path(scratch) / "comment.html"
-        page.write_text(html(pathlib.Path(source).read_text()))
+        page.write_text(html(pathlib.Path(source).read_text(), opened))
         subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         f"--screenshot={pathlib.Path(target).resolve()}", f"--window-size=1214,{height}",
                         page.as_uri()], check=True, capture_output=True)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3], *(int(a) for a in sys.argv[3:4]))
+    main(*sys.argv[1:4], *(int(a) for a in sys.argv[4:5]))

@@ -44,6 +44,39 @@ def test_the_stack_keys_reference_lists_every_key_as_a_stack_file_writes_it():
     assert sorted(k for k in nested if f"| `{k}` |" not in page) == []
 
 
+def _section(page: str, heading: str) -> str:
+    return page[page.index(heading):].split("\n## ", 1)[0]
+
+
+def test_writing_models_yaml_names_every_key_of_a_model_and_a_stack():
+    """docs/concepts/models-yaml.md is written by hand (the generated reference lists every key): a key the
+    language gains must get a row there too, with the page that explains it."""
+    page = (ROOT / "docs" / "concepts" / "models-yaml.md").read_text()
+    schema = model_schema()
+    sections = {"## Classic models": "ClassicModelSpec", "## LLMs": "LlmModelSpec", "## Pipelines": "PipelineSpec"}
+    missing = []
+    for heading, definition in sections.items():
+        text = _section(page, heading) + _section(page, "## Per-environment changes")
+        missing += [f"{definition}.{k}" for k in schema["$defs"][definition]["properties"]
+                    if k != "name" and f"`{k}" not in text]
+    missing += [f"models.yaml {k}" for k in schema["properties"] if f"`{k}:`" not in page]
+    stacks = _section(page, "## Stack files")
+    missing += [f"stack {k}" for k in EnvironmentSpec.model_json_schema(by_alias=True)["properties"]
+                if k not in ("name", "region") and f"`{k}`" not in stacks]
+    assert missing == []
+
+
+def test_the_architecture_pages_layout_names_every_module():
+    """docs/concepts/architecture.md's layout block is where a reader finds the code: every module and package
+    of modelfleet/ is in it, so a new one cannot be left out."""
+    page = (ROOT / "docs" / "concepts" / "architecture.md").read_text()
+    layout = page[page.index("```\nmodels.yaml"):]
+    package = ROOT / "modelfleet"
+    modules = {p.name for p in package.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    packages = {f"{p.name}/" for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(name for name in modules | packages if name not in layout) == []
+
+
 def test_the_cli_reference_shows_every_command():
     page = _hook().cli_reference()
     assert all(f"## modelfleet {name}" in page for name in COMMANDS)
@@ -56,6 +89,23 @@ def test_the_site_builds_strict(tmp_path):
                                                                             "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "reference" / "models-yaml" / "index.html").is_file()
+
+
+# -------------------------------------------------------------------------------- the PR comment's picture
+PICTURED = ROOT / "docs" / "images" / "pr-comment.md"
+REDRAW = ("docs/images/pr-comment.png shows a comment that is no longer the one modelfleet posts: write the "
+          "comment the workflow posts for tests/cost/fixtures/add-70b.yaml (against `main`) to "
+          "docs/images/pr-comment.md and redraw the picture: .venv/bin/python scripts/render_comment.py "
+          "docs/images/pr-comment.md docs/images/pr-comment.png prod 1760")
+
+
+def test_the_pictured_comment_is_the_golden_one():
+    """The picture in docs/operations/onboarding.md is rendered from docs/images/pr-comment.md, whose cost part
+    is the golden cost comment (tests/cost/test_workflow.py checks the preview part against the posted one)."""
+    cost, preview = PICTURED.read_text().split("<!-- modelfleet-preview -->")
+    golden = (ROOT / "tests" / "cost" / "golden" / "add-70b.md").read_text()
+    assert cost == golden + "\n", REDRAW
+    assert "against `main`" in preview and (ROOT / "docs" / "images" / "pr-comment.png").is_file()
 
 
 # ---------------------------------------------------------------------------------------------- the README
@@ -115,10 +165,11 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
 
 def test_the_first_burst_on_a_fresh_server_is_explained():
     """Defect 15 of #17: a newcomer's first burst got rejections nobody explained. The serving page says what
-    they see without warmup, why, and what Triton's model_warmup changes, and the runbooks point at it."""
+    they see without warmup, why, and what Triton's model_warmup changes (and what it leaves: a loaded machine's first
+    burst at the whole fleet still had a few rejections, day-two.md's figures), and the runbooks point at it."""
     page = (ROOT / "docs" / "operations" / "serving-locally.md").read_text()
     section = page[page.index("## The first burst on a fresh server"):page.index("## A typed client")]
     for fact in ("Request timeout expired", "4 of 100", "8 of 100", "queue timeout", "model_warmup",
-                 "--strict-readiness", "retry"):
+                 "--strict-readiness", "retry", "day-two.md#warmup", "18 of 19", "still had 1"):
         assert fact in section, fact
     assert "serving-locally.md#the-first-burst-on-a-fresh-server" in (ROOT / "docs" / "runbooks" / "index.md").read_text()

@@ -24,7 +24,7 @@ from .instances import GpuType, InstanceCatalogue, InstanceType
 from .llm_fit import fit_layout
 from .llm_infeasible import explain_infeasible
 from .llm_shape import kv_bytes_per_sequence, llm_weights_gib, lora_gib_per_gpu, model_shape
-from .llm_speed import Demand, Miss, SpeedCorrection, speed_of
+from .llm_speed import MAX_BATCHED_TOKENS, MIN_BATCHED_TOKENS, Demand, Miss, Speed, SpeedCorrection, p99_wait_ms, speed_of
 from .node_price import PRICE_REFERENCE_REGION
 from .performance import Layout, LlmShape
 from .performance_data import gpu_for
@@ -134,18 +134,53 @@ def _memory_reason(weights: float, lora: float, precision: Precision, budget: fl
     return f"weights {weights:.1f} GiB per GPU{adapters} exceed the {budget:.1f} GiB budget"
 
 
-def measured_correction(model: LlmModelSpec, gpu: GpuType) -> SpeedCorrection | None:
-    """Where a measured profile corrects the prediction: measured / predicted ratios of its prefill and TPOT
-    (on the GPU it was measured on, or scaled), which every estimate of the model then carries, with the
-    profile as its source (llm_speed.SpeedCorrection). None: no measured profile, the prediction stands."""
-    return None
+def measured_correction(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue
+                        ) -> SpeedCorrection | None:
+    """Where a measured profile corrects the prediction: the factors on prompt and decode times that make the
+    model reproduce the measurement at its own point (GPU, tp, shape, sequences in flight), which every layout
+    then carries, with the profile as its source (llm_speed.SpeedCorrection). On another GPU the factors are
+    assumed to hold: what they correct, the engine's release and kernels against the calibration's, is not
+    the GPU's. None: no profile measured on a GPU (a CPU run of the tiny model says nothing about one).
+
+    Decode: measured median TPOT / predicted TPOT with ``concurrency`` sequences running. Prompts: the factor
+    whose predicted p99 TTFT at the measured load (closed loop: ``concurrency`` sequences, each request
+    followed by the next, so prompts arrive at the rate Little's law gives; the benchmark's prompts are all of
+    one length) equals the measured p99, found by bisection (the p99 grows with the factor)."""
+    profile = model.profile
+    gpu = next((i.gpu for i in catalogue.instances.values() if i.gpu.key == profile.measured_on), None)
+    if not profile.measured or gpu is None:
+        return None
+    shape = model_shape(model, precision_on(model, gpu, model.image or env.vllm.image))
+    layout, c = Layout(profile.tensor_parallel or 1, 1, False), profile.concurrency
+    chunk = max(MIN_BATCHED_TOKENS, min(MAX_BATCHED_TOKENS, 1 << max(0, math.ceil(math.log2(profile.input_tokens)))))
+
+    def predicted(prefill: float, tpot: float) -> Speed:
+        return Speed(gpu_for(gpu), shape, layout, profile.input_tokens, profile.output_tokens,
+                     SpeedCorrection(prefill, tpot))
+    base = predicted(1.0, 1.0)
+    tpot = profile.tpot_median_ms / base.tpot(c)
+
+    def ttft_p99(factor: float) -> float:
+        speed = predicted(factor, tpot)
+        service = speed.service(c, chunk)
+        return service + p99_wait_ms(service, speed.rate(c, chunk), 0.0)
+    low, high = 0.01, 100.0
+    for _ in range(50):
+        mid = math.sqrt(low * high)
+        low, high = (mid, high) if ttft_p99(mid) < profile.ttft_p99_ms else (low, mid)
+    prefill, tpot = round(math.sqrt(low * high), 3), round(tpot, 3)
+    return SpeedCorrection(prefill=prefill, tpot=tpot, source=(
+        f"measured profile ({profile.measured_on} tp={profile.tensor_parallel}, {profile.measured_at}, {c} in "
+        f"flight): prompts x{prefill:.2f}, decode x{tpot:.2f} of the prediction ({gpu_for(gpu).source})"))
 
 
-def time_layout(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: Demand) -> LlmCandidate | Rejection:
-    """Fit a sized layout to the SLA at peak (llm_fit): a priced candidate, or why no replica count serves."""
+def time_layout(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: Demand,
+                correction: SpeedCorrection | None = None) -> LlmCandidate | Rejection:
+    """Fit a sized layout to the SLA at peak (llm_fit): a priced candidate, or why no replica count serves.
+    ``correction``: a measured profile's ratios (measured_correction), else the calibrated prediction."""
     gpu = gpu_for(sized.instance.gpu)
     speed = speed_of(gpu, sized.shape, Layout(sized.tp, sized.pp, sized.expert_parallel), demand.input_tokens,
-                     demand.output_tokens, measured_correction(model, sized.instance.gpu))
+                     demand.output_tokens, correction)
     fit = fit_layout(speed, demand, sized.kv_seqs)
     if isinstance(fit, Miss):
         return Rejection(sized.label, f"{fit.reason} ({speed.source})", TTFT if fit.stage == "ttft" else TPOT,
@@ -173,7 +208,7 @@ def layouts(model: LlmModelSpec, instance: InstanceType, multi_node: bool) -> li
 
 
 def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceType, ...], multi_node: bool,
-           prune: bool = True) -> dict[str, list[Outcome]]:
+           prune: bool = True, correction: SpeedCorrection | None = None) -> dict[str, list[Outcome]]:
     """Every layout's outcome, by instance type: sized for memory, then timed cheapest floor first."""
     demand, found = demand_of(model, env), {i.name: [] for i in instances}
     waiting: list[Sized] = []
@@ -192,7 +227,7 @@ def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceT
         if prune and sized.floor_usd > best * (1 + 1e-9):
             found[sized.instance.name].append(sized)
             continue
-        result = time_layout(model, env, sized, demand)
+        result = time_layout(model, env, sized, demand, correction)
         found[sized.instance.name].append(result)
         if isinstance(result, LlmCandidate):
             best = min(best, result.usd_per_hour)
@@ -219,11 +254,12 @@ def choose_llm_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: Inst
     if problem is not None:
         return problem
     instances = allowed_instances(model, env, catalogue)
-    found = search(model, env, instances, multi_node=False)
+    correction = measured_correction(model, env, catalogue)
+    found = search(model, env, instances, multi_node=False, correction=correction)
     single_node = any(isinstance(o, LlmCandidate) for outs in found.values() for o in outs)
     if not single_node:
         found = {name: outs + more for (name, outs), more in zip(found.items(), search(
-            model, env, instances, multi_node=True).values())}
+            model, env, instances, multi_node=True, correction=correction).values())}
     shown = {name: best_of(outs) for name, outs in found.items()}
     fits = sorted((o for o in shown.values() if isinstance(o, LlmCandidate)),
                   key=lambda c: (c.usd_per_hour, c.instance.gpus * c.pp, c.instance.name))

@@ -1,4 +1,5 @@
-"""How fast an LLM replica serves: prefill time, time per output token and tokens/s, from its shape.
+"""How fast an LLM replica serves: prefill time and time per output token, from its shape (llm_speed.py turns them
+into TTFT at peak, tokens/s and replicas).
 
 A pure, fast model of one vLLM engine step (a few microseconds per estimate), so the compiler can price every
 (instance type, tp, pp, ep, batch) candidate. A step runs the transformer once over ``m`` tokens: the new
@@ -28,7 +29,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -208,16 +209,6 @@ class Step:
         return self.prompt_tokens + self.decoding
 
 
-@dataclass(frozen=True)
-class SpeedEstimate:
-    prefill_ms: float
-    tpot_ms: float
-    ttft_ms: float
-    sequences: int
-    output_tokens_per_s: float
-    source: str = field(default="")
-
-
 def shape_from_fields(fields: dict, weight_bytes: float = 2.0, kv_bytes: float = 2.0) -> LlmShape:
     """An LlmShape from ``modelfleet.spec.hf_config.shape_fields`` (extra figures such as the context length
     are ignored)."""
@@ -380,22 +371,3 @@ def tpot_ms(gpu: GpuPerformance, shape: LlmShape, layout: Layout, batch: int, in
     if batch >= output_tokens:
         return mixed
     return (batch * mixed + (output_tokens - batch) * decode) / output_tokens
-
-
-def ttft_queueing_factor(batch: int) -> float:
-    """How much longer than an idle prefill the first token takes with ``batch`` sequences in flight: vLLM
-    prefills one prompt at a time, so a prompt may wait behind others. AIConfigurator's vLLM model, fitted to
-    its measured corpus (batch 1-64): 1 + log2(batch) / 8, at most 2."""
-    return 1.0 if batch <= 1 else min(1.0 + math.log2(batch) / 8.0, 2.0)
-
-
-def estimate(gpu: GpuPerformance, shape: LlmShape, layout: Layout, batch: int, input_tokens: int,
-             output_tokens: int) -> SpeedEstimate:
-    """Prefill, TPOT, TTFT at ``batch`` and output tokens/s of one replica."""
-    prefill = prefill_ms(gpu, shape, layout, input_tokens)
-    tpot = tpot_ms(gpu, shape, layout, batch, input_tokens, output_tokens)
-    ttft = prefill * ttft_queueing_factor(batch)
-    # Little's law: ``batch`` sequences each holding a slot for ttft + (output - 1) x tpot.
-    latency_ms = ttft + tpot * max(output_tokens - 1, 0)
-    rate = batch * max(output_tokens - 1, 1) * 1000.0 / latency_ms if latency_ms > 0 else 0.0
-    return SpeedEstimate(prefill, tpot, ttft, batch, rate, gpu.source)

@@ -197,6 +197,9 @@ def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes
     assert ("| 🔄 | aws:eks:NodeGroup `gpu-p4d-24xlarge-od` | `scalingConfig.maxSize: 6 -> 10`; "
             "`scalingConfig.minSize: 2 -> 4`;") in preview
     assert preview in (tmp_path / "summary.md").read_text()
+    # the comment docs/operations/onboarding.md pictures is this one, against `main` (see tests/test_docs.py)
+    from tests.test_docs import PICTURED, REDRAW
+    assert comment.replace("origin/main", "main") == PICTURED.read_text(), REDRAW
 
 
 def test_the_comment_is_updated_in_place_and_preview_runs_with_secrets(tmp_path):

@@ -12,9 +12,11 @@ import json
 import math
 import re
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -67,12 +69,16 @@ def start_prometheus(tmp_path: Path, target: str, pod: str, namespace: str) -> t
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
+            # Ready is not scraping: the scrape manager applies its first targets up to 5 s later. A rate()
+            # needs the counters' values from before the requests, so wait for the first scrape.
             with LOOPBACK.open(url + "/-/ready", timeout=2):
-                return process, url
+                if query(url, 'up{job="triton"} == 1'):
+                    return process, url
         except OSError:
-            time.sleep(0.2)
+            pass
+        time.sleep(0.2)
     process.kill()
-    raise AssertionError("prometheus did not become ready: " + (tmp_path / "prometheus.log").read_text()[-2000:])
+    raise AssertionError("prometheus did not scrape the server: " + (tmp_path / "prometheus.log").read_text()[-2000:])
 
 
 def query(url: str, promql: str) -> list[dict]:
@@ -88,34 +94,42 @@ def condition_holds(condition: str, value: float) -> bool:
     return value <= float(match.group(1))
 
 
-def test_every_analysis_query_returns_data_from_the_real_server(dev_plan, tmp_path: Path) -> None:
-    server = dev_plan.model(MODEL).server
-    metrics = analysis_metrics(dev_plan, server)
+def measure(plan, tmp_path: Path, burst: int = 1) -> tuple[dict[str, float], dict[str, str], int, float]:
+    """Serve fraud-scorer of ``plan``, scraped by a real Prometheus as a canary pod; send REQUESTS requests
+    (``burst`` at a time) and evaluate every query of its AnalysisTemplate. (values by metric name, success
+    conditions by metric name, requests the client saw rejected, the slowest answered round trip in ms)."""
+    server = plan.model(MODEL).server
+    metrics = analysis_metrics(plan, server)
     assert {m["name"] for m in metrics} == {f"{MODEL}-error-ratio", f"{MODEL}-p99-ms"}
     root = make_artifact_root(tmp_path / "s3", (MODEL,), preprocessor=False)
-    with served(dev_plan, root, tmp_path / "work", only=(MODEL,)) as (triton, _):
+    with served(plan, root, tmp_path / "work", only=(MODEL,)) as (triton, _):
         target = triton.metrics_url.removeprefix("http://").removesuffix("/metrics")
-        kube_name = dev_plan.server(server).kube_name  # the canary's pods carry the cluster's name for it
-        process, url = start_prometheus(tmp_path, target, f"{kube_name}-{CANARY}-x7k2p", dev_plan.namespace)
+        kube_name = plan.server(server).kube_name  # the canary's pods carry the cluster's name for it
+        process, url = start_prometheus(tmp_path, target, f"{kube_name}-{CANARY}-x7k2p", plan.namespace)
         try:
-            slowest_ms, rejected = send_requests(triton)
+            slowest_ms, rejected = send_requests(triton, burst)
             time.sleep(3 * SCRAPE_S)
             selector = f'pod=~"{kube_name}-{CANARY}-.*", model="{MODEL}"'
             mean = query(url, f"sum(rate(nv_inference_request_duration_us{{{selector}}}[2m])) / "
                               f"sum(rate(nv_inference_request_success{{{selector}}}[2m])) / 1000")
-            values = {"mean-ms": float(mean[0]["value"][1])}
+            values = {"mean-ms": float(mean[0]["value"][1]) if mean else math.nan}
             for metric in metrics:
                 promql = metric["provider"]["prometheus"]["query"]
                 result = query(url, promql.replace(f"{{{{args.{CANARY_HASH}}}}}", CANARY))
                 assert len(result) == 1, (metric["name"], promql, result)
-                values[metric["name"]] = value = float(result[0]["value"][1])
-                assert math.isfinite(value), (metric["name"], promql, value)
+                values[metric["name"]] = float(result[0]["value"][1])
                 other = query(url, promql.replace(f"{{{{args.{CANARY_HASH}}}}}", "0000000000"))
                 assert other == [] or all(math.isnan(float(r["value"][1])) for r in other), (metric["name"], other)
         finally:
             process.terminate()
             process.wait(30)
-    errors, conditions = values[f"{MODEL}-error-ratio"], {m["name"]: m["successCondition"] for m in metrics}
+    return values, {m["name"]: m["successCondition"] for m in metrics}, rejected, slowest_ms
+
+
+def test_every_analysis_query_returns_data_from_the_real_server(dev_plan, tmp_path: Path) -> None:
+    values, conditions, rejected, slowest_ms = measure(dev_plan, tmp_path)
+    assert all(math.isfinite(v) for v in values.values()), values
+    errors = values[f"{MODEL}-error-ratio"]
     # What the client saw rejected (a busy machine may miss the 11 ms queue timeout), counted by Triton too.
     # within half a request of 60 (1/120): one request miscounted either way fails it
     assert errors == pytest.approx(rejected / REQUESTS, abs=1 / (2 * REQUESTS)), (errors, rejected)
@@ -126,20 +140,46 @@ def test_every_analysis_query_returns_data_from_the_real_server(dev_plan, tmp_pa
     assert 0 < values["mean-ms"] <= values[f"{MODEL}-p99-ms"] < 5 * slowest_ms, (values, slowest_ms)
 
 
-def send_requests(triton) -> tuple[float, int]:
-    """REQUESTS requests spread over several scrapes (rate() needs a slope): the slowest answered round trip in
-    ms, and how many were rejected (503)."""
-    client = httpclient.InferenceServerClient(triton.http_url.removeprefix("http://"))
-    slowest, rejected = 0.0, 0
-    for i in range(REQUESTS):
+def with_queue_timeout(plan, name: str, timeout_us: int):
+    """``plan`` with one model's compiled queue timeout replaced: a canary whose new config sheds its load."""
+    models = tuple(m.model_copy(update={"queue_timeout_us": timeout_us}) if m.name == name else m for m in plan.models)
+    return plan.model_copy(update={"models": models})
+
+
+def test_a_canary_that_rejects_fails_its_analysis(dev_plan, tmp_path: Path) -> None:
+    """The gate can close: a canary whose queue timeout (1 us, far below its 2 ms batching window) rejects
+    what queues, under bursts of 8, reports an error ratio that breaks the success condition Argo Rollouts
+    evaluates, so the rollout aborts and rolls back."""
+    values, conditions, rejected, _ = measure(with_queue_timeout(dev_plan, MODEL, 1), tmp_path, burst=8)
+    errors = values[f"{MODEL}-error-ratio"]
+    assert rejected >= REQUESTS // 4, rejected  # the broken canary sheds a good share of what it is sent
+    assert errors == pytest.approx(rejected / REQUESTS, abs=1 / (2 * REQUESTS)), (errors, rejected)
+    assert not condition_holds(conditions[f"{MODEL}-error-ratio"], errors), (errors, conditions)
+
+
+def send_requests(triton, burst: int = 1) -> tuple[float, int]:
+    """REQUESTS requests, ``burst`` at a time from as many threads, spread over several scrapes (rate() needs a
+    slope): the slowest answered round trip in ms, and how many were rejected (503)."""
+    url = triton.http_url.removeprefix("http://")
+    local = threading.local()  # tritonclient.http's gevent client lives in the thread that made it
+
+    def one(i: int) -> float | None:
+        if not hasattr(local, "client"):
+            local.client = httpclient.InferenceServerClient(url)
         features = httpclient.InferInput("features", [4, 64], "FP32")
         features.set_data_from_numpy(np.random.default_rng(i).random((4, 64), dtype=np.float32))
         started = time.perf_counter()
         try:
-            client.infer(MODEL, [features])
-            slowest = max(slowest, (time.perf_counter() - started) * 1000)
+            local.client.infer(MODEL, [features])
         except InferenceServerException as error:
             assert "timeout" in str(error).lower(), error
-            rejected += 1
-        time.sleep(0.1)
-    return slowest, rejected
+            return None
+        return (time.perf_counter() - started) * 1000
+
+    times: list[float | None] = []
+    with ThreadPoolExecutor(burst) as pool:
+        for start in range(0, REQUESTS, burst):
+            times += pool.map(one, range(start, min(start + burst, REQUESTS)))
+            time.sleep(0.1 * burst)
+    answered = [t for t in times if t is not None]
+    return max(answered, default=0.0), len(times) - len(answered)

@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 
 from modelfleet.plan.performance import (
-    GpuPerformance, Layout, LlmShape, Roofline, Step, estimate, prefill_ms, step_ms, tpot_ms, ttft_queueing_factor,
+    GpuPerformance, Layout, LlmShape, Roofline, Step, prefill_ms, step_ms, tpot_ms,
 )
 from modelfleet.plan.performance_data import gpu_performance, load_performance_table
 
@@ -114,22 +114,17 @@ def test_tpot_carries_the_prefills_of_arriving_sequences():
 
 
 def test_reference_figures_from_aiconfigurator():
-    """REFERENCE.md's AIConfigurator figures, from the shipped constants (bench/perf_model_error.md has the
-    held-out error table; these are the named points)."""
+    """REFERENCE.md's AIConfigurator figures, from the shipped constants, through the functions the plan calls
+    (bench/perf_model_error.md has the held-out error table, tests/plan/test_error_table.py recomputes it).
+    AIConfigurator's TTFT at batch 32 (117 ms) is not checked here: the plan's TTFT is Kingman's p99 queueing on
+    top of the prefill (llm_speed.py, tests/plan/test_llm_speed.py), not a mean at a fixed batch."""
     h100, l40s = _shipped("h100"), _shipped("l40s")
-    one = estimate(h100, LLAMA_8B, Layout(), 1, 2000, 300)
-    busy = estimate(h100, LLAMA_8B, Layout(), 32, 2000, 300)
-    assert one.prefill_ms == pytest.approx(68, rel=0.15) and one.tpot_ms == pytest.approx(6.2, rel=0.15)
-    assert busy.ttft_ms == pytest.approx(117, rel=0.15) and busy.tpot_ms == pytest.approx(13.7, rel=0.15)
+    assert prefill_ms(h100, LLAMA_8B, Layout(), 2000) == pytest.approx(68, rel=0.15)
+    assert tpot_ms(h100, LLAMA_8B, Layout(), 1, 2000, 300) == pytest.approx(6.2, rel=0.15)
+    assert tpot_ms(h100, LLAMA_8B, Layout(), 32, 2000, 300) == pytest.approx(13.7, rel=0.15)
     llama_70b = dataclasses.replace(LLAMA_8B, layers=80, hidden=8192, heads=64, intermediate=28672)
     # 70B on 4 x L40S over PCIe: the all-reduces dominate (a FLOPs-only estimate says 2.0 s).
     assert prefill_ms(l40s, llama_70b, Layout(tp=4), 8192) == pytest.approx(10_400, rel=0.2)
-
-
-def test_ttft_queueing_factor():
-    assert ttft_queueing_factor(1) == 1.0
-    assert ttft_queueing_factor(16) == 1.5
-    assert ttft_queueing_factor(10_000) == 2.0
 
 
 def test_every_gpu_of_the_instance_table_has_constants_and_says_where_they_come_from():
