@@ -341,6 +341,25 @@ def test_a_streaming_models_sla_is_its_first_response_behind_a_whole_stream(feat
     server, client_module = features
     compiled = plan.model("long-streamer")
     assert (compiled.instance_type.split(".")[0], compiled.compute_ms, compiled.queue_timeout_us) == ("g6e", 1000, 1_495_000)
+    old_timeout_ms = compiled.p99_latency_ms - 2 * compiled.compute_ms  # 500 ms: a whole stream charged twice
+    for _ in range(3):
+        first, second = _stream_behind_a_stream(server, client_module)
+        # The second request is sent when the first stream's first token reaches the client; on a loaded machine
+        # that can be late in the stream (seen: 813 ms of it left, not about 1,000). The run tells only if what
+        # was left of the first stream exceeded the old timeout with a margin; otherwise it is run again.
+        if (first["arrivals"][-2] - second["sent"]) * 1000 > old_timeout_ms + 100:
+            break
+    else:
+        pytest.fail("three runs in a row sent the second request too late in the first stream to tell")
+    waited_ms = (second["arrivals"][0] - second["sent"]) * 1000
+    assert second["arrivals"][0] >= first["arrivals"][-2]  # answered after the whole first stream...
+    assert waited_ms > old_timeout_ms, waited_ms  # ...queued longer than the old timeout would have allowed...
+    assert waited_ms <= compiled.p99_latency_ms, waited_ms  # ...and its first token within its p99
+
+
+def _stream_behind_a_stream(server, client_module) -> tuple[dict, dict]:
+    """A 200-token stream, and a 5-token request sent as soon as the first stream's first token arrives: both
+    complete, without errors, every token and the final response received."""
     first = _streams(server, client_module.LongStreamer, 200)
     try:
         deadline = time.monotonic() + 30
@@ -357,10 +376,7 @@ def test_a_streaming_models_sla_is_its_first_response_behind_a_whole_stream(feat
         first["client"].close()
     assert not first["errors"] and not second["errors"], (first["errors"], second["errors"])
     assert len(first["arrivals"]) == 201 and len(second["arrivals"]) == 6  # every token, then the final response
-    waited_ms = (second["arrivals"][0] - second["sent"]) * 1000
-    assert second["arrivals"][0] >= first["arrivals"][-2]  # answered after the whole first stream...
-    assert waited_ms > 2 * compiled.p99_latency_ms - 4 * compiled.compute_ms  # ...longer than the old 500 ms timeout
-    assert waited_ms <= compiled.p99_latency_ms, waited_ms  # ...and its first token within its p99
+    return first, second
 
 
 # ---------------------------------------------------------------------------------------------- KIND_CPU
