@@ -1,9 +1,9 @@
 """``modelfleet profile --llm NAME``: TTFT and TPOT of one LLM with ``vllm bench serve``, locally or at ``--url``.
 
 The load defaults to what the plan asks of one replica at peak: as many sequences in flight as it puts on a
-replica (plan/llm_measured.sequences_per_replica), so the plan can check the measurement at its own load.
-Request shape: the SLA's average input and output tokens where it declares them, else 1,024 in and 256 out,
-capped to the served context. Locally the model is the tiny random Llama on the CPU build of vLLM (as
+replica (the plan's estimates.sequences_per_replica), so the plan can check the measurement at its own load.
+Request shape: the SLA's (avg_input_tokens and avg_output_tokens, or their documented defaults), capped to
+the served context. Locally the model is the tiny random Llama on the CPU build of vLLM (as
 ``modelfleet serve --llm`` runs it): the figures are that model's on this CPU (``measured_on: cpu``), which
 exercises the loop end to end and says nothing about the real model on a GPU.
 """
@@ -17,8 +17,6 @@ from typing import Any
 from ..engines.vllm_bench import LlmLoad, bench_arguments, run_bench
 from ..errors import Issue, SpecError
 from ..plan.compiler import models_in
-from ..plan.llm import load_sequences
-from ..plan.llm_measured import sequences_per_replica
 from ..plan.types import FleetPlan, VllmModelPlan
 from ..serve.vllm_local import TINY_CONTEXT
 from .profile import measured_on
@@ -39,7 +37,9 @@ def _model(plan: FleetPlan, name: str) -> VllmModelPlan:
 
 def load_for(plan: FleetPlan, model: VllmModelPlan, spec, args: argparse.Namespace, context: int) -> LlmLoad:
     """The offered load: as given, else the plan's per-replica load and the SLA's request shape (pure)."""
-    concurrency = args.concurrency or sequences_per_replica(load_sequences(spec), model)
+    # the sequences the plan puts on each replica at peak (its estimates), what a measurement is held to
+    planned = model.estimates.sequences_per_replica if model.estimates else model.max_num_seqs
+    concurrency = args.concurrency or planned
     inputs = args.input_tokens or spec.sla.input_tokens()
     outputs = args.output_tokens or spec.sla.output_tokens()
     inputs = min(inputs, context - outputs - 1) if inputs + outputs >= context else inputs
