@@ -63,7 +63,20 @@ def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], en
                        [ip for ip in pipelines if ip not in cpu_pipes], env, catalogue, issues, warnings, in_use,
                        devices.decisions)
     cpu = compile_cpu(on_cpu, cpu_pipes, env, catalogue, issues, warnings, devices)
+    _unmatched_former_names(gpu[1] + cpu[1], env, warnings)
     return gpu[0] + cpu[0], gpu[1] + cpu[1], gpu[2] + cpu[2]
+
+
+def _unmatched_former_names(servers: list[TritonServerPlan], env: EnvironmentSpec, warnings: list[Warning_]) -> None:
+    """A deploy.formerServerNames entry that is no server's former name keeps nothing: a typo, or a server
+    since removed. Said, so that a rename the stack meant to keep free is not replaced in silence."""
+    former = {n for s in servers for n in s.former_names}
+    for name in env.deploy.former_server_names:
+        if name not in former:
+            known = ", ".join(sorted(former)) or "none"
+            warnings.append(Warning_(model="deploy.formerServerNames", message=f"{name} is no server's former name "
+                                     f"(the servers' former names: {known}): it keeps nothing; remove it, or "
+                                     "correct it"))
 
 
 def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: EnvironmentSpec,

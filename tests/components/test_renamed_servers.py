@@ -132,3 +132,26 @@ def test_a_new_stack_gets_the_new_names():
     assert "triton-g5-xlarge" in names and "triton-image-preprocessor" not in names
     keys = [r.inputs["key"] for r in result.resources if r.type == "aws:s3/bucketObjectv2:BucketObjectv2"]
     assert keys and all(not k.startswith("triton/triton-image-preprocessor/") for k in keys)
+
+
+def test_a_former_name_that_matches_no_server_is_said(tmp_path):
+    """A typo in deploy.formerServerNames would keep nothing, and the rename would replace in silence."""
+    import shutil
+
+    import yaml
+
+    from modelfleet.project import Project
+    from tests.conftest import ROOT
+
+    shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    path = tmp_path / "stacks" / "Pulumi.prod.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["config"]["modelfleet:deploy"]["formerServerNames"] = ["triton-image-preprocesor"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    plan = Project(root=str(tmp_path)).plan("prod")
+    (warning,) = [w for w in plan.warnings if w.model == "deploy.formerServerNames"]
+    assert warning.message.startswith("triton-image-preprocesor is no server's former name (the servers' former "
+                                      "names: ")
+    assert "triton-image-preprocessor" in warning.message
+    assert all(s.kube_name == s.name for s in plan.triton_servers)  # nothing kept: the typo is why
