@@ -8,31 +8,25 @@ nothing, so the queries select the canary's pods only.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import subprocess
 import threading
 import time
-import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from tests.engines.conftest import engine_import, make_artifact_root, require_tritonserver, served
 
 require_tritonserver()
 httpclient = engine_import("triton", "tritonclient.http")
 
-from modelfleet.engines.tritonserver import free_ports  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 from modelfleet.render.analysis import CANARY_HASH  # noqa: E402
 from modelfleet.render.k8s import render_fleet_manifests  # noqa: E402
-from tests.hardening.judges import require_executable  # noqa: E402
+from tests.observability.prometheus_server import LocalPrometheus, ScrapeTarget  # noqa: E402
 
 pytestmark = pytest.mark.engine
 
@@ -40,7 +34,6 @@ MODEL = "fraud-scorer"
 CANARY = "5f7d8c9b6d"  # the canary ReplicaSet's pod-template hash, as Argo Rollouts passes it
 SCRAPE_S = 1
 REQUESTS = 60
-LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def analysis_metrics(plan, server: str) -> list[dict]:
@@ -53,39 +46,6 @@ def plan_deploy():
     from modelfleet.spec.environment import DeploySettings
 
     return DeploySettings()
-
-
-def start_prometheus(tmp_path: Path, target: str, pod: str, namespace: str) -> tuple[subprocess.Popen, str]:
-    prometheus = require_executable("prometheus")
-    port = free_ports(1)[0]
-    config = {"global": {"scrape_interval": f"{SCRAPE_S}s", "evaluation_interval": f"{SCRAPE_S}s"},
-              "scrape_configs": [{"job_name": "triton", "static_configs": [
-                  {"targets": [target], "labels": {"namespace": namespace, "pod": pod}}]}]}
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    process = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                                f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
-                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            # Ready is not scraping: the scrape manager applies its first targets up to 5 s later. A rate()
-            # needs the counters' values from before the requests, so wait for the first scrape.
-            with LOOPBACK.open(url + "/-/ready", timeout=2):
-                if query(url, 'up{job="triton"} == 1'):
-                    return process, url
-        except OSError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise AssertionError("prometheus did not scrape the server: " + (tmp_path / "prometheus.log").read_text()[-2000:])
-
-
-def query(url: str, promql: str) -> list[dict]:
-    with LOOPBACK.open(f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}), timeout=30) as response:
-        body = json.loads(response.read())
-    assert body["status"] == "success", body
-    return body["data"]["result"]
 
 
 def condition_holds(condition: str, value: float) -> bool:
@@ -105,24 +65,25 @@ def measure(plan, tmp_path: Path, burst: int = 1) -> tuple[dict[str, float], dic
     with served(plan, root, tmp_path / "work", only=(MODEL,)) as (triton, _):
         target = triton.metrics_url.removeprefix("http://").removesuffix("/metrics")
         kube_name = plan.server(server).kube_name  # the canary's pods carry the cluster's name for it
-        process, url = start_prometheus(tmp_path, target, f"{kube_name}-{CANARY}-x7k2p", plan.namespace)
-        try:
+        scrape = ScrapeTarget("triton", target, {"namespace": plan.namespace, "pod": f"{kube_name}-{CANARY}-x7k2p"})
+        with LocalPrometheus(tmp_path / "prometheus", [scrape], []) as prometheus:
+            # Ready is not scraping: the scrape manager applies its first targets up to 5 s later. A rate()
+            # needs the counters' values from before the requests, so wait for the first scrape.
+            assert prometheus.wait_for('up{job="triton"} == 1', 60), "prometheus did not scrape the server"
+            query = prometheus.query
             slowest_ms, rejected = send_requests(triton, burst)
             time.sleep(3 * SCRAPE_S)
             selector = f'pod=~"{kube_name}-{CANARY}-.*", model="{MODEL}"'
-            mean = query(url, f"sum(rate(nv_inference_request_duration_us{{{selector}}}[2m])) / "
+            mean = query(f"sum(rate(nv_inference_request_duration_us{{{selector}}}[2m])) / "
                               f"sum(rate(nv_inference_request_success{{{selector}}}[2m])) / 1000")
             values = {"mean-ms": float(mean[0]["value"][1]) if mean else math.nan}
             for metric in metrics:
                 promql = metric["provider"]["prometheus"]["query"]
-                result = query(url, promql.replace(f"{{{{args.{CANARY_HASH}}}}}", CANARY))
+                result = query(promql.replace(f"{{{{args.{CANARY_HASH}}}}}", CANARY))
                 assert len(result) == 1, (metric["name"], promql, result)
                 values[metric["name"]] = float(result[0]["value"][1])
-                other = query(url, promql.replace(f"{{{{args.{CANARY_HASH}}}}}", "0000000000"))
+                other = query(promql.replace(f"{{{{args.{CANARY_HASH}}}}}", "0000000000"))
                 assert other == [] or all(math.isnan(float(r["value"][1])) for r in other), (metric["name"], other)
-        finally:
-            process.terminate()
-            process.wait(30)
     return values, {m["name"]: m["successCondition"] for m in metrics}, rejected, slowest_ms
 
 
