@@ -24,7 +24,7 @@ from .instances import GpuType, InstanceCatalogue, InstanceType
 from .llm_fit import fit_layout
 from .llm_infeasible import explain_infeasible
 from .llm_shape import kv_bytes_per_sequence, llm_weights_gib, lora_gib_per_gpu, model_shape
-from .llm_speed import MAX_BATCHED_TOKENS, MIN_BATCHED_TOKENS, Demand, Miss, Speed, SpeedCorrection, p99_wait_ms, speed_of
+from .llm_speed import Demand, Miss, Speed, SpeedCorrection, p99_wait_ms, prompt_chunk, speed_of
 from .node_price import PRICE_REFERENCE_REGION
 from .performance import Layout, LlmShape
 from .performance_data import gpu_for
@@ -152,7 +152,7 @@ def measured_correction(model: LlmModelSpec, env: EnvironmentSpec, catalogue: In
         return None
     shape = model_shape(model, precision_on(model, gpu, model.image or env.vllm.image))
     layout, c = Layout(profile.tensor_parallel or 1, 1, False), profile.concurrency
-    chunk = max(MIN_BATCHED_TOKENS, min(MAX_BATCHED_TOKENS, 1 << max(0, math.ceil(math.log2(profile.input_tokens)))))
+    chunk = prompt_chunk(profile.input_tokens)
 
     def predicted(prefill: float, tpot: float) -> Speed:
         return Speed(gpu_for(gpu), shape, layout, profile.input_tokens, profile.output_tokens,

@@ -169,8 +169,13 @@ def batched_tokens(demand: Demand, max_num_seqs: int) -> int:
     bounds above; never below max_num_seqs (vLLM requires room for one decode token per sequence)."""
     if demand.batched_tokens:
         return max(demand.batched_tokens, max_num_seqs)
-    chunk = 1 << max(0, math.ceil(math.log2(max(1, demand.input_tokens))))
-    return max(max_num_seqs, min(MAX_BATCHED_TOKENS, max(MIN_BATCHED_TOKENS, chunk)))
+    return max(max_num_seqs, prompt_chunk(demand.input_tokens))
+
+
+def prompt_chunk(input_tokens: int) -> int:
+    """The default prefill chunk: the prompt rounded up to a power of two, within the bounds above."""
+    chunk = 1 << max(0, math.ceil(math.log2(max(1, input_tokens))))
+    return min(MAX_BATCHED_TOKENS, max(MIN_BATCHED_TOKENS, chunk))
 
 
 def largest(low: int, high: int, ok: Callable[[int], bool]) -> int:
