@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from modelfleet.deploy.types import CLUSTER_READY, SHARED, SYSTEM_NODES, DeployPlan, node_group_key
+from modelfleet.deploy.types import CLUSTER_READY, REPOSITORY_KEY, SHARED, SYSTEM_NODES, DeployPlan, node_group_key
 
 from .cluster import ClusterAccess
 from .kubernetes import apply_objects
@@ -71,6 +71,7 @@ def build_fleet(fleet: DeployPlan, hf_token: pulumi.Output[str] | None) -> dict[
                              team_options(SHARED))
     if fleet.repository is not None:
         bucket = ModelRepository(fleet.repository, team_options(SHARED)).bucket
+        registry.add(REPOSITORY_KEY, bucket)
         for server in fleet.triton_servers:
             TritonServer(server, bucket, cluster.name, cluster.provider, registry, team_options(server.team))
     for model in fleet.vllm_models:

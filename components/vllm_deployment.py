@@ -1,5 +1,5 @@
-"""One vLLM model: its credentials (the Hugging Face token from a Pulumi secret, or a role reading its S3
-artifact) and its manifests."""
+"""One vLLM model: its credentials (the Hugging Face token from a Pulumi secret, a role reading the S3 prefix
+it streams, a staging Job's role writing it) and its manifests."""
 
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ class VllmDeployment(pulumi.ComponentResource):
     def __init__(self, spec: VllmDeploy, hf_token: pulumi.Output[str] | None, cluster_name: pulumi.Input[str],
                  provider: pulumi.ProviderResource, registry: Registry, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("modelfleet:index:VllmDeployment", spec.name, None, opts)
-        if spec.identity is not None:
-            registry.add(credentials_key(spec.name), pod_role(spec.identity, cluster_name, self))
+        for identity in (spec.identity, spec.stage_identity):
+            if identity is not None:
+                registry.add(credentials_key(spec.name), pod_role(identity, cluster_name, self))
         if spec.hf_secret is not None:
             registry.add(credentials_key(spec.name), token_secret(spec.hf_secret, hf_token, self, provider, registry))
         apply_objects(spec.manifests, self, provider, registry)

@@ -94,6 +94,8 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
     out = [head, f"      serves {version_of(m)}"]
     if isinstance(m, VllmModelPlan) and m.estimates is not None:
         out.append(f"      estimates: {llm_estimates_text(m)}")
+    if isinstance(m, VllmModelPlan) and m.weights is not None:
+        out.append(f"      weights: {weights_text(m)}")
     if isinstance(m, TritonModelPlan):
         out.append(f"      speed: a full batch {m.compute_ms:g} ms, {m.rps_per_instance:g} req/s per instance; "
                    f"{m.speed_basis}")
@@ -114,6 +116,17 @@ def llm_estimates_text(m: VllmModelPlan) -> str:
             f"{e.ttft_p99_ms:,.0f} ms, TPOT {e.tpot_ms:.1f} ms at {e.sequences_per_replica} sequence(s) per replica "
             f"({e.tpot_at_max_num_seqs_ms:.1f} ms at max_num_seqs), {e.output_tokens_per_s_per_replica:,.0f} tokens/s "
             f"per replica; binding: {m.binding_constraint}; source: {e.source}")
+
+
+def weights_text(m: VllmModelPlan) -> str:
+    """Where a cold start reads the checkpoint from, how much each pod and GPU reads, and why."""
+    w = m.weights
+    assert w is not None
+    where = {"s3": "streamed from S3", "staged": "staged to S3 once, streamed", "hub": "downloaded by every pod"}
+    per_rank = f", {w.rank_read_gib:,.1f} GiB per GPU" if m.gpus_per_pod > 1 or w.source == "hub" else ""
+    return (f"{where[w.source]}: a cold start reads {w.pod_read_gib:,.1f} GiB per pod{per_rank}"
+            + (f" (the Job copies {w.stage_gib:,.1f} GiB from the Hub once per revision)" if w.source == "staged" else "")
+            + f"; {w.reason}")
 
 
 def _measured_line(m: VllmModelPlan) -> str:

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..cost.fleet import FleetCost
+from ..plan.disk import staged
 from ..plan.types import FleetPlan
-from ..render.k8s import model_repository_bucket, workload_endpoints
+from ..render.k8s import model_repository_bucket, vllm_models, workload_endpoints
 from ..spec.environment import EnvironmentSpec
 from .addons import releases
 from .cluster import cluster_deploy, cluster_name, node_role
@@ -52,6 +53,11 @@ def _warnings(deployment: Deployment, groups: Sequence[NodeGroupDeploy], live: S
     return tuple(warnings + protected_changes(groups, live, env, project))
 
 
+def needs_repository(plan: FleetPlan) -> bool:
+    """The stack's bucket holds Triton's configs and the staged Hub checkpoints (plan/weights.py)."""
+    return bool(plan.triton_servers) or any(staged(m) for m in vllm_models(plan))
+
+
 def _outputs(deployment: Deployment, groups: Sequence[NodeGroupDeploy]) -> dict[str, Any]:
     plan, cost = deployment.plan, deployment.cost.monthly_usd  # None when a price is unknown
     outputs: dict[str, Any] = {
@@ -59,7 +65,7 @@ def _outputs(deployment: Deployment, groups: Sequence[NodeGroupDeploy]) -> dict[
         "node_groups": {g.name: {"instance_type": g.instance_type, "min": g.scaling.min_size,
                                  "desired": g.scaling.desired_size, "max": g.scaling.max_size} for g in groups},
         "monthly_cost_usd": None if cost is None else {k: round(v, 2) for k, v in cost.model_dump().items()}}
-    if plan.triton_servers:
+    if needs_repository(plan):
         outputs["model_repository"] = model_repository_bucket(plan, deployment.env.deploy)
     return outputs
 
@@ -77,7 +83,7 @@ def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = 
     servers, models = workloads(plan, env, deployment.files, deployment.manifests,
                                 _context(deployment, frozenset(r.name for r in charts)))
     repository = (BucketDeploy(name="model-repository", bucket=model_repository_bucket(plan, env.deploy), protect=env.protect)
-                  if plan.triton_servers else None)
+                  if needs_repository(plan) else None)
     return DeployPlan(stack=env.name, project=project, cluster=cluster_deploy(env), node_role=node_role(),
                       system_node_group=system, node_groups=groups, cluster_objects=cluster_objects(deployment.manifests),
                       releases=charts, repository=repository, triton_servers=servers, vllm_models=models,

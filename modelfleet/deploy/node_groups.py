@@ -42,6 +42,7 @@ from ..plan.kubelet import node_ami_type
 from ..plan.teams import node_group_team
 from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from ..plan.types import FleetPlan, NodeGroupPlan, VllmModelPlan
+from ..render.k8s.common import NODE_GROUP_LABEL
 from ..spec.environment import EnvironmentSpec
 from ..spec.team import SHARED
 from .types import (
@@ -57,7 +58,7 @@ from .types import (
 )
 
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="true", effect="NO_SCHEDULE")
-GROUP_LABEL, GPU_LABEL, STACK_TAG = "modelfleet.io/node-group", "modelfleet.io/gpu", "modelfleet.io/stack"
+GROUP_LABEL, GPU_LABEL, STACK_TAG = NODE_GROUP_LABEL, "modelfleet.io/gpu", "modelfleet.io/stack"
 # The volume that holds images and emptyDirs: AL2023 has one root volume; Bottlerocket keeps its OS on
 # /dev/xvda and containers on the data volume /dev/xvdb.
 DATA_DEVICE = {"AL2023_x86_64_NVIDIA": "/dev/xvda", "BOTTLEROCKET_x86_64_NVIDIA": "/dev/xvdb",

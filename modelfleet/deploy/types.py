@@ -39,6 +39,9 @@ def release_key(name: str) -> str:
     return f"release:{name}"
 
 
+REPOSITORY_KEY = "bucket:model-repository"  # the stack's bucket (Triton configs, staged checkpoints)
+
+
 def credentials_key(workload: str) -> str:
     """A workload's credentials: its pod identity association, HF token Secret or S3 objects."""
     return f"credentials:{workload}"
@@ -249,8 +252,9 @@ class TritonDeploy(DeployModel):
 class VllmDeploy(DeployModel):
     name: str
     team: str = "unassigned"  # the modelfleet.io/team tag of its AWS resources (the model's team)
-    identity: PodIdentityDeploy | None  # an s3:// artifact
-    hf_secret: SecretDeploy | None  # a Hugging Face id
+    identity: PodIdentityDeploy | None  # streamed from S3 (an s3:// artifact or a staged Hub checkpoint)
+    hf_secret: SecretDeploy | None  # read from the Hub (by the pods or the staging Job)
+    stage_identity: PodIdentityDeploy | None = None  # a staged Hub checkpoint's Job: writes its revision's prefix
     manifests: tuple[AppliedObject, ...]
 
 

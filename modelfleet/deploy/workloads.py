@@ -9,7 +9,9 @@ What waits for what (each object names its dependencies; nothing waits for a GPU
   CRDs, HPAs for
   the metrics adapter (where this stack installs them);
 - a Deployment, Rollout (a canary, after its AnalysisTemplate) or LeaderWorkerSet waits for its account, its credentials (pod identity, HF token Secret, S3
-  configs), the device plugin, the LWS controller (multi-node) and its own node group;
+  configs), the device plugin, the LWS controller (multi-node), its own node group and, for a staged Hub
+  checkpoint, the Job that copied it to S3 (Pulumi waits for a Job to complete);
+- that Job waits for its account, its program's ConfigMap, the token Secret and its pod identity;
 - its Service (which Pulumi awaits until it has a ready endpoint) and HPA wait for it.
 """
 
@@ -19,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..plan.disk import needs_hub_token
+from ..plan.disk import needs_hub_token, staged
 from ..plan.teams import server_team, team_of
 from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
-from ..render.iam import pod_identity_trust_policy, triton_read_policy, vllm_read_policy
+from ..render.iam import pod_identity_trust_policy, stage_write_policy, triton_read_policy, vllm_read_policy
 from ..render.k8s import (
     CLUSTER,
     hf_secret_metadata,
@@ -32,9 +34,11 @@ from ..render.k8s import (
     vllm_models,
 )
 from ..render.k8s import prerequisites as p
+from ..render.k8s.staging import stage_account
 from ..spec.environment import EnvironmentSpec
 from .types import (
     CLUSTER_READY,
+    REPOSITORY_KEY,
     AppliedObject,
     PodIdentityDeploy,
     S3ObjectDeploy,
@@ -77,6 +81,22 @@ def _workload_waits(kind: str, workload: str, own: Mapping[str, str], node_group
         waits.append(release_key(p.LWS.release))
     if kind == "Rollout" and "AnalysisTemplate" in own:  # its analysis runs from the first step
         waits.append(object_key(own["AnalysisTemplate"]))
+    if "Job" in own:  # a staged checkpoint: the pods stream what the Job copied (plan/weights.py)
+        waits.append(object_key(own["Job"]))
+    return waits
+
+
+def _job_waits(job: Mapping[str, Any], workload: str, identity: bool, ctx: Context) -> list[str]:
+    """The staging Job: its own account and program (named in its pod), the token Secret, its pod identity and
+    the stack's bucket."""
+    pod, namespace = job["spec"]["template"]["spec"], job["metadata"]["namespace"]
+    refs = [("ServiceAccount", pod["serviceAccountName"])]
+    refs += [("ConfigMap", v["configMap"]["name"]) for v in pod["volumes"] if "configMap" in v]
+    waits = [object_key(logical_name({"kind": kind, "metadata": {"name": ref, "namespace": namespace}}))
+             for kind, ref in refs]
+    waits += [credentials_key(workload), REPOSITORY_KEY]
+    if identity and ctx.cluster_ready:
+        waits.append(CLUSTER_READY)
     return waits
 
 
@@ -88,6 +108,8 @@ def _waits(obj: Mapping[str, Any], own: Mapping[str, str], node_group: str, iden
     waits = [ctx.namespace]
     if kind in WORKLOAD_KINDS:
         waits += _workload_waits(kind, name, own, node_group, identity, ctx)
+    elif kind == "Job":
+        waits += _job_waits(obj, name, identity, ctx)
     elif kind in ("Service", "HorizontalPodAutoscaler"):
         waits.append(object_key(workload))
     if kind in ("ServiceMonitor", "PrometheusRule") and p.PROMETHEUS_STACK.release in ctx.releases:
@@ -102,8 +124,10 @@ def applied(objects: Sequence[dict[str, Any]], node_group: str, identity: bool, 
     """One workload's objects. An autoscaled workload's replicas are set at creation, then left to its HPA."""
     scaled = {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
               for o in objects if o["kind"] == "HorizontalPodAutoscaler"}
+    # kind -> the workload's own object of that kind: its first Service (not a canary's), else the last one (a
+    # staged checkpoint's Job and its account come first: the workload's account is the later one)
     own = {o["kind"]: logical_name(o) for o in objects if o["kind"] != "Service" or "Service" not in
-           {x["kind"] for x in objects[:objects.index(o)]}}  # the workload's own Service, not a canary's
+           {x["kind"] for x in objects[:objects.index(o)]}}
     return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=_waits(o, own, node_group, identity, ctx, name),
                                ignore_changes=_ignored(o, scaled)) for o in objects)
 
@@ -162,15 +186,19 @@ def hf_secret(plan: FleetPlan, model: VllmModelPlan, ctx: Context) -> SecretDepl
 
 
 def vllm_model(plan: FleetPlan, model: VllmModelPlan, manifests: Sequence[dict[str, Any]], ctx: Context) -> VllmDeploy:
-    """An s3:// model gets a role reading its artifact; a model reading the Hub (its checkpoint or LoRA adapters)
-    the token Secret."""
+    """A model streamed from S3 gets a role reading that prefix; a staged one also a role for its Job, writing
+    only its revision's prefix; a model whose pods or Job read the Hub (its checkpoint or LoRA adapters) the
+    token Secret."""
     policy = vllm_read_policy(model)
     identity = None if policy is None else PodIdentityDeploy(name=model.name, namespace=plan.namespace,
                                                              service_account=model.name, policy=policy,
                                                              trust_policy=pod_identity_trust_policy())
+    stage = PodIdentityDeploy(name=stage_account(model), namespace=plan.namespace, service_account=stage_account(model),
+                              policy=stage_write_policy(model), trust_policy=pod_identity_trust_policy(),
+                              policy_name="stage") if staged(model) else None
     secret = hf_secret(plan, model, ctx) if needs_hub_token(model) else None  # LoRA adapters come from the Hub too
-    return VllmDeploy(name=model.name, team=team_of(model.team), identity=identity, hf_secret=secret,
-                      manifests=applied(manifests, model.node_group, identity is not None, ctx, model.name))
+    return VllmDeploy(name=model.name, team=team_of(model.team), identity=identity, stage_identity=stage,
+                      hf_secret=secret, manifests=applied(manifests, model.node_group, identity is not None, ctx, model.name))
 
 
 def workloads(plan: FleetPlan, env: EnvironmentSpec, files: Mapping[str, bytes],

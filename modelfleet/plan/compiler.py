@@ -24,10 +24,12 @@ from .node_disks import with_node_disks
 from .pipelines import pipelines_in
 from .pod_resources import with_pods
 from .llm_shape import llm_weights_gib, params_hint, weight_dtype
-from .pins import from_hub_id, pin_issues, pinned_artifact
+from .pins import pin_issues, pinned_artifact
 from .rollout import llm_rollout
 from .sequences import with_session_affinity
-from .types import Decision, FleetPlan, LlmEstimatesPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_
+from .weights import weights_plan
+from .types import (Decision, FleetPlan, LlmEstimatesPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_,
+                    WeightsPlan)
 
 Indexed = tuple[int, ClassicModelSpec | LlmModelSpec]
 
@@ -103,8 +105,12 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
     lo, desired, hi = replica_bounds(model, env, chosen.replicas)
     gpus_per_pod, precision, fit = chosen.tp, chosen.precision, chosen.fit
     util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
+    checkpoint = round(llm_weights_gib(model) * (2.0 if chosen.precision.quantization_flag and not model.quantization
+                                                  else 1.0), 3)
     artifact = pinned_artifact(model)
-    args = _serve_args(model, env, chosen, util, artifact)
+    weights_from = weights_plan(artifact=artifact, revision=model.revision, checkpoint_gib=checkpoint, tp=chosen.tp,
+                                pp=chosen.pp, environment=env.name, deploy=env.deploy)
+    args = _serve_args(model, env, chosen, util, weights_from)
     group = node_group_name(chosen.instance.name, env.capacity_type)
     weights = llm_weights_gib(model)
     # 85% of the pod's share of the node's RAM, at most its share of what the kubelet offers beside the
@@ -124,7 +130,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         artifact=artifact, args=args, revision=model.revision, tpot_ms=_tpot_gate(model, fit),
         shm_size_gib=vllm_shm_gib(gpus_per_pod), memory_request_gib=round(ram_share, 1),
         image=model.image or env.vllm.image, decisions=decisions, quantization=precision.quantization_flag,
-        checkpoint_gib=round(weights * (2.0 if precision.quantization_flag and not model.quantization else 1.0), 3),
+        checkpoint_gib=checkpoint, weights=weights_from,
         p99_ttft_ms=model.sla.p99_ttft_ms, p99_tpot_ms=model.sla.p99_tpot_ms, availability=model.sla.availability,
         rollout=llm_rollout(model, env, (lo, desired, hi), chosen.pp, chosen.instance.name, index, issues, warnings),
         max_num_batched_tokens=fit.max_num_batched_tokens, expert_parallel=chosen.expert_parallel,
@@ -157,20 +163,21 @@ def lora_downloads(model: LlmModelSpec) -> tuple[tuple[str, str, str], ...]:
 
 
 def _serve_args(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, util: float,
-                artifact: str) -> tuple[str, ...]:
+                weights: WeightsPlan) -> tuple[str, ...]:
     precision = chosen.precision
     prefix = env.vllm.enable_prefix_caching if model.overrides.enable_prefix_caching is None else (
         model.overrides.enable_prefix_caching)
     lora = None if model.lora is None else LoraArgs(
         tuple((a.name, lora_source(a.name, a.artifact, a.revision)) for a in model.lora.adapters),
         model.lora.max_rank, model.lora.loras)
-    return vllm_serve_args(artifact=artifact, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
+    return vllm_serve_args(artifact=weights.uri, served_name=model.name, tp=chosen.tp, pp=chosen.pp,
                            max_model_len=model.sla.max_context_tokens, max_num_seqs=chosen.fit.max_num_seqs,
                            gpu_memory_utilization=util, dtype=precision.dtype_flag,
                            quantization=precision.quantization_flag, kv_cache_dtype=precision.kv_cache_dtype,
                            prefix_caching=prefix, max_num_batched_tokens=chosen.fit.max_num_batched_tokens,
                            expert_parallel=chosen.expert_parallel, lora=lora, extra=model.overrides.extra_args,
-                           revision=model.revision if from_hub_id(model.artifact) else None)
+                           revision=model.revision if weights.source == "hub" else None,
+                           distributed_load=weights.distributed)
 
 
 def _precision_decision(chosen: LlmCandidate) -> Decision:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .engine_args import DOWNLOAD_GIB_PER_S
-from .types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
+from .types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan, WeightsPlan
 
 GP3_BASELINE_MIBPS, GP3_MAX_MIBPS = 125, 1000
 GP3_BASELINE_IOPS = 3000
@@ -33,9 +33,20 @@ PROVISION_FROM_GIB = 50
 INSTANCE_STORE_GIB_PER_S = 1.0
 
 
+def weights_of(model: VllmModelPlan) -> WeightsPlan:
+    assert model.weights is not None  # the compiler sets every vLLM model's (plan/weights.py)
+    return model.weights
+
+
 def from_hub(model: VllmModelPlan) -> bool:
-    """A Hugging Face id (downloaded with the token) rather than s3:// (streamed with the pod's role)."""
-    return not model.artifact.startswith("s3://")
+    """Every pod downloads the Hub checkpoint into its emptyDir (with the token), rather than streaming it from
+    S3 with the pod's role (an s3:// artifact, or a Hub checkpoint staged there once: plan/weights.py)."""
+    return weights_of(model).source == "hub"
+
+
+def staged(model: VllmModelPlan) -> bool:
+    """A Hub checkpoint a Job copies to S3 once per revision (with the token), which the pods stream."""
+    return weights_of(model).source == "staged"
 
 
 def downloads_from_hub(model: VllmModelPlan) -> bool:
@@ -44,10 +55,15 @@ def downloads_from_hub(model: VllmModelPlan) -> bool:
     return from_hub(model) or bool(model.lora_downloads)
 
 
-def needs_hub_token(model: VllmModelPlan) -> bool:
-    """The pod reads the Hub: its checkpoint, or adapters (pinned ones in the download step, unpinned ones
-    fetched by vLLM itself); private and gated repositories need the stack's hfToken."""
+def pod_reads_hub(model: VllmModelPlan) -> bool:
+    """The serving pod reads the Hub: its checkpoint, or adapters (pinned ones in the download step, unpinned
+    ones fetched by vLLM itself)."""
     return from_hub(model) or bool(model.lora_adapters)
+
+
+def needs_hub_token(model: VllmModelPlan) -> bool:
+    """The pod or the staging Job reads the Hub: private and gated repositories need the stack's hfToken."""
+    return pod_reads_hub(model) or staged(model)
 
 
 def checkpoint_gib(model: VllmModelPlan) -> float:
@@ -89,7 +105,7 @@ def triton_download_gib(server: TritonServerPlan, plan: FleetPlan) -> float:
 
 
 def vllm_download_gib(model: VllmModelPlan) -> float:
-    """Every node of a hub model downloads the whole checkpoint; runai_streamer streams s3:// to the GPUs."""
+    """Every node of a hub model downloads the whole checkpoint; runai_streamer streams S3 to the GPUs."""
     return checkpoint_gib(model) if from_hub(model) else 0.0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -12,6 +13,9 @@ if TYPE_CHECKING:  # annotations only
 TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT = 8000, 8001, 8002
 VLLM_PORT = 8000
 MODEL_REPOSITORY_DIR = "/models"  # filled from the server's S3 prefix before Triton starts
+# runai_streamer's distributed mode (vLLM's RunaiModelStreamerLoader accepts distributed, concurrency and
+# memory_limit): the replica's ranks split the checkpoint's reads and broadcast them (plan/weights.py).
+RUNAI_DISTRIBUTED = {"distributed": True}
 
 
 # Per-model latency quantiles over a sliding minute (prometheus-cpp's default window): the p99 the alerts hold
@@ -74,13 +78,14 @@ def triton_server_args(exit_timeout_secs: int, cache_size_bytes: int, python_shm
 def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
                     gpu_memory_utilization: float, dtype: str, quantization: str | None, kv_cache_dtype: str,
                     prefix_caching: bool, max_num_batched_tokens: int | None = None, expert_parallel: bool = False,
-                    lora: LoraArgs | None = None, extra: tuple[str, ...] = (), revision: str | None = None
-                    ) -> tuple[str, ...]:
+                    lora: LoraArgs | None = None, extra: tuple[str, ...] = (), revision: str | None = None,
+                    distributed_load: bool = False) -> tuple[str, ...]:
     """The complete ``vllm serve`` argument list (every default that changed between versions pinned), then the
     model's own ``extra_args`` (which may not repeat these flags: spec/llm_options.py).
 
     ``dtype``, ``quantization`` and ``kv_cache_dtype`` are vLLM's own values (precision.py decides them).
-    ``revision``: a Hub commit the weights and the tokenizer are both read at (spec/versions.py)."""
+    ``revision``: a Hub commit the weights and the tokenizer are both read at (spec/versions.py).
+    ``distributed_load``: an S3 artifact streamed by all of the replica's ranks together (plan/weights.py)."""
     args = [
         "vllm", "serve", artifact,
         "--served-model-name", served_name,
@@ -107,6 +112,8 @@ def vllm_serve_args(*, artifact: str, served_name: str, tp: int, pp: int, max_mo
         args += ["--distributed-executor-backend", "ray"]  # pipeline stages live on other nodes
     if artifact.startswith("s3://"):
         args += ["--load-format", "runai_streamer"]  # streams safetensors straight from S3
+        if distributed_load:  # each rank reads its share and the replica's ranks broadcast them
+            args += ["--model-loader-extra-config", json.dumps(RUNAI_DISTRIBUTED, separators=(",", ":"))]
     return tuple(args) + tuple(extra)
 
 

@@ -11,7 +11,7 @@ node's disk (its emptyDirs), as node_volume.py sizes them.
 Init containers run before the serving container and only the largest of them counts against the node
 (fit.py's pod request): copying a Triton repository (aws s3 sync) or downloading a Hugging Face checkpoint
 (``hf download``, which resumes a partial download after a restart, since the emptyDir outlives the
-container) needs a few cores and a little RAM.
+container) needs a few cores and a little RAM; waiting for a staged checkpoint (plan/weights.py) almost nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from ..spec.environment import DaemonSetAllowance
-from .disk import downloads_from_hub
+from .disk import downloads_from_hub, staged
 from .node_volume import hf_cache_gib, triton_scratch_gib
 from .types import ContainerResourcesPlan, FleetPlan, NodeGroupPlan, PodPlan, TritonServerPlan, VllmModelPlan
 
@@ -28,6 +28,10 @@ REPOSITORY_INIT = ContainerResourcesPlan(name="model-repository", init=True, cpu
 # hf download: a few parallel HTTP streams and their hashing; its page cache is the node's, not the pod's.
 DOWNLOAD_INIT = ContainerResourcesPlan(name="model-download", init=True, cpu_millis=2000, memory_mib=2048,
                                        ephemeral_storage_gib=0)
+
+# Waits for a staged checkpoint's marker in S3 (render/k8s/staging.py): one HEAD request every 30 s.
+STAGED_WAIT_INIT = ContainerResourcesPlan(name="weights-staged", init=True, cpu_millis=50, memory_mib=128,
+                                          ephemeral_storage_gib=0)
 
 
 def cpu_share_millis(group: NodeGroupPlan, slots: int, allowance: DaemonSetAllowance) -> int:
@@ -53,7 +57,8 @@ def vllm_pod(model: VllmModelPlan, group: NodeGroupPlan, allowance: DaemonSetAll
                                   cpu_millis=cpu_share_millis(group, model.gpus_per_pod, allowance),
                                   memory_mib=math.ceil(model.memory_request_gib * 1024),
                                   ephemeral_storage_gib=hf_cache_gib(model) + 1)
-    return PodPlan(containers=((DOWNLOAD_INIT,) if downloads_from_hub(model) else ()) + (main,))
+    inits = ((STAGED_WAIT_INIT,) if staged(model) else ()) + ((DOWNLOAD_INIT,) if downloads_from_hub(model) else ())
+    return PodPlan(containers=inits + (main,))
 
 
 def with_pods(plan: FleetPlan, allowance: DaemonSetAllowance) -> FleetPlan:

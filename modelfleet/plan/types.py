@@ -328,6 +328,26 @@ class TritonServerPlan(PlanModel):
         return self.gpus_per_replica if self.device == "gpu" else 1
 
 
+class WeightsPlan(PlanModel):
+    """Where a vLLM model's checkpoint comes from at each cold start, and what one start reads (plan/weights.py).
+
+    ``s3``: the artifact is an S3 prefix, streamed by runai_streamer. ``staged``: a pinned Hub checkpoint, copied
+    once per revision into the stack's bucket by a Job, then streamed like ``s3``: a recreated pod or group reads
+    S3 again, never the Hub. ``hub``: every pod downloads the Hub checkpoint into its own emptyDir (gone with the
+    pod: a recreated group downloads it again)."""
+
+    source: Literal["s3", "staged", "hub"]
+    uri: str  # what vLLM serves: the S3 prefix (s3, staged) or the Hub id (hub)
+    hub_id: str | None = None  # staged: the repository copied
+    revision: str | None = None  # staged: its commit (the S3 prefix's last segment)
+    # runai_streamer's distributed mode: the replica's ranks split the reads and share them over NCCL
+    distributed: bool = False
+    pod_read_gib: float  # what one pod reads at a cold start (from S3 or the Hub), what its startup budget counts
+    rank_read_gib: float  # what one GPU's process reads of it
+    stage_gib: float = 0.0  # staged: what the Job copies from the Hub, once per revision
+    reason: str
+
+
 class LlmEstimatesPlan(PlanModel):
     """How fast one replica serves at peak, as the planner predicted it (plan/llm_speed.py)."""
 
@@ -417,6 +437,7 @@ class VllmModelPlan(PlanModel):
     p99_ttft_ms: float
     p99_tpot_ms: float | None = None
     availability: float = 99.9  # sla.availability (the spec's default)
+    weights: WeightsPlan | None = None  # always set by the compiler (plan/weights.py)
 
 
 class FleetPlan(PlanModel):

@@ -78,8 +78,24 @@ def triton_read_policy(plan: FleetPlan, server: TritonServerPlan, repository_buc
 
 
 def vllm_read_policy(model: VllmModelPlan) -> str | None:
-    """What a vLLM model's pods may read: its S3 artifact (streamed by runai_streamer); None for a hub id."""
-    return read_only_policy([s3_location(model.artifact)]) if model.artifact.startswith("s3://") else None
+    """What a vLLM model's pods may read: the S3 prefix runai_streamer streams (its s3:// artifact, or its
+    staged Hub checkpoint: plan/weights.py); None when every pod downloads from the Hub."""
+    assert model.weights is not None
+    return None if model.weights.source == "hub" else read_only_policy([s3_location(model.weights.uri)])
+
+
+def stage_write_policy(model: VllmModelPlan) -> str:
+    """What a staged checkpoint's Job may do: write, read back, list and delete (a file that failed its digest
+    check) under that one revision's prefix, and nothing else."""
+    assert model.weights is not None and model.weights.source == "staged"
+    bucket, key = s3_location(model.weights.uri)
+    return _document([
+        {"Sid": "StageObjects", "Effect": "Allow",
+         "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListMultipartUploadParts",
+                    "s3:PutObject"],
+         "Resource": f"arn:aws:s3:::{bucket}/{key}/*"},
+        {"Sid": "ListPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
+         "Condition": {"StringLike": {"s3:prefix": [key, f"{key}/*"]}}}])
 
 
 def cluster_autoscaler_policy(cluster_name: str, region: str) -> str:

@@ -3,7 +3,8 @@
 Why adapt and not rewrite: the compiled list is what the cluster runs; locally only what needs a GPU
 cluster (or the real checkpoint) changes, and each change is returned as a line to print:
 
-* the model: a tiny local Llama directory instead of the hub id / s3 prefix (``--load-format`` dropped, and
+* the model: a tiny local Llama directory instead of the hub id / s3 prefix (``--load-format`` and
+  ``--model-loader-extra-config`` dropped, and
   ``--quantization``: the tiny model's weights are plain float32, and a quantized checkpoint's method
   cannot load them);
 * ``--revision``/``--tokenizer-revision`` dropped (a Hub commit; the model is a local directory);
@@ -26,6 +27,7 @@ TINY_CONTEXT = 2048  # max_position_embeddings of modelfleet.engines.tiny_llm's 
 _ADAPTERS = "the LoRA adapters are the real model's (the tiny local model has none)"
 DROPPED = {"--distributed-executor-backend": "multi-node executor (one process here)",
            "--load-format": "streaming from S3 (the model is a local directory)",
+           "--model-loader-extra-config": "runai_streamer's options (the model is a local directory)",
            "--quantization": "the tiny local model is not quantized",
            "--enable-expert-parallel": "the tiny local model has no experts",
            "--enable-lora": _ADAPTERS, "--lora-modules": _ADAPTERS, "--max-lora-rank": _ADAPTERS,

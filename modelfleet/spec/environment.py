@@ -195,6 +195,10 @@ class DeploySettings(EnvFrozen):
     # AL2023 NVIDIA nodes need NVIDIA's device plugin; false when the cluster already runs one (the GPU Operator
     # or NVIDIA's own chart), so that no node gets two plugins registering the same GPUs.
     install_device_plugin: bool = True
+    # A pinned Hugging Face checkpoint is copied once per revision into the bucket above (a Job) and streamed from
+    # there, so a recreated pod or LeaderWorkerSet group never downloads it from the Hub again
+    # (modelfleet/plan/weights.py); false: every pod downloads it from the Hub into its own emptyDir.
+    stage_hub_weights: bool = True
     # The Triton servers this stack deployed while servers were named after their first model (triton-<anchor>,
     # before they were named by pool or instance type). A server whose former name is listed keeps it as its
     # physical name (Kubernetes objects, selector labels, its S3 config prefix), so `pulumi up` replaces

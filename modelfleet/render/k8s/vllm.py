@@ -14,15 +14,15 @@ import shlex
 from typing import Any
 
 from ...plan import disk
-from ...plan.disk import downloads_from_hub, from_hub, needs_hub_token
+from ...plan.disk import downloads_from_hub, from_hub, pod_reads_hub, staged, weights_of
 from ...plan.engine_args import HF_CACHE, VLLM_PORT, startup_budget_s
 from ...plan.node_volume import hf_cache_gib
 from ...plan.teams import TEAM_LABEL, team_of
 from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
 from .rollouts import canary_objects, is_canary
+from .staging import HF_TOKEN_DIR, stage_objects, wait_container
 
-HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 RAY_PORT = 6379
 WAITING_METRIC = "vllm:num_requests_waiting"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
@@ -50,13 +50,13 @@ def hf_secret_metadata(plan: FleetPlan, model: VllmModelPlan) -> dict[str, Any]:
 def startup_s(model: VllmModelPlan, plan: FleetPlan) -> int:
     """A cold start's budget, from the moment the serving container starts.
 
-    Hub model: the ``model-download`` init container has already put the checkpoint on the node's disk
-    (outside the probes' clock), so each pod reads its pipeline stage back at its share of the disk.
-    s3:// model: runai_streamer streams the checkpoint straight to the GPUs, and every tensor-parallel rank
-    reads all of it (vLLM shards after reading): a pod reads ``gpus_per_pod`` x the checkpoint over the
-    node's network."""
+    Hub model downloaded by the pod: the ``model-download`` init container has already put the checkpoint on
+    the node's disk (outside the probes' clock), so each pod reads its pipeline stage back at its share of the
+    disk. Streamed from S3 (an s3:// artifact, or a staged Hub checkpoint): runai_streamer streams it straight
+    to the GPUs, and the pod reads what plan/weights.py counts: its share when the replica's ranks split the
+    reads (distributed streaming), the whole checkpoint per rank otherwise."""
     if not from_hub(model):
-        return startup_budget_s(disk.checkpoint_gib(model) * model.gpus_per_pod)
+        return startup_budget_s(weights_of(model).pod_read_gib)
     stage = disk.vllm_download_gib(model) / model.pipeline_parallel_size
     return startup_budget_s(stage, disk.pod_disk_gib_s(plan, model.node_group))
 
@@ -68,7 +68,7 @@ def download_s(model: VllmModelPlan, plan: FleetPlan) -> int:
 
 def _env(model: VllmModelPlan, plan: FleetPlan) -> list[dict[str, str]]:
     env = [{"name": "HF_HOME", "value": HF_CACHE}]
-    if needs_hub_token(model):
+    if pod_reads_hub(model):
         env.append({"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"})
     if not from_hub(model):
         env.append({"name": "AWS_REGION", "value": plan.region})  # runai_streamer's S3 client
@@ -100,7 +100,7 @@ def _container(model: VllmModelPlan, plan: FleetPlan, command: list[str], leader
     assert model.pod is not None  # the compiler sets every workload's pod
     multi_node = model.nodes_per_replica > 1
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": HF_CACHE}]
-    if needs_hub_token(model):
+    if pod_reads_hub(model):
         mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
     container: dict[str, Any] = {
         "name": "vllm", "image": model.image, "imagePullPolicy": "IfNotPresent", "command": command,
@@ -131,7 +131,7 @@ def _ray_worker_probes(model: VllmModelPlan, plan: FleetPlan) -> dict[str, Any]:
 def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role: str | None) -> dict[str, Any]:
     group = plan.node_group(model.node_group)
     volumes = [c.memory_volume("dshm", int(model.shm_size_gib * 1024**3)), c.disk_volume("hf-cache", hf_cache_gib(model))]
-    if needs_hub_token(model):
+    if pod_reads_hub(model):
         volumes.append({"name": "hf-token", "secret": {"secretName": hf_secret_name(model), "defaultMode": 0o400}})
     pod: dict[str, Any] = {
         "serviceAccountName": model.name, "automountServiceAccountToken": False,
@@ -139,8 +139,10 @@ def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role:
         "containers": [container], "volumes": volumes,
         "terminationGracePeriodSeconds": c.PRE_STOP_S + 60,  # the preStop pause, then in-flight requests finish
     }
-    if downloads_from_hub(model):
-        pod["initContainers"] = [_download_container(model, plan)]
+    inits = ([wait_container(model, _env(model, plan))] if staged(model) else []) + (
+        [_download_container(model, plan)] if downloads_from_hub(model) else [])
+    if inits:
+        pod["initContainers"] = inits
     if role is not None:  # a group's pods share a zone, whichever lands first
         pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": c.selector(model.name)}, "matchLabelKeys": [GROUP_KEY],
@@ -159,10 +161,11 @@ def _template(model: VllmModelPlan, plan: FleetPlan, command: list[str], role: s
 
 
 def await_budget_s(model: VllmModelPlan, plan: FleetPlan) -> int:
-    return c.await_budget_s(model.replicas, _cold_start_s(model, plan))
+    return c.await_budget_s(model.replicas, cold_start_s(model, plan))
 
 
-def _cold_start_s(model: VllmModelPlan, plan: FleetPlan) -> int:
+def cold_start_s(model: VllmModelPlan, plan: FleetPlan) -> int:
+    """The download into the pod's emptyDir (a Hub checkpoint not staged) and the engine's start."""
     return (download_s(model, plan) if from_hub(model) else 0) + startup_s(model, plan)
 
 
@@ -195,14 +198,16 @@ def autoscaling_metric(model: VllmModelPlan) -> dict[str, Any]:
 
 
 def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[str, Any]]:
-    """Everything one vLLM model needs but its HF token Secret (a Pulumi secret, made by the component)."""
+    """Everything one vLLM model needs but its HF token Secret (a Pulumi secret, made by the component): a
+    staged checkpoint's Job first (plan/weights.py), then the serving objects."""
     multi_node = model.nodes_per_replica > 1
     kind, api = ("LeaderWorkerSet", LWS_API) if multi_node else ("Deployment", "apps/v1")
     leaders = c.selector(model.name) | ({"role": "leader"} if multi_node else {})
     scaler = c.autoscaler(model.name, plan, {"apiVersion": api, "kind": kind, "name": model.name},
                           [autoscaling_metric(model)], (model.min_replicas, model.max_replicas))
-    objects = [c.service_account(model.name, plan), workload(model, plan),
-               c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, _cold_start_s(model, plan)), leaders),
+    staging = stage_objects(plan, model, DOWNLOAD_PATTERNS, hf_secret_name(model)) if staged(model) else []
+    objects = [*staging, c.service_account(model.name, plan), workload(model, plan),
+               c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, cold_start_s(model, plan)), leaders),
                c.group_pdb(model.name, plan) if multi_node else c.pdb(model.name, plan),
                c.network_policy(model.name, plan, [VLLM_PORT], peers=multi_node),
                c.service_monitor(model.name, plan, "http")]

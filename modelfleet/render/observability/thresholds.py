@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-from ...plan.disk import from_hub
 from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 from ..k8s import common as c
 from ..k8s import triton as triton_k8s
@@ -36,5 +35,5 @@ def pod_ready_budget_s(plan: FleetPlan, workload: TritonServerPlan | VllmModelPl
     if isinstance(workload, TritonServerPlan):
         cold = triton_k8s.copy_s(workload, plan) + triton_k8s.startup_s(workload, plan)
     else:
-        cold = (vllm_k8s.download_s(workload, plan) if from_hub(workload) else 0) + vllm_k8s.startup_s(workload, plan)
+        cold = vllm_k8s.cold_start_s(workload, plan)
     return c.NODE_AND_IMAGE_S + cold

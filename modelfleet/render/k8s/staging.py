@@ -1,0 +1,132 @@
+"""The staging of a pinned Hub checkpoint into S3 (plan/weights.py): a Job per revision, its service account
+(whose pod identity may write only that revision's prefix), the program it runs (stage_weights.py, from a
+ConfigMap), and the init container that holds a serving pod until the copy is complete.
+
+The Job is named by the commit, so a new revision is a new Job (Pulumi waits for it to complete before it
+updates the workload: deploy/workloads.py) and the old prefix stays for pods still reading it and for a
+rollback. It runs on any node but the fleet's own (the system nodes of a created cluster, the platform's
+nodes of a joined one): it needs no GPU, and the fit check keeps the fleet's nodes for the serving pods.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ...plan.engine_args import DOWNLOAD_GIB_PER_S
+from ...plan.pod_resources import STAGED_WAIT_INIT
+from ...plan.types import ContainerResourcesPlan, FleetPlan, VllmModelPlan
+from ...plan.weights import STAGED_MARKER
+from . import common as c
+
+SCRIPT = Path(__file__).with_name("stage_weights.py")
+SCRIPT_DIR = "/opt/modelfleet"
+HF_TOKEN_DIR = "/var/run/secrets/huggingface"
+# Streams from the Hub into S3 multipart uploads: a few threads, their part buffers (stage_weights.py), no disk.
+STAGE_CONTAINER = ContainerResourcesPlan(name="stage", init=False, cpu_millis=1000, memory_mib=2048,
+                                         ephemeral_storage_gib=1)
+WAIT_PERIOD_S = 30
+ATTEMPTS = 6  # the Job's backoffLimit + 1: each attempt resumes where the last one stopped
+SKIPS = {
+    "CKV_K8S_23": "the vLLM image runs as root (no non-root user in vllm/vllm-openai)",
+    "CKV_K8S_40": "the vLLM image runs as root (no non-root user in vllm/vllm-openai)",
+}
+
+
+def _bounded(name: str, suffix: str) -> str:
+    """``name-suffix`` within Kubernetes' 63 characters (a Job's name becomes a label value of its pods)."""
+    return f"{name[:63 - len(suffix) - 1].rstrip('-')}-{suffix}"
+
+
+def stage_job_name(model: VllmModelPlan) -> str:
+    assert model.weights is not None and model.weights.revision is not None
+    return _bounded(model.name, f"stage-{model.weights.revision[:12]}")
+
+
+def stage_account(model: VllmModelPlan) -> str:
+    return _bounded(model.name, "stage")
+
+
+def stage_script_name(model: VllmModelPlan) -> str:
+    return _bounded(model.name, "stage-program")
+
+
+def marker_uri(model: VllmModelPlan) -> str:
+    assert model.weights is not None
+    return f"{model.weights.uri}/{STAGED_MARKER}"
+
+
+def stage_budget_s(model: VllmModelPlan) -> int:
+    """The Job's deadline (and Pulumi's wait for it): the checkpoint at the Hub's rate, twice, and 10 minutes
+    for a node and the image; a copy cut short resumes file by file on the next attempt."""
+    assert model.weights is not None
+    return 600 + 2 * math.ceil(model.weights.stage_gib / DOWNLOAD_GIB_PER_S)
+
+
+def _placement(plan: FleetPlan) -> dict[str, Any]:
+    """Off the fleet's node groups: those are sized for their serving pods."""
+    groups = sorted(g.name for g in plan.node_groups)
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": c.NODE_GROUP_LABEL, "operator": "NotIn", "values": groups}]}]}}}}
+
+
+def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ...], token_secret: str) -> list[dict[str, Any]]:
+    """The service account, the program's ConfigMap and the Job, in apply order."""
+    weights = model.weights
+    assert weights is not None and weights.hub_id is not None and weights.revision is not None
+    bucket, _, prefix = weights.uri.removeprefix("s3://").partition("/")
+    name, budget = stage_job_name(model), stage_budget_s(model)
+    env = [{"name": "MODELFLEET_REPOSITORY", "value": weights.hub_id},
+           {"name": "MODELFLEET_REVISION", "value": weights.revision},
+           {"name": "MODELFLEET_BUCKET", "value": bucket}, {"name": "MODELFLEET_PREFIX", "value": prefix},
+           {"name": "MODELFLEET_PATTERNS", "value": json.dumps(list(patterns))},
+           {"name": "AWS_REGION", "value": plan.region}, {"name": "HF_HOME", "value": "/tmp/hf"},
+           {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"}, {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    container = {
+        "name": "stage", "image": model.image, "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", f"{SCRIPT_DIR}/{SCRIPT.name}"], "env": env,
+        "resources": c.resources(STAGE_CONTAINER),
+        "securityContext": c.container_security(read_only_root=True, non_root=False),
+        "volumeMounts": [{"name": "program", "mountPath": SCRIPT_DIR, "readOnly": True},
+                         {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}]}
+    pod = {"serviceAccountName": stage_account(model), "automountServiceAccountToken": False,
+           "securityContext": c.pod_security(None), "restartPolicy": "Never", **_placement(plan),
+           "containers": [container],
+           "volumes": [{"name": "program", "configMap": {"name": stage_script_name(model), "defaultMode": 0o444}},
+                       {"name": "hf-token", "secret": {"secretName": token_secret, "defaultMode": 0o400}},
+                       c.disk_volume("tmp", 1)]}
+    annotations = c.checkov_skips(SKIPS | c.image_skips(model.image)) | {c.AWAIT_TIMEOUT: str(budget)}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": c.metadata(name, plan, "weights", annotations),
+           "spec": {"backoffLimit": ATTEMPTS - 1, "activeDeadlineSeconds": budget,
+                    "template": {"metadata": {"labels": c.labels(name, "weights"),
+                                              "annotations": c.checkov_skips(SKIPS | c.image_skips(model.image))},
+                                 "spec": pod}}}
+    program = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": c.metadata(stage_script_name(model), plan, "weights"),
+               "data": {SCRIPT.name: SCRIPT.read_text()}}
+    return [c.service_account(stage_account(model), plan), program, job]
+
+
+def wait_container(model: VllmModelPlan, env: list[dict[str, str]]) -> dict[str, Any]:
+    """Holds a serving pod until the staging Job's marker is in S3 (Pulumi applies the workload only after the
+    Job completed; this covers manifests applied by hand, and a prefix deleted since)."""
+    bucket, _, key = marker_uri(model).removeprefix("s3://").partition("/")
+    script = "\n".join([
+        "import time, boto3",
+        "from botocore.exceptions import ClientError",
+        "s3 = boto3.client('s3')",
+        "while True:",
+        "    try:",
+        f"        s3.head_object(Bucket={bucket!r}, Key={key!r})",
+        "        break",
+        "    except ClientError as error:",
+        "        if error.response['Error']['Code'] not in ('404', 'NoSuchKey', 'NotFound'):",
+        "            raise",
+        f"    print({f'waiting for s3://{bucket}/{key} (the Job {stage_job_name(model)} stages the weights)'!r}, flush=True)",
+        f"    time.sleep({WAIT_PERIOD_S})",
+    ])
+    return {"name": STAGED_WAIT_INIT.name, "image": model.image, "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", "-c", script], "env": env, "resources": c.resources(STAGED_WAIT_INIT),
+            "securityContext": c.container_security(read_only_root=True, non_root=False)}
