@@ -28,6 +28,10 @@ class LibyamlDumper(yaml.CSafeDumper):
         return True
 
 
+for _dumper in (PythonDumper, LibyamlDumper):  # the string representer dump_yaml's two dumpers share
+    _dumper.add_representer(str, yaml_dump.represent_str)
+
+
 def python_emitter(documents: list[Any]) -> bytes:
     return yaml.dump_all(documents, Dumper=PythonDumper, sort_keys=True, default_flow_style=False).encode()
 
@@ -62,6 +66,32 @@ def test_where_the_fast_emitter_writes_its_bytes_are_pythons(docs):
     assert yaml_dump.emits_alike(docs)
     assert libyaml_emitter(docs) == python_emitter(docs)
     assert dump_yaml(docs) == python_emitter(docs)
+
+
+# Programs: lines of printable text, indented, none ending in a space, with or without a final line break.
+programs = st.tuples(st.lists(st.tuples(st.sampled_from(["", "  ", "    ", "        "]),
+                                        st.text(PRINTABLE, max_size=100).map(lambda line: line.strip(" "))),
+                              min_size=2, max_size=12),
+                     st.sampled_from(["", "\n", "\n\n"])).map(
+    lambda parts: "\n".join(indent + line for indent, line in parts[0]).lstrip(" \n") + parts[1])
+
+
+@settings(max_examples=400, deadline=None)
+@given(program=programs)
+def test_an_indented_program_is_a_literal_block_both_emitters_write_alike(program):
+    docs = [{"data": {"program.py": program}, "command": ["python3", "-c", program]}]
+    assert yaml_dump.emits_alike(docs) == (yaml_dump._quotable(program) or yaml_dump._literal(program))
+    if yaml_dump.emits_alike(docs):
+        assert libyaml_emitter(docs) == python_emitter(docs)
+    assert dump_yaml(docs) == python_emitter(docs)
+    assert list(yaml.safe_load_all(dump_yaml(docs))) == docs
+
+
+def test_the_staging_program_is_written_as_the_file_it_is():
+    from modelfleet.render.k8s.staging import SCRIPT
+    text = SCRIPT.read_text()
+    written = dump_yaml([{"data": {SCRIPT.name: text}}]).decode()
+    assert written.startswith(f"data:\n  {SCRIPT.name}: |\n") and "    def stage(" in written
 
 
 # Where the two emitters differ, measured: each of these makes libyaml write other bytes than PyYAML.

@@ -186,13 +186,21 @@ def test_the_device_plugin_can_be_left_to_the_cluster(plans, project):
     assert "DaemonSet" not in kinds(deploy.model_copy(update={"install_device_plugin": False}))
 
 
-def test_streamed_weights_are_budgeted_for_every_rank(plans, project):
-    """Defect 11: with runai_streamer every tensor-parallel rank reads the whole checkpoint, which the startup
-    budget counted once: 4x short for the 70B on 4 GPUs (it now runs on the 8 A100s of a p4d: 8 ranks)."""
+def test_streamed_weights_are_budgeted_for_what_each_rank_reads(plans, project):
+    """Defect 11: with runai_streamer alone every tensor-parallel rank reads the whole checkpoint, which the
+    startup budget counted once: 4x short for the 70B on 4 GPUs. Now every multi-GPU replica streams in runai's
+    distributed mode (the ranks split the reads), and the budget counts the pod's share: both or neither."""
+    import json
+
     from modelfleet.render.k8s.vllm import startup_s
     model = plans["prod"].model("llama-3-3-70b-instruct")
     assert model.artifact.startswith("s3://") and model.gpus_per_pod == 8
-    assert startup_s(model, plans["prod"]) >= 300 + 8 * model.weights_gib / 0.5
+    flag = model.args.index("--model-loader-extra-config")
+    assert json.loads(model.args[flag + 1]) == {"distributed": True}
+    assert startup_s(model, plans["prod"]) >= 300 + model.checkpoint_gib / model.pipeline_parallel_size / 0.5
+    undistributed = model.model_copy(update={"weights": model.weights.model_copy(
+        update={"distributed": False, "pod_read_gib": model.checkpoint_gib * model.gpus_per_pod})})
+    assert startup_s(undistributed, plans["prod"]) >= 300 + 8 * model.checkpoint_gib / 0.5
 
 
 # --------------------------------------------------------------------------- the property

@@ -157,7 +157,7 @@ class PodIdentityDeploy(DeployModel):
     service_account: str
     policy: str
     trust_policy: str
-    policy_name: str = "read"  # what the inline policy allows (workloads only read)
+    policy_name: str = "read"  # what the inline policy allows: workloads read; a staging Job writes its prefix
     aliases: tuple[str, ...] = ()  # earlier names (a renamed Triton server): its resources carry over
 
 

@@ -195,7 +195,7 @@ def vllm_model(plan: FleetPlan, model: VllmModelPlan, manifests: Sequence[dict[s
                                                              trust_policy=pod_identity_trust_policy())
     stage = PodIdentityDeploy(name=stage_account(model), namespace=plan.namespace, service_account=stage_account(model),
                               policy=stage_write_policy(model), trust_policy=pod_identity_trust_policy(),
-                              policy_name="stage") if staged(model) else None
+                              policy_name="write") if staged(model) else None
     secret = hf_secret(plan, model, ctx) if needs_hub_token(model) else None  # LoRA adapters come from the Hub too
     return VllmDeploy(name=model.name, team=team_of(model.team), identity=identity, stage_identity=stage,
                       hf_secret=secret, manifests=applied(manifests, model.node_group, identity is not None, ctx, model.name))

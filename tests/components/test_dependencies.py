@@ -77,7 +77,9 @@ def test_a_workload_waits_for_its_own_node_group_credentials_and_account_only(ru
         assert ("kubernetes:core/v1:ServiceAccount", f"serviceaccount-{plan.namespace}-{name}") in direct
         credentials = {t for t, _ in direct} & {"aws:eks/podIdentityAssociation:PodIdentityAssociation",
                                                 "kubernetes:core/v1:Secret"}
-        assert len(credentials) == 1, direct
+        staged = not name.startswith("triton-") and plan.model(name).weights.source == "staged"
+        # a staged checkpoint: the read role and the token Secret its Job used (registered under one key)
+        assert len(credentials) == (2 if staged else 1), direct
         if name.startswith("triton-"):
             assert "aws:s3/bucketObjectv2:BucketObjectv2" in {t for t, _ in direct}
         assert "kubernetes:apps/v1:DaemonSet" in {t for t, _ in direct}, "GPUs are advertised by the device plugin"
@@ -111,3 +113,27 @@ def test_in_a_created_cluster_crds_and_controllers_come_first():
     roles = [r for r in _kubernetes(result) if r.inputs["kind"] == "Deployment" and r.name.startswith("deployment-")
              and any(by_urn[u].type.endswith("PodIdentityAssociation") for u in r.depends_on)]
     assert roles and all(agent in r.depends_on for r in roles)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_staged_checkpoint_is_copied_before_its_workload_starts(runs, plans, stack):
+    """Pulumi waits for the staging Job to complete before it applies the workload that streams its copy; the
+    Job waits for its account, program, token, write role and the bucket (#12)."""
+    result, plan = runs[stack], plans[stack]
+    by_urn, waits = closure(result)
+    jobs = {r.inputs["metadata"]["name"]: r for r in _kubernetes(result) if r.inputs["kind"] == "Job"}
+    staged = [m for m in plan.models if getattr(m, "weights", None) and m.weights.source == "staged"]
+    assert staged and len(jobs) == len(staged)
+    for model in staged:
+        job = next(j for name, j in jobs.items() if name.startswith(f"{model.name}-stage-"))
+        workload = next(r for r in _kubernetes(result) if r.inputs["kind"] in WORKLOADS
+                        and r.inputs["metadata"]["name"] == model.name)
+        assert job.urn in workload.depends_on
+        direct = {(by_urn[u].type, by_urn[u].name) for u in job.depends_on}
+        assert ("kubernetes:core/v1:ServiceAccount", f"serviceaccount-{plan.namespace}-{model.name}-stage") in direct
+        assert ("kubernetes:core/v1:ConfigMap", f"configmap-{plan.namespace}-{model.name}-stage-program") in direct
+        assert ("aws:eks/podIdentityAssociation:PodIdentityAssociation", f"{model.name}-stage-identity") in direct
+        assert "kubernetes:core/v1:Secret" in {t for t, _ in direct}
+        assert "aws:s3/bucket:Bucket" in {by_urn[u].type for u in waits(job.urn)}
+        groups = {by_urn[u].name for u in waits(job.urn) if by_urn[u].type == NODE_GROUP}
+        assert groups == set(), "the Job runs off the fleet's GPU nodes and waits for none of them"

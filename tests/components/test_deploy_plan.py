@@ -47,8 +47,12 @@ def test_a_live_group_is_matched_by_prefix_stack_and_tag():
 
 
 def test_disks_are_provisioned_where_nodes_download_a_lot():
+    """Where pods download their checkpoint (here the 405B with ``deploy.stageHubWeights: false``), a gp3 volume
+    gets its maximum throughput; streamed weights (s3:// or staged) land on no disk."""
     project = Project(root=str(ROOT))
-    plan = project.plan("prod")
+    config = stack_config("prod")
+    config["modelfleet:deploy"] = {**config["modelfleet:deploy"], "stageHubWeights": False}
+    plan = project.deployment("prod", config).plan
     big = plan.model("llama-3-1-405b-instruct").node_group
     assert disk.node_download_gib(plan, big) >= disk.PROVISION_FROM_GIB
     assert (disk.throughput_mibps(plan, big), disk.iops(disk.throughput_mibps(plan, big))) == (1000, 4000)
@@ -57,6 +61,8 @@ def test_disks_are_provisioned_where_nodes_download_a_lot():
     assert disk.throughput_mibps(plan, streamed.node_group) == 125
     for group in plan.node_groups:
         assert disk.pod_download_gib_s(plan, group.name) <= min(0.5, disk.pod_disk_gib_s(plan, group.name))
+    staged = project.plan("prod")
+    assert disk.node_download_gib(staged, big) < disk.PROVISION_FROM_GIB
 
 
 def test_the_token_stops_a_deploy_and_not_a_preview():
@@ -76,6 +82,7 @@ def test_the_deploy_plan_is_deterministic_and_names_only_keys_it_defines():
     assert fleet == compile_deploy_plan(project.deployment("prod", stack_config("prod")))
     defined = {f"object:{o.name}" for o in fleet.cluster_objects}
     defined |= {f"node-group:{g.plan_group or g.name}" for g in fleet.node_groups}  # a zonal group by its plan group
+    defined |= {"bucket:model-repository"} if fleet.repository is not None else set()
     for workload in (*fleet.triton_servers, *fleet.vllm_models):
         defined |= {f"object:{o.name}" for o in workload.manifests} | {f"credentials:{workload.name}"}
     named = {k for w in (*fleet.triton_servers, *fleet.vllm_models) for o in w.manifests for k in o.waits_for}

@@ -112,7 +112,8 @@ def test_a_config_change_rolls_the_triton_pods(project, plans):
 def test_the_multi_node_model_is_one_zone_per_group_and_spread_across_zones(project, plans):
     plan = plans["prod"]
     model = next(m for m in vllm_models(plan) if m.nodes_per_replica > 1)
-    lws = render_fleet_manifests(plan, project.environment("prod").deploy)[model.name][1]
+    lws = next(o for o in render_fleet_manifests(plan, project.environment("prod").deploy)[model.name]
+               if o["kind"] == "LeaderWorkerSet")
     template = lws["spec"]["leaderWorkerTemplate"]
     for role in ("leaderTemplate", "workerTemplate"):
         pod = template[role]["spec"]

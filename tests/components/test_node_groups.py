@@ -13,7 +13,8 @@ from modelfleet.plan.node_volume import node_disk_gib
 from modelfleet.render.k8s.vllm import HF_CACHE, startup_s
 from modelfleet.plan.teams import node_group_team
 from tests.components.mocked import copy_project, example_models, k8s_objects, live_group, of_type, run, stack_config
-from tests.conftest import STACKS
+from modelfleet.project import Project
+from tests.conftest import ROOT, STACKS
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -79,35 +80,71 @@ def test_launch_templates_enforce_imdsv2_and_size_the_disk(runs, plans, project,
         assert disk["ebs"]["encrypted"] == "true"
 
 
-def test_the_405b_pods_fit_the_disk_the_kubelet_offers(runs, plans, project):
+@pytest.fixture(scope="module")
+def downloading():
+    """prod with ``deploy.stageHubWeights: false``: every 405B pod downloads the checkpoint into its emptyDir
+    (the layout before weights were staged, still chosen for an unpinned Hub model)."""
+    config = stack_config("prod")
+    config["modelfleet:deploy"] = {**config["modelfleet:deploy"], "stageHubWeights": False}
+    return run("prod", config=config), Project(root=str(ROOT)).deployment("prod", config).plan
+
+
+def _ephemeral(container: dict) -> int:
+    return int(container["resources"]["requests"]["ephemeral-storage"][:-2])
+
+
+def test_the_405b_pods_fit_the_disk_the_kubelet_offers(runs, plans, project, downloading):
     """Defect 1: each 405B pod requested 838 GiB of ephemeral storage on a 900 GiB root volume, of which
     AL2023's kubelet offers 0.9 x 900 - 1 = 809 GiB: Pending forever. Its nodes now put the pods' writes on
-    the p5's 8 x 3.84 TB NVMe (RAID0 through nodeadm), and the request fits what the kubelet offers there."""
-    plan = plans["prod"]
+    the p5's 8 x 3.84 TB NVMe (RAID0 through nodeadm), and a pod that downloads the checkpoint fits what the
+    kubelet offers there; a staged checkpoint (the default) is streamed, and the pod asks for a few GiB."""
+    result, plan = downloading
     model = plan.model("llama-3-1-405b-instruct")
+    assert model.weights.source == "hub"
     group = plan.node_group(model.node_group)
-    lws = k8s_objects(runs["prod"])[("LeaderWorkerSet", model.name)]["spec"]["leaderWorkerTemplate"]
-    requested = int(lws["workerTemplate"]["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"][:-2])
+    lws = k8s_objects(result)[("LeaderWorkerSet", model.name)]["spec"]["leaderWorkerTemplate"]
+    requested = _ephemeral(lws["workerTemplate"]["spec"]["containers"][0])
     assert requested >= model.weights_gib
     assert group.ephemeral_storage_on == "instance-store" and group.instance_store_gib == 30720 * 10**9 // 2**30
     offered = ephemeral_allocatable_gib(group.instance_store_gib, project.environment("prod").deploy.ami_type)
     assert group.allocatable.ephemeral_storage_gib == pytest.approx(offered, abs=0.01)
     assert requested + 40 + group.daemonset_allowance.ephemeral_storage_gib <= offered
     assert ephemeral_allocatable_gib(900, "AL2023_x86_64_NVIDIA") < requested, "the old 900 GiB volume never fit"
-    templates = of_type(runs["prod"], LAUNCH_TEMPLATE)
+    templates = of_type(result, LAUNCH_TEMPLATE)
     for zone in group.zonal:
         user_data = base64.b64decode(templates[f"{group.name}-{zone.zone}-lt"].inputs["userData"]).decode()
         assert "kind: NodeConfig" in user_data and "strategy: RAID0" in user_data
+    staged = k8s_objects(runs["prod"])[("LeaderWorkerSet", model.name)]["spec"]["leaderWorkerTemplate"]
+    assert plans["prod"].model(model.name).weights.source == "staged"
+    assert _ephemeral(staged["workerTemplate"]["spec"]["containers"][0]) <= 10
 
 
-def test_the_405b_model_cold_starts_within_its_probe_budget(runs, plans):
+def test_the_405b_model_cold_starts_within_its_probe_budget(runs, plans, downloading):
     """Defect 11: the 405B downloaded 756 GiB under its startup probe's clock, and a download slower than
-    assumed killed the leader, whose restart wiped the emptyDir and began again from zero. The download now
-    runs in an init container (a failed one restarts alone, keeping the emptyDir; huggingface_hub resumes),
-    and the startup probe counts only the read-back of the pod's pipeline stage from the instance store."""
+    assumed killed the leader, whose restart wiped the emptyDir and began again from zero.
+
+    Staged (the default): the copy from the Hub is the staging Job's, once per revision, off the probe's clock;
+    each pod waits for its marker in an init container, then streams its ranks' share from S3 (378 GiB) under a
+    startup probe that counts exactly that. Downloaded (``stageHubWeights: false``): the download runs in an init
+    container (a failed one restarts alone, keeping the emptyDir; huggingface_hub resumes), and the startup
+    probe counts only the read-back of the pod's pipeline stage from the instance store."""
     plan = plans["prod"]
     model = plan.model("llama-3-1-405b-instruct")
     lws = k8s_objects(runs["prod"])[("LeaderWorkerSet", model.name)]["spec"]["leaderWorkerTemplate"]
+    needed_s = 300 + model.weights.pod_read_gib / 0.5
+    assert model.weights.pod_read_gib == pytest.approx(model.checkpoint_gib / 2, abs=1e-3)
+    for role in ("leaderTemplate", "workerTemplate"):
+        spec = lws[role]["spec"]
+        (wait,) = spec["initContainers"]
+        assert wait["name"] == "weights-staged" and "modelfleet-staged.json" in wait["command"][2]
+        probe = spec["containers"][0]["startupProbe"]
+        assert probe["periodSeconds"] * probe["failureThreshold"] >= needed_s
+    job = next(o for (kind, name), o in k8s_objects(runs["prod"]).items() if kind == "Job" and name.startswith(model.name))
+    assert job["spec"]["activeDeadlineSeconds"] >= model.checkpoint_gib / 0.5, "the Job has the Hub's time"
+
+    result, plan = downloading
+    model = plan.model("llama-3-1-405b-instruct")
+    lws = k8s_objects(result)[("LeaderWorkerSet", model.name)]["spec"]["leaderWorkerTemplate"]
     disk_gib_s = pod_disk_gib_s(plan, model.node_group)
     assert disk_gib_s >= 1.0  # one pod per p5 node: all of its instance store
     needed_s = 300 + model.weights_gib / 2 / disk_gib_s
@@ -119,7 +156,7 @@ def test_the_405b_model_cold_starts_within_its_probe_budget(runs, plans):
         probe = spec["containers"][0]["startupProbe"]
         assert probe["periodSeconds"] * probe["failureThreshold"] >= needed_s
     assert model.weights_gib / 0.5 > startup_s(model, plan), "the download is no longer on the probe's clock"
-    budget = int(k8s_objects(runs["prod"])[("LeaderWorkerSet", model.name)]["metadata"]["annotations"][
+    budget = int(k8s_objects(result)[("LeaderWorkerSet", model.name)]["metadata"]["annotations"][
         "pulumi.com/timeoutSeconds"])
     assert budget >= model.replicas * (model.weights_gib / 0.5 + startup_s(model, plan)), "Pulumi waits for both"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_vllm_workloads_run_the_plans_arguments(runs, plans, stack):
         leader = _pod(applied[("LeaderWorkerSet", model.name)], "leaderTemplate")["containers"][0]["command"]
         worker = _pod(applied[("LeaderWorkerSet", model.name)], "workerTemplate")["containers"][0]["command"]
         assert leader[:2] == ["/bin/sh", "-c"] and leader[2].startswith("ray start --head --port=6379 && exec ")
-        assert leader[2].removeprefix("ray start --head --port=6379 && exec ").split() == list(model.args)
+        assert shlex.split(leader[2].removeprefix("ray start --head --port=6379 && exec ")) == list(model.args)
         assert "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block" in worker[2]
         assert applied[("Service", model.name)]["spec"]["selector"]["role"] == "leader"
 
@@ -106,18 +107,25 @@ def test_pod_roles_read_only_their_own_prefix_and_artifacts(runs, plans, project
             "Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
 
 
-def test_an_s3_llm_gets_a_role_and_a_hub_llm_gets_the_token(runs, plans):
+def test_a_streamed_llm_gets_a_read_role_and_a_staged_one_a_token_and_a_write_role(runs, plans):
+    """s3:// artifact: a role reading it, no token. Staged Hub checkpoint: a role reading its copy, the token (for
+    the Job) and the Job's role writing that one prefix."""
     result, plan = runs["prod"], plans["prod"]
     secrets = of_type(result, "kubernetes:core/v1:Secret")
     policies = of_type(result, "aws:iam/rolePolicy:RolePolicy")
+    associations = of_type(result, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
     for model in vllm_models(plan):
-        if model.artifact.startswith("s3://"):
-            assert f"{model.name}-read" in policies and f"secret-{plan.namespace}-{model.name}-hf-token" not in secrets
-            reads = json.loads(policies[f"{model.name}-read"].inputs["policy"])["Statement"][0]["Resource"]
-            assert reads == [f"arn:aws:s3:::{model.artifact.removeprefix('s3://')}/*"]
+        token = f"secret-{plan.namespace}-{model.name}-hf-token"
+        reads = json.loads(policies[f"{model.name}-read"].inputs["policy"])["Statement"][0]["Resource"]
+        assert reads == [f"arn:aws:s3:::{model.weights.uri.removeprefix('s3://')}/*"]
+        if model.weights.source == "s3":
+            assert token not in secrets and f"{model.name}-stage-write" not in policies
         else:
-            assert f"secret-{plan.namespace}-{model.name}-hf-token" in secrets and f"{model.name}-read" not in policies
-    assert {m.artifact[:5] == "s3://" for m in vllm_models(plan)} == {True, False}
+            assert model.weights.source == "staged" and token in secrets
+            writes = json.loads(policies[f"{model.name}-stage-write"].inputs["policy"])["Statement"][0]["Resource"]
+            assert writes == reads[0]
+            assert associations[f"{model.name}-stage-identity"].inputs["serviceAccount"] == f"{model.name}-stage"
+    assert {m.weights.source for m in vllm_models(plan)} == {"s3", "staged"}
 
 
 @pytest.mark.parametrize("stack", STACKS)

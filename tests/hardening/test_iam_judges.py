@@ -58,14 +58,16 @@ def test_every_registered_role_policy_passes_parliament(registered, plans, stack
     parliament = require_module("parliament")
     policies = of_type(registered[stack], ROLE_POLICY)
     plan = plans[stack]
-    expected = {f"{s.name}-read" for s in plan.triton_servers} | {
-        f"{m.name}-read" for m in vllm_models(plan) if m.artifact.startswith("s3://")}
+    streamed = [m for m in vllm_models(plan) if m.weights.source != "hub"]
+    expected = {f"{s.name}-read" for s in plan.triton_servers} | {f"{m.name}-read" for m in streamed} | {
+        f"{m.name}-stage-write" for m in streamed if m.weights.source == "staged"}  # the staging Job's
     assert set(policies) == expected and expected
     for name, policy in policies.items():
         document = policy.inputs["policy"]
         findings = parliament.analyze_policy_string(document, include_community_auditors=True).findings
         assert findings == [], (name, [f"{f.issue}: {f.detail}" for f in findings])
-        assert policy.inputs["role"] == f"{name.removesuffix('-read')}-pod-id", "granted to the workload's own role"
+        owner = name.removesuffix("-read").removesuffix("-write")
+        assert policy.inputs["role"] == f"{owner}-pod-id", "granted to the workload's (or its Job's) own role"
 
 
 def test_the_vllm_s3_read_policy_is_linted(registered, plans):

@@ -66,7 +66,7 @@ def test_each_workload_ships_its_dashboard_as_a_config_map_for_the_sidecar(proje
     manifests = render_fleet_manifests(plan, project.environment("prod").deploy, dashboards=grafana.build_dashboard,
                                        cost=cost)
     for name, objects in manifests.items():
-        maps = [o for o in objects if o["kind"] == "ConfigMap"]
+        maps = [o for o in objects if o["kind"] == "ConfigMap" and DASHBOARD_LABEL.items() <= o["metadata"]["labels"].items()]
         assert len(maps) == 1, name
         meta = maps[0]["metadata"]
         assert meta["labels"].items() >= DASHBOARD_LABEL.items() and meta["annotations"][FOLDER_ANNOTATION]

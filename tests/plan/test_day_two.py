@@ -12,9 +12,12 @@ import yaml
 from modelfleet.commands.digest import load_folder_digest
 from modelfleet.errors import CompileError, SpecError
 from modelfleet.plan.changes import rolling_workloads, version_change
+from modelfleet.plan.engine_args import vllm_serve_args
 from modelfleet.plan.rollout import _basic_split, canary_replicas
+from modelfleet.plan.weights import weights_plan
 from modelfleet.project import Project
 from modelfleet.spec.digest import DIGEST_PIPELINE
+from modelfleet.spec.environment import DeploySettings
 from tests.conftest import ROOT
 
 REV = "0e9e39f249a16976918f6564b8830bc894c89659"
@@ -65,9 +68,16 @@ def test_a_hub_revision_must_be_a_commit(tmp_path, line, message):
 
 def test_a_pinned_hub_model_reads_its_commit_and_an_s3_model_its_sub_prefix(project):
     plan = project.plan("prod")
-    hub = plan.model("llama-3-1-8b-instruct")
-    assert hub.args[hub.args.index("--revision") + 1] == REV
-    assert hub.args[hub.args.index("--tokenizer-revision") + 1] == REV
+    hub = plan.model("llama-3-1-8b-instruct")  # staged: the weights and tokenizer are read from its commit's copy
+    assert hub.args[2] == f"s3://acme-modelfleet-prod-model-repository/weights/meta-llama/Llama-3.1-8B-Instruct/{REV}"
+    assert "--revision" not in hub.args
+    downloaded = weights_plan(artifact=hub.artifact, revision=REV, checkpoint_gib=15.0, tp=1, pp=1,
+                              environment="prod", deploy=DeploySettings(stage_hub_weights=False))
+    assert downloaded.source == "hub"  # read from the Hub by each pod: vLLM is given the commit
+    args = vllm_serve_args(artifact=downloaded.uri, served_name="m", tp=1, pp=1, max_model_len=8192, max_num_seqs=8,
+                           gpu_memory_utilization=0.9, dtype="bfloat16", quantization=None, kv_cache_dtype="auto",
+                           prefix_caching=True, revision=REV)
+    assert args[args.index("--revision") + 1] == args[args.index("--tokenizer-revision") + 1] == REV
     s3 = plan.model("llama-3-3-70b-instruct")
     assert s3.artifact == "s3://acme-ml-models/hf/Llama-3.3-70B-Instruct/2024-12-06" == s3.args[2]
     assert "--revision" not in s3.args
@@ -106,7 +116,7 @@ def test_a_pinned_lora_adapter_is_downloaded_at_its_commit_and_loaded_from_disk(
                        "billing-tools=/root/.cache/huggingface/lora/billing-tools")
     text = project.rendered("prod")[1]["kubernetes/llama-3-1-8b-instruct.yaml"].decode()
     download = next(d for d in yaml.safe_load_all(text) if d["kind"] in ("Deployment", "Rollout"))
-    (init,) = download["spec"]["template"]["spec"]["initContainers"]
+    init = next(c for c in download["spec"]["template"]["spec"]["initContainers"] if c["name"] == "model-download")
     script = init["command"][-1]
     assert ("snapshot_download('acme-ml/llama-3.1-8b-support-tone-lora', revision='7fe814e892ccb94e1adff30c17db2e5174962688', "
             "local_dir='/root/.cache/huggingface/lora/support-tone')") in script

@@ -1,6 +1,6 @@
 """The staging of a pinned Hub checkpoint into S3 (plan/weights.py): a Job per revision, its service account
-(whose pod identity may write only that revision's prefix), the program it runs (stage_weights.py, from a
-ConfigMap), and the init container that holds a serving pod until the copy is complete.
+(whose pod identity may write only that revision's prefix), the program it runs (engines/stage_weights.py,
+from a ConfigMap), and the init container that holds a serving pod until the copy is complete.
 
 The Job is named by the commit, so a new revision is a new Job (Pulumi waits for it to complete before it
 updates the workload: deploy/workloads.py) and the old prefix stays for pods still reading it and for a
@@ -21,11 +21,14 @@ from ...plan.types import ContainerResourcesPlan, FleetPlan, VllmModelPlan
 from ...plan.weights import STAGED_MARKER
 from . import common as c
 
-SCRIPT = Path(__file__).with_name("stage_weights.py")
+# The Job's program talks to the Hub and S3, so it is an edge module (engines/), which the compiler never
+# imports: it ships the file's text in a ConfigMap.
+SCRIPT = Path(__file__).resolve().parents[2] / "engines" / "stage_weights.py"
 SCRIPT_DIR = "/opt/modelfleet"
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
-# Streams from the Hub into S3 multipart uploads: a few threads, their part buffers (stage_weights.py), no disk.
-STAGE_CONTAINER = ContainerResourcesPlan(name="stage", init=False, cpu_millis=1000, memory_mib=2048,
+# Streams from the Hub into S3 multipart uploads: TLS both ways and a sha256 at the Hub's rate (about a core), a few
+# threads and their part buffers (engines/stage_weights.py), no disk.
+STAGE_CONTAINER = ContainerResourcesPlan(name="stage", init=False, cpu_millis=2000, memory_mib=2048,
                                          ephemeral_storage_gib=1)
 WAIT_PERIOD_S = 30
 ATTEMPTS = 6  # the Job's backoffLimit + 1: each attempt resumes where the last one stopped
@@ -73,7 +76,7 @@ def _placement(plan: FleetPlan) -> dict[str, Any]:
 
 
 def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ...], token_secret: str) -> list[dict[str, Any]]:
-    """The service account, the program's ConfigMap and the Job, in apply order."""
+    """The service account, the program's ConfigMap, the Job's NetworkPolicy and the Job, in apply order."""
     weights = model.weights
     assert weights is not None and weights.hub_id is not None and weights.revision is not None
     bucket, _, prefix = weights.uri.removeprefix("s3://").partition("/")
@@ -106,7 +109,10 @@ def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ..
                                  "spec": pod}}}
     program = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": c.metadata(stage_script_name(model), plan, "weights"),
                "data": {SCRIPT.name: SCRIPT.read_text()}}
-    return [c.service_account(stage_account(model), plan), program, job]
+    # Nothing connects to the Job's pod: its NetworkPolicy admits no ingress at all (egress to the Hub and S3).
+    isolated = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": c.metadata(name, plan, "weights"),
+                "spec": {"podSelector": {"matchLabels": c.selector(name)}, "policyTypes": ["Ingress"]}}
+    return [c.service_account(stage_account(model), plan), program, isolated, job]
 
 
 def wait_container(model: VllmModelPlan, env: list[dict[str, str]]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Copies one pinned Hugging Face checkpoint into S3, once: the staging Job's program (render/k8s/staging.py
-mounts this file from a ConfigMap and runs it in the model's vLLM image, which has huggingface_hub, requests
+ships this file's text in a ConfigMap and runs it in the model's vLLM image, which has huggingface_hub, requests
 and boto3).
 
 - It lists the repository at the commit and keeps the files vLLM reads (the renderer's patterns).
@@ -12,7 +12,7 @@ and boto3).
   it complete does nothing.
 
 Standard library only at import time: the heavy clients are imported in ``main``, so ``stage`` and its checks
-are tested directly (tests/render/test_stage_weights.py).
+are tested directly (tests/test_stage_weights.py).
 """
 
 from __future__ import annotations
