@@ -121,8 +121,10 @@ def test_a_recreated_405b_group_never_reads_the_hub(plans, stack):
     assert pod["serviceAccountName"] == stage_account(model) and pod["restartPolicy"] == "Never"
     assert int(job["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) == stage_budget_s(model)
     assert job["spec"]["activeDeadlineSeconds"] == stage_budget_s(model) >= 2 * 756 / DOWNLOAD_GIB_PER_S
-    avoided = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert avoided[0]["matchExpressions"][0]["values"] == sorted(g.name for g in plan.node_groups)
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "modelfleet.io/node-group", "operator": "In", "values": ["system"]}]},
+                     {"matchExpressions": [{"key": "modelfleet.io/node-group", "operator": "DoesNotExist"}]}]
+    assert "tolerations" not in pod  # and the fleet's GPU nodes are tainted: never on a serving node group
 
 
 def test_adapters_are_still_downloaded_but_the_checkpoint_is_not(plans):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ...plan.engine_args import DOWNLOAD_GIB_PER_S
 from ...plan.pod_resources import STAGED_WAIT_INIT
+from ...plan.system_nodes import SYSTEM_GROUP
 from ...plan.types import ContainerResourcesPlan, FleetPlan, VllmModelPlan
 from ...plan.weights import STAGED_MARKER
 from . import common as c
@@ -68,11 +69,13 @@ def stage_budget_s(model: VllmModelPlan) -> int:
     return 600 + 2 * math.ceil(model.weights.stage_gib / DOWNLOAD_GIB_PER_S)
 
 
-def _placement(plan: FleetPlan) -> dict[str, Any]:
-    """Off the fleet's node groups: those are sized for their serving pods."""
-    groups = sorted(g.name for g in plan.node_groups)
-    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": c.NODE_GROUP_LABEL, "operator": "NotIn", "values": groups}]}]}}}}
+def _placement() -> dict[str, Any]:
+    """Off the fleet's serving node groups, which are sized for their serving pods: on a created cluster's
+    system nodes, or on any node modelfleet did not create. Named without listing the groups, so that a
+    change of node groups leaves the Job (whose pod template is immutable) alone."""
+    terms = [{"matchExpressions": [{"key": c.NODE_GROUP_LABEL, "operator": "In", "values": [SYSTEM_GROUP]}]},
+             {"matchExpressions": [{"key": c.NODE_GROUP_LABEL, "operator": "DoesNotExist"}]}]
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}
 
 
 def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ...], token_secret: str) -> list[dict[str, Any]]:
@@ -96,7 +99,7 @@ def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ..
                          {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}]}
     pod = {"serviceAccountName": stage_account(model), "automountServiceAccountToken": False,
-           "securityContext": c.pod_security(None), "restartPolicy": "Never", **_placement(plan),
+           "securityContext": c.pod_security(None), "restartPolicy": "Never", **_placement(),
            "containers": [container],
            "volumes": [{"name": "program", "configMap": {"name": stage_script_name(model), "defaultMode": 0o444}},
                        {"name": "hf-token", "secret": {"secretName": token_secret, "defaultMode": 0o400}},
