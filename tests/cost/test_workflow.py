@@ -189,10 +189,11 @@ def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes
     cost, preview = comment.split("<!-- modelfleet-preview -->")
     assert cost.startswith("<!-- modelfleet-cost -->")  # one comment: the cost first, then the resources
     assert "### Offline preview: what `pulumi up` would change against `origin/main`" in preview
-    # created, updated, replaced, deleted, node rolls, unchanged: the new model's objects with its PrometheusRule and
+    # created, updated, replaced, deleted, node rolls, unchanged: the new model's objects (its weights' staging Job,
+    # account, program, policy and write role among them) with its PrometheusRule and
     # dashboard; the fleet overview dashboard updated (it lists every model); the rest unchanged, the CPU server that
     # fraud-scorer runs on (with its rule, dashboard and canary analysis) among them
-    assert "| prod | 10 | 3 | 0 | 0 | 0 | 87 |" in preview
+    assert "| prod | 20 | 3 | 0 | 0 | 0 | 107 |" in preview
     assert "| ➕ | k8s:Deployment `modelfleet/llama-3-1-70b-support` | created |" in preview
     assert ("| 🔄 | aws:eks:NodeGroup `gpu-p4d-24xlarge-od` | `scalingConfig.maxSize: 6 -> 10`; "
             "`scalingConfig.minSize: 2 -> 4`;") in preview
