@@ -1,8 +1,9 @@
 """How fast a GPU node's pods can fill their caches: the node volume's bandwidth, shared by the pods that
 cold-start on it together, and the startup budgets that follow from it.
 
-A pod downloads its model (the whole Hugging Face checkpoint per node, or a Triton server's artifacts) into
-an emptyDir on the node's volume at about ``DOWNLOAD_GIB_PER_S``, then loads it from there. A gp3 volume
+A pod downloads its model (the whole Hugging Face checkpoint per node where it is not staged to S3, see
+weights.py; or a Triton server's artifacts) into an emptyDir on the node's volume at about
+``DOWNLOAD_GIB_PER_S``, then loads it from there; weights streamed from S3 land on no disk. A gp3 volume
 writes 125 MiB/s unless more is provisioned: a p5 node of a 405B model writing 756 GiB at that rate needs
 100 minutes, far past any startup probe. So groups whose nodes download a lot get provisioned gp3
 throughput, and every budget is computed from the bandwidth the pod really gets.

@@ -47,8 +47,8 @@ def triton_scratch_gib(server: TritonServerPlan, plan: FleetPlan) -> int:
 
 
 def hf_cache_gib(model: VllmModelPlan) -> int:
-    """A vLLM pod's Hugging Face cache emptyDir: the checkpoint plus 10% and 5 GiB (tokenizer, compile caches),
-    and the pinned LoRA adapters the download step fetches."""
+    """A vLLM pod's Hugging Face cache emptyDir: the checkpoint it downloads (none when streamed from S3) plus
+    10%, 5 GiB (tokenizer, compile caches), and the pinned LoRA adapters the download step fetches."""
     return disk_gib(5 + 1.1 * disk.vllm_download_gib(model) + len(model.lora_downloads) * lora_adapter_gib(model))
 
 

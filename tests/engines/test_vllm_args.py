@@ -171,3 +171,29 @@ def test_an_extra_flag_vllm_does_not_know_is_refused() -> None:
                          load_instance_catalogue())
     with pytest.raises(ValueError, match=r"^--enable-chunked-prefil\b"):
         parse_vllm_serve_args(list(plan.model("chat").args[1:]))
+
+
+@pytest.mark.parametrize("stack", ("dev", "staging", "prod"))
+def test_streamed_weights_build_vllms_runai_loader_as_planned(stack: str) -> None:
+    """Every streamed model's parsed --load-format and --model-loader-extra-config build the installed vLLM's own
+    model loader, which validates the extra config's keys and values (a misspelt key is refused there), and it
+    streams distributed exactly where the plan's startup budget counts the ranks' shares (plan/weights.py)."""
+    from vllm.config.load import LoadConfig
+    from vllm.model_executor.model_loader import get_model_loader
+    from vllm.model_executor.model_loader.runai_streamer_loader import RunaiModelStreamerLoader
+
+    from modelfleet.project import Project
+    from modelfleet.render.k8s import vllm_models
+    from tests.conftest import ROOT
+
+    streamed = [m for m in vllm_models(Project(root=str(ROOT)).plan(stack)) if m.weights.source != "hub"]
+    assert streamed
+    for model in streamed:
+        ns = parse_vllm_serve_args(list(model.args[1:]))
+        assert ns.model_tag == model.weights.uri and ns.model_tag.startswith("s3://")
+        loader = get_model_loader(LoadConfig(load_format=ns.load_format,
+                                             model_loader_extra_config=ns.model_loader_extra_config or {}))
+        assert isinstance(loader, RunaiModelStreamerLoader), model.name
+        assert loader._is_distributed == model.weights.distributed == (model.gpus_per_replica > 1), model.name
+    with pytest.raises(ValueError, match="Unexpected extra config keys"):
+        get_model_loader(LoadConfig(load_format="runai_streamer", model_loader_extra_config={"distributd": True}))
