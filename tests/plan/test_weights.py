@@ -146,3 +146,19 @@ def test_the_roles_read_and_write_only_the_staged_revision(plans):
     assert write["Statement"][0]["Resource"] == f"arn:aws:s3:::{prefix}/*"
     assert "s3:PutObject" in write["Statement"][0]["Action"]
     assert all("PutObject" not in json.dumps(s) for s in read["Statement"])
+
+
+def test_the_staging_job_fits_a_created_clusters_default_system_node(catalogue):
+    """A created cluster's system nodes are m7i.large (2 vCPU): the Job asks for less than the kubelet offers
+    there beside CoreDNS's and a DaemonSet allowance's requests, so it never waits for a node that cannot come."""
+    from modelfleet.plan.kubelet import kube_reserved_cpu_millis
+    from modelfleet.render.k8s.staging import STAGE_CONTAINER
+    from modelfleet.spec.environment import ClusterSettings
+
+    system = ClusterSettings.model_fields["system_instance_type"].default
+    node = catalogue.system_instances[system]
+    allowance = DeploySettings().daemonset_allowance.for_node(node.vcpu, 0)
+    coredns_millis = 100  # its chart's request
+    free_millis = node.vcpu * 1000 - kube_reserved_cpu_millis(node.vcpu) - allowance.cpu * 1000 - coredns_millis
+    assert STAGE_CONTAINER.cpu_millis <= free_millis
+    assert STAGE_CONTAINER.memory_mib <= node.ram_gib * 1024 / 4  # a quarter of an 8 GiB node

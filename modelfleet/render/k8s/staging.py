@@ -27,10 +27,13 @@ from . import common as c
 SCRIPT = Path(__file__).resolve().parents[2] / "engines" / "stage_weights.py"
 SCRIPT_DIR = "/opt/modelfleet"
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
-# Streams from the Hub into S3 multipart uploads: TLS both ways and a sha256 at the Hub's rate (about a core), a few
-# threads and their part buffers (engines/stage_weights.py), no disk.
-STAGE_CONTAINER = ContainerResourcesPlan(name="stage", init=False, cpu_millis=2000, memory_mib=2048,
+# Streams from the Hub into S3 multipart uploads (engines/stage_weights.py): TLS both ways and a sha256 at the
+# Hub's rate take about a core, 8 upload threads hold 512 MiB of parts; no disk. It requests half a core and may
+# burst to two: a created cluster's system nodes are m7i.large by default (2 vCPU, under 2 allocatable, CoreDNS
+# and the controllers beside it), where a request of a whole core or more might never schedule.
+STAGE_CONTAINER = ContainerResourcesPlan(name="stage", init=False, cpu_millis=500, memory_mib=1536,
                                          ephemeral_storage_gib=1)
+STAGE_CPU_LIMIT_MILLIS = 2000
 WAIT_PERIOD_S = 30
 ATTEMPTS = 6  # the Job's backoffLimit + 1: each attempt resumes where the last one stopped
 SKIPS = {
@@ -93,7 +96,7 @@ def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ..
     container = {
         "name": "stage", "image": model.image, "imagePullPolicy": "IfNotPresent",
         "command": ["python3", f"{SCRIPT_DIR}/{SCRIPT.name}"], "env": env,
-        "resources": c.resources(STAGE_CONTAINER),
+        "resources": c.resources(STAGE_CONTAINER, cpu_limit_millis=STAGE_CPU_LIMIT_MILLIS),
         "securityContext": c.container_security(read_only_root=True, non_root=False),
         "volumeMounts": [{"name": "program", "mountPath": SCRIPT_DIR, "readOnly": True},
                          {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True},
