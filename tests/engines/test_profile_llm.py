@@ -9,7 +9,6 @@ touched. About a minute: vLLM starts in 20-60 s, the benchmark itself takes a fe
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -22,15 +21,11 @@ import pytest
 from modelfleet.project import Project
 from modelfleet.spec.profiles import LLM_MEASURED
 from tests.conftest import ROOT
-from tests.engines.conftest import engine_unavailable
+from tests.engines.local_vllm import LLM, require_vllm
 
 pytestmark = pytest.mark.engine("vllm")
 
-if importlib.util.find_spec("vllm") is None:
-    engine_unavailable("vllm", "vLLM is not installed for this Python: bash scripts/setup-vllm.sh, then run "
-                               "this test with .venv-vllm/bin/python")
-
-LLM = "llama-3-1-8b-instruct"
+require_vllm()
 
 
 def test_profile_llm_writes_the_measured_block_and_the_next_plan_reports_it(tmp_path: Path) -> None:

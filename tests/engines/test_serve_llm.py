@@ -6,45 +6,23 @@ vLLM takes 20-60 s here. The command is a subprocess, as a user runs it; it is a
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
 import re
 import signal
-import subprocess
-import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from modelfleet.engines.process import group_pids, signal_group
-from tests.conftest import ROOT
-from tests.engines.conftest import Output, engine_unavailable
+from tests.engines.conftest import Output
+from tests.engines.local_vllm import LLM, LOOPBACK, READY_LINE, post_json, require_vllm, serve_llm
 
 pytestmark = pytest.mark.engine("vllm")
 
-if importlib.util.find_spec("vllm") is None:
-    engine_unavailable("vllm", "vLLM is not installed for this Python: bash scripts/setup-vllm.sh, then run "
-                               "this test with .venv-vllm/bin/python")
-
-LLM = "llama-3-1-8b-instruct"
-READY_LINE = "Ctrl-C, SIGTERM or SIGHUP stops it"
-_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def post_json(url: str, body: dict) -> dict:
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with _LOOPBACK.open(request, timeout=60) as response:
-        return json.loads(response.read())
+require_vllm()
 
 
 def test_serve_llm_answers_completions_and_stops_cleanly(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "modelfleet", "--project", str(ROOT), "serve", "--stack", "dev", "--llm", LLM,
-               "--workdir", str(tmp_path / "work")]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                               cwd=tmp_path)
+    process = serve_llm(tmp_path)
     output = Output(process)
     vllm_pid = None
     try:
@@ -56,7 +34,7 @@ def test_serve_llm_answers_completions_and_stops_cleanly(tmp_path: Path) -> None
                                                       "temperature": 0})
         assert answer["model"] == LLM and answer["usage"]["completion_tokens"] == 4
         assert isinstance(answer["choices"][0]["text"], str)
-        with _LOOPBACK.open(base + "/metrics", timeout=30) as response:
+        with LOOPBACK.open(base + "/metrics", timeout=30) as response:
             metrics = response.read().decode()
         assert "vllm:num_requests_running" in metrics
         # the canary analysis's series (#15), after one finished request, and the error reason it counts

@@ -8,46 +8,37 @@ with the tiny random Llama, as in test_serve_llm.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from modelfleet.engines.process import signal_group
 from modelfleet.render.observability import fleet_dashboard, rule_groups, workload_dashboard
-from tests.conftest import ROOT, STACKS
-from tests.engines.conftest import Output, engine_unavailable
+from tests.conftest import STACKS
+from tests.engines.conftest import Output
+from tests.engines.local_vllm import LLM, LOOPBACK, READY_LINE, require_vllm, serve_llm
 from tests.observability.metric_names import by_source, exported, exprs, names_in
 from tests.observability.prometheus_server import LocalPrometheus, ScrapeTarget
 
 pytestmark = pytest.mark.engine("vllm")
 
-if importlib.util.find_spec("vllm") is None:
-    engine_unavailable("vllm", "vLLM is not installed for this Python: bash scripts/setup-vllm.sh, then run "
-                               "this test with .venv-vllm/bin/python")
-
-LLM = "llama-3-1-8b-instruct"
-READY_LINE = "Ctrl-C, SIGTERM or SIGHUP stops it"
-_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+require_vllm()
 
 
 def _get(url: str) -> str:
-    with _LOOPBACK.open(url, timeout=30) as response:
+    with LOOPBACK.open(url, timeout=30) as response:
         return response.read().decode()
 
 
 def _complete(base: str, tokens: int) -> None:
     body = json.dumps({"model": LLM, "prompt": "the quick brown fox", "max_tokens": tokens, "temperature": 0})
     request = urllib.request.Request(base + "/v1/completions", body.encode(), {"Content-Type": "application/json"})
-    with _LOOPBACK.open(request, timeout=120) as response:
+    with LOOPBACK.open(request, timeout=120) as response:
         assert response.status == 200
 
 
@@ -55,11 +46,7 @@ def _complete(base: str, tokens: int) -> None:
 def vllm_server(tmp_path_factory):
     """The real vLLM's address (host:port), after a few completions."""
     tmp = tmp_path_factory.mktemp("vllm-observability")
-    command = [sys.executable, "-m", "modelfleet", "--project", str(ROOT), "serve", "--stack", "dev", "--llm", LLM,
-               "--workdir", str(tmp / "work")]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
-                               env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
-                               start_new_session=True)
+    process = serve_llm(tmp, new_session=True)
     output = Output(process)
     try:
         text = output.until(READY_LINE, 300)
