@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ..plan.disk import weights_of
 from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 
 # Exactly the three managed policies an EKS worker node needs, and nothing more.
@@ -80,15 +81,16 @@ def triton_read_policy(plan: FleetPlan, server: TritonServerPlan, repository_buc
 def vllm_read_policy(model: VllmModelPlan) -> str | None:
     """What a vLLM model's pods may read: the S3 prefix runai_streamer streams (its s3:// artifact, or its
     staged Hub checkpoint: plan/weights.py); None when every pod downloads from the Hub."""
-    assert model.weights is not None
-    return None if model.weights.source == "hub" else read_only_policy([s3_location(model.weights.uri)])
+    weights = weights_of(model)
+    return None if weights.source == "hub" else read_only_policy([s3_location(weights.uri)])
 
 
 def stage_write_policy(model: VllmModelPlan) -> str:
     """What a staged checkpoint's Job may do: write, read back, list and delete (a file that failed its digest
     check) under that one revision's prefix, and nothing else."""
-    assert model.weights is not None and model.weights.source == "staged"
-    bucket, key = s3_location(model.weights.uri)
+    weights = weights_of(model)
+    assert weights.source == "staged"
+    bucket, key = s3_location(weights.uri)
     return _document([
         {"Sid": "StageObjects", "Effect": "Allow",
          "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListMultipartUploadParts",

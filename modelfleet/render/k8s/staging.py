@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ...plan.engine_args import DOWNLOAD_GIB_PER_S
+from ...plan.disk import weights_of
 from ...plan.pod_resources import STAGED_WAIT_INIT
 from ...plan.system_nodes import SYSTEM_GROUP
 from ...plan.types import ContainerResourcesPlan, FleetPlan, VllmModelPlan
 from ...plan.weights import STAGED_MARKER
+from ..iam import s3_location
 from . import common as c
 
 # The Job's program talks to the Hub and S3, so it is an edge module (engines/), which the compiler never
@@ -48,8 +50,9 @@ def _bounded(name: str, suffix: str) -> str:
 
 
 def stage_job_name(model: VllmModelPlan) -> str:
-    assert model.weights is not None and model.weights.revision is not None
-    return _bounded(model.name, f"stage-{model.weights.revision[:12]}")
+    revision = weights_of(model).revision
+    assert revision is not None  # a staged checkpoint's commit
+    return _bounded(model.name, f"stage-{revision[:12]}")
 
 
 def stage_account(model: VllmModelPlan) -> str:
@@ -61,15 +64,13 @@ def stage_script_name(model: VllmModelPlan) -> str:
 
 
 def marker_uri(model: VllmModelPlan) -> str:
-    assert model.weights is not None
-    return f"{model.weights.uri}/{STAGED_MARKER}"
+    return f"{weights_of(model).uri}/{STAGED_MARKER}"
 
 
 def stage_budget_s(model: VllmModelPlan) -> int:
     """The Job's deadline (and Pulumi's wait for it): the checkpoint at the Hub's rate, twice, and 10 minutes
     for a node and the image; a copy cut short resumes file by file on the next attempt."""
-    assert model.weights is not None
-    return 600 + 2 * math.ceil(model.weights.stage_gib / DOWNLOAD_GIB_PER_S)
+    return 600 + 2 * math.ceil(weights_of(model).stage_gib / DOWNLOAD_GIB_PER_S)
 
 
 def _placement() -> dict[str, Any]:
@@ -83,9 +84,9 @@ def _placement() -> dict[str, Any]:
 
 def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ...], token_secret: str) -> list[dict[str, Any]]:
     """The service account, the program's ConfigMap, the Job's NetworkPolicy and the Job, in apply order."""
-    weights = model.weights
-    assert weights is not None and weights.hub_id is not None and weights.revision is not None
-    bucket, _, prefix = weights.uri.removeprefix("s3://").partition("/")
+    weights = weights_of(model)
+    assert weights.hub_id is not None and weights.revision is not None  # a staged checkpoint's
+    bucket, prefix = s3_location(weights.uri)
     name, budget = stage_job_name(model), stage_budget_s(model)
     env = [{"name": "MODELFLEET_REPOSITORY", "value": weights.hub_id},
            {"name": "MODELFLEET_REVISION", "value": weights.revision},
@@ -124,7 +125,7 @@ def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ..
 def wait_container(model: VllmModelPlan, env: list[dict[str, str]]) -> dict[str, Any]:
     """Holds a serving pod until the staging Job's marker is in S3 (Pulumi applies the workload only after the
     Job completed; this covers manifests applied by hand, and a prefix deleted since)."""
-    bucket, _, key = marker_uri(model).removeprefix("s3://").partition("/")
+    bucket, key = s3_location(marker_uri(model))
     script = "\n".join([
         "import time, boto3",
         "from botocore.exceptions import ClientError",
