@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from modelfleet.plan.instances import load_instance_catalogue
+from modelfleet.plan.hardware.instances import load_instance_catalogue
 from modelfleet.project import Project
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,8 +29,8 @@ import yaml
 
 from ..errors import Issue, SpecError
 from ..render.outputs import write_file
-from ..plan.performance import GpuPerformance, Layout, LlmShape, Roofline, shape_from_fields
-from ..plan.performance_data import DATASHEET_DEFAULTS, performance_to_data
+from ..plan.llm.speed.performance import GpuPerformance, Layout, LlmShape, Roofline, shape_from_fields
+from ..plan.llm.speed.calibration import DATASHEET_DEFAULTS, performance_to_data
 from ..spec.hf_config import shape_fields
 
 NAME = "calibrate"
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 HEADER = """\
-# Per-GPU constants of the LLM performance model (modelfleet/plan/performance.py), written by
+# Per-GPU constants of the LLM performance model (modelfleet/plan/llm/speed/performance.py), written by
 # `modelfleet calibrate` from NVIDIA AIConfigurator's measured vLLM databases. Do not edit by hand: re-run it.
 # gemm / gemm_fp8: fitted to the per-op GEMM table; allreduce_us: the measured custom all-reduce curve
 # (elements -> us); elementwise, p2p: the system file's constants; the rest fitted to end-to-end estimates
