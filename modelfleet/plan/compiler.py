@@ -15,7 +15,8 @@ from .capacity.fit import check_fit, with_requested, zone_warnings
 from .hardware.instances import InstanceCatalogue
 from .hardware.kubelet import memory_share_gib
 from .capacity.node_groups import size_node_groups
-from .llm.search import LlmCandidate, choose_llm_layout, replica_bounds
+from .llm.search import LlmCandidate, replica_bounds
+from .llm.precision_choice import choose_precision
 from .llm.explain import architecture_decision
 from .llm.measured import with_measurement
 from .llm.speed.load import Fit
@@ -54,13 +55,14 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     pin_issues(models, env, issues, warnings)
     vllm_plans = []
     for index, model in llms:
-        chosen = choose_llm_layout(model, env, catalogue, index)
+        chosen = choose_precision(model, env, catalogue, index)
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
-        candidate, decision, found = chosen
+        model, (candidate, decision, found), picked = chosen
         extra = architecture_decision(model, candidate, found)
-        decisions = (decision, _precision_decision(candidate)) + ((extra,) if extra else ())
+        decisions = (decision, _precision_decision(candidate)) + ((picked,) if picked else ()) + (
+            (extra,) if extra else ())
         vllm_plans.append(_vllm_plan(model, env, candidate, decisions, warnings=warnings, issues=issues, index=index))
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)

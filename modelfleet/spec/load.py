@@ -25,10 +25,10 @@ ModelSpec = S.ClassicModelSpec | S.LlmModelSpec
 
 
 # ---------------------------------------------------------------------------------------------- environments
-def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in patch.items():
-        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
@@ -43,10 +43,28 @@ def apply_environment(model: ModelSpec, environment: str) -> ModelSpec | None:
     if not patch.enabled:
         return None
     base = model.model_dump(mode="python", exclude={"environments", "architecture"}, exclude_defaults=True)
-    merged = _deep_merge(base, {k: v for k, v in (("sla", patch.sla), ("profile", patch.profile),
+    merged = deep_merge(base, {k: v for k, v in (("sla", patch.sla), ("profile", patch.profile),
                                                   ("overrides", patch.overrides)) if v})
     if isinstance(model, S.LlmModelSpec):
         merged["architecture"] = model.architecture  # as validated (a config.json's figures were read once)
+    return type(model).model_validate(merged)
+
+
+def with_fields(model: ModelSpec, changes: tuple[tuple[str, Any], ...]) -> ModelSpec:
+    """The model with dotted fields set (``("sla.p99_ttft_ms", 800)``), validated again as models.yaml would be
+    (pydantic.ValidationError when the result is invalid); its environment patches are dropped: apply them
+    first (apply_environment)."""
+    base = model.model_dump(mode="python", exclude={"environments", "architecture"}, exclude_defaults=True)
+    patch: dict[str, Any] = {}
+    for path, value in changes:
+        node = patch
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    merged = deep_merge(base, patch)
+    if isinstance(model, S.LlmModelSpec):
+        merged["architecture"] = model.architecture
     return type(model).model_validate(merged)
 
 
