@@ -28,8 +28,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import CompileError
-from ..plan.compiler import compile_fleet, models_in
+from ..plan.compiler import models_in
 from ..plan.hardware.instances import InstanceCatalogue
 from ..plan.llm.precision import fp8_weights_possible, weights_changes
 from ..plan.types import PlanModel, TritonModelPlan, VllmModelPlan
@@ -37,7 +36,7 @@ from ..spec.environment import EnvironmentSpec
 from ..spec.load import with_fields
 from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 from ..spec.values import MAX_LATENCY_MS
-from .fleet import compute_fleet_cost, estimate_llm_loads
+from .alone import price_alone
 from .policy import check_policies
 
 LLM_STEP = 0.03  # the next target: 3% below the last plan's p99 TTFT (a finer step finds near-equal plans)
@@ -82,17 +81,11 @@ class Exploration(PlanModel):
 def plan_alone(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue
                ) -> tuple[TritonModelPlan | VllmModelPlan, float] | None:
     """The model planned on its own and its monthly cost at desired replicas; None when it does not compile,
-    a policy forbids the plan, or a price is unknown."""
-    fleet = FleetSpec(models=(model,))
-    try:
-        plan = compile_fleet(fleet, env, catalogue)
-    except CompileError:
+    a price is unknown, or a stack policy forbids the plan (``render`` would refuse it)."""
+    alone = price_alone(model, env, catalogue)
+    if alone is None or check_policies(alone.plan, alone.cost, alone.fleet, env):
         return None
-    cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
-    monthly = cost.model(model.name).monthly_usd
-    if monthly is None or check_policies(plan, cost, fleet, env):
-        return None
-    return plan.model(model.name), round(monthly.desired, 2)
+    return alone.planned, alone.monthly_usd
 
 
 def explore_model(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, name: str) -> Exploration:
