@@ -138,7 +138,8 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         max_num_batched_tokens=fit.max_num_batched_tokens, expert_parallel=chosen.expert_parallel,
         lora_adapters=tuple(a.name for a in model.lora.adapters) if model.lora else (),
         lora_downloads=lora_downloads(model),
-        lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen))
+        lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen),
+        hub_token_required=model.hub_gated()[0])
     # the sequences in flight at peak, as the plan spreads them (a rate load's too): what a measurement is held to
     return with_measurement(plan, model, chosen.instance.gpu.key, fit.sequences_per_replica * desired, index, issues,
                             warnings)

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from .architecture import ArchitectureConfigSpec, ArchitectureSpec, ResolvedArchitecture, resolve
-from .llm_options import IMAGE, ExtraArgs, LoraSpec, check_extra_args
+from .llm_options import IMAGE, ExtraArgs, HubSpec, LoraSpec, check_extra_args
 from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, presets_of_size, sizes_named
 from .profiles import ClassicProfileSpec, GpuModel, LlmProfileSpec  # noqa: F401  (part of this module's API)
@@ -403,6 +403,7 @@ class LlmModelSpec(Frozen):
     image: Annotated[Optional[str], Field(pattern=IMAGE, max_length=512, description=(
         "the vLLM container image for this model, e.g. vllm/vllm-openai:v0.11.0; default: the stack's"))] = None
     lora: Optional[LoraSpec] = None  # LoRA adapters served on top of it (spec/llm_options.py)
+    hub: HubSpec = HubSpec()  # what the Hugging Face repository asks of a reader (spec/llm_options.py)
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)
@@ -530,6 +531,16 @@ class LlmModelSpec(Frozen):
 
     def resolved_architecture(self) -> ResolvedArchitecture:
         return resolve(self.architecture)
+
+    def hub_gated(self) -> tuple[bool, str]:
+        """(whether reading the Hub needs the stack's hfToken, why): hub.gated as declared, else the preset's
+        knowledge of its own repository, else needed (the repository may be gated or private)."""
+        if self.hub.gated is not None:
+            return self.hub.gated, f"hub.gated: {str(self.hub.gated).lower()}"
+        preset = LLM_PRESETS.get(self.architecture) if isinstance(self.architecture, str) else None
+        if preset is not None and preset.gated is not None and preset.repo.lower() == self.artifact.lower():
+            return preset.gated, f"preset {self.architecture}: {preset.repo} is {'gated' if preset.gated else 'not gated'}"
+        return True, "the repository may be gated or private (say hub: {gated: false} if anyone may download it)"
 
     def resolved_params(self) -> int | None:
         """Declared, or the preset's published count; None: the planner counts them from the figures."""

@@ -30,6 +30,11 @@ class ArchitecturePreset:
     config: Mapping[str, Any] = field(repr=False)
 
     @property
+    def gated(self) -> bool | None:
+        """Whether the repository asks a reader to accept its licence first (GATED_ORGS); None: not recorded."""
+        return GATED_ORGS.get(self.repo.split("/")[0])
+
+    @property
     def fields(self) -> dict[str, Any]:
         return shape_fields(self.config)
 
@@ -57,6 +62,14 @@ class ArchitecturePreset:
     @property
     def max_position_embeddings(self) -> int:
         return int(self.config["max_position_embeddings"])
+
+
+# Whether an organisation's repositories named by the presets are gated on the Hub, as their licences read in
+# 2026-11 (not checked live: `validate --online` reads a pinned repository's own answer): Meta's Llama and
+# Google's Gemma ask for the licence to be accepted first; Qwen (Apache-2.0), Microsoft's Phi (MIT), DeepSeek
+# and OpenAI's gpt-oss (Apache-2.0) do not. Mistral's differ by model: not recorded.
+GATED_ORGS = {"meta-llama": True, "google": True, "Qwen": False, "microsoft": False, "deepseek-ai": False,
+              "openai": False}
 
 
 def _dense(repo: str, params: float, layers: int, hidden: int, heads: int, kv: int, inter: int, vocab: int,
