@@ -233,6 +233,10 @@ class CostedPlan:
     budget: BudgetStatus | None  # None: the stack sets no budget
     violations: tuple[Issue, ...]  # policy violations, located at their models.yaml lines
     fleet: FleetSpec  # what was compiled (a diff names the spec fields that changed)
+    # The environment and prices it was compiled with: a diff plans a changed model's cheaper alternatives
+    # with them (None: not kept, so none are named).
+    env: EnvironmentSpec | None = None
+    catalogue: InstanceCatalogue | None = None
 
 
 def cost_environment(fleet: FleetSpec, doc: Document, env: EnvironmentSpec,
@@ -244,4 +248,4 @@ def cost_environment(fleet: FleetSpec, doc: Document, env: EnvironmentSpec,
         raise locate_issues(exc, doc) from None
     cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
     violations = locate_issues(CompileError(check_policies(plan, cost, fleet, env)), doc).issues
-    return CostedPlan(plan, cost, check_budget(cost, env), violations, fleet)
+    return CostedPlan(plan, cost, check_budget(cost, env), violations, fleet, env, catalogue)
