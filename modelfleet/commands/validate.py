@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 
 from ..engines.hub_client import Fetch, NotFound, read_hub, urllib_fetch
 from ..errors import EXIT_USER_ERROR, Issue, ModelfleetError
@@ -36,13 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
-    code = _validate(args)
-    if code == 0 or getattr(args, "online", False):
-        fleet = project_from(args).fleet() if code == 0 else None
-        if fleet is not None:
-            code = max(code, check_hub(fleet, fetch or urllib_fetch(os.environ.get("HF_TOKEN")))
-                       if args.online else say_hub_checks(fleet))
-    return code
+    """Validate; the Hub read (or what it would check) comes before the last line, which stays the verdict."""
+    def hub(fleet: FleetSpec) -> int:
+        if getattr(args, "online", False):
+            return check_hub(fleet, fetch or urllib_fetch(os.environ.get("HF_TOKEN")))
+        return say_hub_checks(fleet)
+    return _validate(args, hub)
 
 
 def say_hub_checks(fleet: FleetSpec) -> int:
@@ -79,7 +79,7 @@ def check_hub(fleet: FleetSpec, fetch: Fetch) -> int:
     return code
 
 
-def _validate(args: argparse.Namespace) -> int:
+def _validate(args: argparse.Namespace, hub: Callable[[FleetSpec], int]) -> int:
     project = project_from(args)
     stacks = project.stacks()
     try:
@@ -95,9 +95,10 @@ def _validate(args: argparse.Namespace) -> int:
             for issue in exc.issues:
                 found.setdefault(issue, []).append(stack)
     failed = sorted({s for names in found.values() for s in names})
-    if not failed:
+    if not failed:  # the Hub is read once the stacks compile (a failing validate prints only its problems)
+        code = hub(fleet)
         print(f"{project.models_path}: {len(fleet.models)} models valid; every stack compiles: {', '.join(stacks)}")
-        return 0
+        return code
     compiled = [s for s in stacks if s not in failed]
     where = (f"these stacks compile: {', '.join(compiled)}; these do not: {', '.join(failed)}" if compiled
              else f"no stack compiles: {', '.join(failed)}")
