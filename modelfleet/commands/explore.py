@@ -78,22 +78,21 @@ def _current_lines(found: Exploration) -> list[str]:
     current = found.current
     if current is None:
         return ["current: the declared entry does not compile alone"]
-    line = (f"current: {current.series} on {current.instance_type} ({current.layout}): p99 {current.p99_ms:,.1f} ms, "
-            f"{current.monthly_usd:,.2f} USD/month")
-    if current.frontier:
-        return [line + ", on the frontier"]
-    better = _cheapest_within(found, current)
-    saving = current.monthly_usd - better.monthly_usd
-    gain = f"{saving:,.2f} USD/month less" if saving >= 0.005 else "the same cost, faster"
-    return [line, f"  above the frontier: {better.series} on {better.instance_type} ({better.layout}) meets "
-                  f"{better.sla_p99_ms:g} ms (p99 {better.p99_ms:,.1f}) for {better.monthly_usd:,.2f} USD/month: "
-                  f"{gain}"]
-
-
-def _cheapest_within(found: Exploration, current: ExplorePoint) -> ExplorePoint:
-    """The cheapest frontier plan at most as slow as the current one (one exists: the current is dominated)."""
-    within = [p for p in found.frontier if p.p99_ms <= current.p99_ms]
-    return min(within, key=lambda p: (p.monthly_usd, p.p99_ms))
+    lines = [f"current: {current.series} on {current.instance_type} ({current.layout}): p99 {current.p99_ms:,.1f} "
+             f"ms, {current.monthly_usd:,.2f} USD/month" + (", on the frontier" if current.frontier else
+                                                           ", above the frontier")]
+    within = [p for p in found.frontier if p.p99_ms <= found.sla_p99_ms]
+    best = min(within, key=lambda p: (p.monthly_usd, p.p99_ms)) if within else None
+    if best is not None and best.monthly_usd < current.monthly_usd - 0.005:
+        lines.append(f"  cheapest within the SLA: {best.series} on {best.instance_type} ({best.layout}), p99 "
+                     f"{best.p99_ms:,.1f} ms, {best.monthly_usd:,.2f} USD/month: "
+                     f"{current.monthly_usd - best.monthly_usd:,.2f} USD/month less")
+    elif not current.frontier:
+        faster = min((p for p in found.frontier if p.monthly_usd <= current.monthly_usd),
+                     key=lambda p: (p.p99_ms, p.monthly_usd))
+        lines.append(f"  the same cost buys p99 {faster.p99_ms:,.1f} ms: {faster.series} on {faster.instance_type} "
+                     f"({faster.layout}), planned for {faster.sla_p99_ms:g} ms")
+    return lines
 
 
 def draw_frontier(found: Exploration, path: str) -> None:

@@ -6,7 +6,7 @@ compares like with like; ``plan`` may pack a Triton model with others for less).
 saves at least ``MIN_SAVING_USD`` a month, the largest saving first:
 
 - a precision the model allows (LLM): fp8 weights, where vLLM quantizes the 16-bit checkpoint while loading,
-  and an fp8 KV cache; quality is the model owner's call, and the line says so;
+  an fp8 KV cache, and both; quality is the model owner's call, and the line says so;
 - the smallest SLA relaxation on ``RELAXATIONS`` that saves: the p99 TTFT (LLM) or p99 latency (classic),
   and the TPOT where one is declared;
 - a different traffic assumption: the peak load ``LOWER_LOAD`` lower (the figure a load test might find).
@@ -84,10 +84,13 @@ def _precision_options(model: Model) -> list[Option]:
     if fp8_weights_possible(model) and "fp8" not in model.precisions():
         out.append(("precision", f"size.dtype: {own} -> fp8 (vLLM quantizes the checkpoint while loading; or "
                     "precision: auto)", weights_changes(model, "fp8"), QUALITY))
+    kv = "; uncalibrated scales unless the checkpoint ships them"
     if model.overrides.kv_cache_dtype != "fp8":
         out.append(("precision", "overrides.kv_cache_dtype: fp8 (half the KV cache)",
-                    (("overrides.kv_cache_dtype", "fp8"),), QUALITY + "; uncalibrated scales unless the checkpoint "
-                    "ships them"))
+                    (("overrides.kv_cache_dtype", "fp8"),), QUALITY + kv))
+    if out and len(out) == 2:
+        out.append(("precision", f"size.dtype: {own} -> fp8 and overrides.kv_cache_dtype: fp8 (both)",
+                    (*weights_changes(model, "fp8"), ("overrides.kv_cache_dtype", "fp8")), QUALITY + kv))
     return out
 
 
