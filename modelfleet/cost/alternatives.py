@@ -61,7 +61,11 @@ def alternatives_of(model: Model, env: EnvironmentSpec, catalogue: InstanceCatal
         return []
     found: list[PlanAlternative] = []
     for kind, change, changes, note in _precision_options(model):
-        found += _priced(model, env, catalogue, baseline[1], kind, change, changes, note)
+        priced = _priced(model, env, catalogue, baseline[1], kind, change, changes, note)
+        if "(both)" in change and priced and priced[0].monthly_saving_usd < max(
+                (a.monthly_saving_usd for a in found), default=0.0) + MIN_SAVING_USD:
+            continue  # both together save no more than one of them alone
+        found += priced
     for options in _sla_options(model):
         for kind, change, changes, note in options:  # the smallest relaxation that saves, of each target
             priced = _priced(model, env, catalogue, baseline[1], kind, change, changes, note)
@@ -88,7 +92,7 @@ def _precision_options(model: Model) -> list[Option]:
     if model.overrides.kv_cache_dtype != "fp8":
         out.append(("precision", "overrides.kv_cache_dtype: fp8 (half the KV cache)",
                     (("overrides.kv_cache_dtype", "fp8"),), QUALITY + kv))
-    if out and len(out) == 2:
+    if len(out) == 2:  # kept only where it saves more than either alone (alternatives_of)
         out.append(("precision", f"size.dtype: {own} -> fp8 and overrides.kv_cache_dtype: fp8 (both)",
                     (*weights_changes(model, "fp8"), ("overrides.kv_cache_dtype", "fp8")), QUALITY + kv))
     return out
