@@ -101,6 +101,7 @@ def draw_frontier(found: Exploration, path: str) -> None:
     import matplotlib  # the plot extra: only this command needs it
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401  (matplotlib.ticker.FuncFormatter below)
     matplotlib.rcParams["svg.hashsalt"] = "modelfleet"  # the same SVG ids every run
     figure, axes = plt.subplots(figsize=(9, 5.5))
     for series in sorted({p.series for p in found.points}):
@@ -115,6 +116,8 @@ def draw_frontier(found: Exploration, path: str) -> None:
         axes.plot([found.current.p99_ms], [found.current.monthly_usd], marker="*", markersize=14, color="gold",
                   markeredgecolor="black", linestyle="none", label="current plan")
     axes.set_xscale("log")
+    axes.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:,g}"))
+    axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set_xlabel(found.latency)
     axes.set_ylabel("USD per month (desired replicas)")
     axes.set_title(f"{found.model} in {found.environment}")
