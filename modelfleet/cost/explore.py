@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import CompileError, Issue
 from ..plan.compiler import models_in
 from ..plan.hardware.instances import InstanceCatalogue
 from ..plan.llm.precision import fp8_weights_possible, weights_changes
@@ -90,7 +91,11 @@ def plan_alone(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue
 
 def explore_model(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, name: str) -> Exploration:
     """The frontier of ``name`` as it runs in ``env`` (its environment patch applied)."""
-    model = dict((m.name, m) for _, m in models_in(fleet, env.name))[name]
+    served = dict((m.name, m) for _, m in models_in(fleet, env.name))
+    if name not in served:
+        raise CompileError([Issue("", 0, 0, name, f"{name} is not served in {env.name} (environments: {{{env.name}: "
+                                  "{enabled: false}})", "explore it in a stack that serves it")])
+    model = served[name]
     steps = {s.model for p in fleet.pipelines for s in p.steps}
     plans: dict[tuple, ExplorePoint | None] = {}
 

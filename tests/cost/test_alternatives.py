@@ -184,4 +184,27 @@ def test_validate_offline_says_what_it_would_check():
 def test_find_alternatives_is_deterministic():
     fleet, catalogue, envs = example()
     assert find_alternatives(fleet, envs["dev"], catalogue) == find_alternatives(fleet, envs["dev"], catalogue)
-    _ = argparse  # the CLI's own parser is exercised through subprocesses above
+
+
+def test_validate_online_command_reads_the_injected_hub(capsys):
+    from modelfleet.commands.validate import run
+    fleet = Project(str(ROOT)).fleet()
+    revisions, configs = {}, {}
+    for target in hub_targets(fleet):
+        preset = fleet.model(target.model).architecture
+        revisions[(target.repo, target.revision)] = (target.revision, "manual")
+        configs[(target.repo, target.revision)] = dict(LLM_PRESETS[preset].config)
+    hub = FakeHub(revisions, configs)
+    args = argparse.Namespace(project=str(ROOT), models=None, prices=None, online=True)
+    assert run(args, fetch=hub) == 0
+    out = capsys.readouterr().out
+    assert out.count("agrees with models.yaml") == len(revisions) and out.endswith("every stack compiles: dev, prod, staging\n")
+    assert all(url.startswith("https://huggingface.co/") for url in hub.urls) and len(hub.urls) == 2 * len(revisions)
+
+
+def test_explore_refuses_a_model_its_stack_does_not_serve():
+    fleet, catalogue, envs = example()
+    from modelfleet.cost.explore import explore_model
+    from modelfleet.errors import CompileError
+    with pytest.raises(CompileError, match="not served in dev"):
+        explore_model(fleet, envs["dev"], catalogue, "llama-3-1-405b-instruct")

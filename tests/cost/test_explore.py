@@ -97,8 +97,10 @@ def test_generated_frontier_replans_to_the_same_cost(model, env):
     _, catalogue, _ = example()
     fleet = FleetSpec(models=(model,))
     found = explore_model(fleet, env, catalogue, "gen")
-    if found.current is None:  # the declared entry does not compile: nothing to compare it with
-        assert not found.frontier or all(p.monthly_usd > 0 for p in found.frontier), summary(model)
+    if found.current is None:  # the declared entry does not compile alone: its frontier is still checked
+        assert all(p.p99_ms > 0 and p.monthly_usd > 0 for p in found.points), summary(model)
+        if found.frontier:
+            check_exploration(found.model_copy(update={"current": found.frontier[-1]}), fleet, env, catalogue)
         return
     check_exploration(found, fleet, env, catalogue)
 
