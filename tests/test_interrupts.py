@@ -22,6 +22,8 @@ INTERRUPT_AT = """
 import os, signal, sys
 from modelfleet.cli import main
 
+pytestmark = pytest.mark.slow  # real processes interrupted at many instants: the full tier
+
 target = sys.argv[1]
 
 def tracer(frame, event, arg):
