@@ -38,10 +38,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also run the full tier: real engines, external judges, end-to-end runs (CI runs it)")
 
 
+def named_paths(config: pytest.Config) -> bool:
+    """Whether the command named tests below tests/ (pytest-xdist passes its workers the test paths too, so the
+    test root itself does not count as named)."""
+    tests = (ROOT / "tests").resolve()
+    return any(Path(arg.split("::")[0]).resolve() != tests for arg in config.option.file_or_dir or ())
+
+
 @pytest.hookimpl(trylast=True)  # after the directories' conftests have marked their tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The default tier leaves out the full tier's tests, unless ``--full`` or paths were named."""
-    if config.getoption("--full") or config.option.file_or_dir:
+    if config.getoption("--full") or named_paths(config):
         return
     full = [item for item in items if any(item.get_closest_marker(m) for m in FULL_TIER)]
     if full:
@@ -51,7 +58,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    if not (config.getoption("--full") or config.option.file_or_dir):
+    if not (config.getoption("--full") or named_paths(config)):
         terminalreporter.write_line("default tier: the full tier (real engines, judges, end to end) was left out; "
                                     "`pytest --full` runs everything, as CI does")
 
