@@ -11,6 +11,9 @@ from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "plan"
+# Cheaper alternatives re-plan each model several times (about 50 ms a model here): named for every model of a
+# fleet up to this size; beyond it, for the models --model names (a 1,000-model plan stays seconds).
+ALTERNATIVES_FOR_UP_TO = 100
 HELP = "show what one stack needs: node groups, Triton servers, vLLM layouts, and why"
 
 
@@ -25,7 +28,12 @@ def run(args: argparse.Namespace) -> int:
     project = project_from(args)
     plan, cost = project.plan_and_cost(args.stack)
     names = _selected(plan, args.model)
-    alternatives = find_alternatives(project.fleet(), project.environment(args.stack), project.catalogue(), names)
+    alternatives = ()
+    if names is not None or len(plan.models) <= ALTERNATIVES_FOR_UP_TO:
+        alternatives = find_alternatives(project.fleet(), project.environment(args.stack), project.catalogue(), names)
+    else:
+        print(f"note: cheaper alternatives are named for fleets of up to {ALTERNATIVES_FOR_UP_TO} models; "
+              f"`plan --model NAME` names a model's", file=sys.stderr)
     if names is not None:
         plan = only_models(plan, names)
     if args.json:

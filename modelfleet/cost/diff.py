@@ -35,6 +35,7 @@ CENT = 0.005  # deltas smaller than half a cent are rounding, not change
 CAUSES = ("price table", "stack settings", "models.yaml")  # the attribution order (module docstring)
 MAX_FIELDS = 4  # spec fields named per model; more are counted
 CHEAPER_SHOWN = 2  # cheaper alternatives named per added or changed model (the PR comment stays short)
+CHEAPER_MODELS = 20  # models whose alternatives are planned, the largest changes first (each takes ~50 ms)
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,9 @@ def _model_changes(env: str, base: CostedPlan | None, head: CostedPlan | None) -
         else:
             changes.append(change)
     changes.sort(key=lambda c: (-abs(c.delta_usd or 0.0), c.name))
+    planned = set([c.name for c in changes if c.status != "removed"][:CHEAPER_MODELS]) if head else set()
+    changes = [c.model_copy(update={"cheaper": cheaper_than(head, c.name)}) if c.name in planned else c  # type: ignore[arg-type]
+               for c in changes]
     return tuple(changes), unchanged
 
 
@@ -286,8 +290,7 @@ def _added(name: str, head: CostedPlan, reason: str) -> ModelChange:
     after = _usd(head.cost, name)
     return ModelChange(name=name, status="added", before_usd=None, after_usd=after, delta_usd=after,
                        layout=describe_layout(head.plan.model(name), head.plan), reasons=(reason,),
-                       unit_cost=head.cost.model(name).unit_cost, estimates=head.cost.model(name).estimates,
-                       cheaper=cheaper_than(head, name))
+                       unit_cost=head.cost.model(name).unit_cost, estimates=head.cost.model(name).estimates)
 
 
 def _removed(name: str, base: CostedPlan, reason: str) -> ModelChange:
@@ -312,8 +315,7 @@ def _changed(name: str, base: CostedPlan, head: CostedPlan, spec0: dict[str, Any
         return None
     return ModelChange(name=name, status="changed", before_usd=before, after_usd=after, delta_usd=delta,
                        layout=describe_layout(m1, head.plan), reasons=reasons, edited=bool(edits),
-                       unit_cost=head.cost.model(name).unit_cost, estimates=head.cost.model(name).estimates,
-                       cheaper=cheaper_than(head, name))
+                       unit_cost=head.cost.model(name).unit_cost, estimates=head.cost.model(name).estimates)
 
 
 def cheaper_than(head: CostedPlan, name: str) -> tuple[str, ...]:
