@@ -11,6 +11,7 @@ import time
 
 from ..cost.explore import Exploration, ExplorePoint, explore_model
 from ..errors import Issue, SpecError
+from ..spec.models import MAX_TPOT_MS, is_llm
 from . import add_project_arguments, project_from
 
 NAME = "explore"
@@ -27,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="draw the frontier: cost against p99 latency, one series per precision or device "
                              "(needs the plot extra: pip install 'modelfleet[plot]')")
     parser.add_argument("--all", action="store_true", help="list every point planned, not the frontier only")
+    parser.add_argument("--tpot-ms", type=float, default=None, metavar="MS",
+                        help="an LLM's frontier at this p99 TPOT instead of the declared one")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError([Issue("", 0, 0, "--plot", f"{args.plot}: draws .svg or .png only", "name a .svg or .png file")])
     env = project.environment(args.stack)
     started = time.monotonic()
-    found = explore_model(fleet, env, project.catalogue(), args.model)
+    if args.tpot_ms is not None and not (1 <= args.tpot_ms <= MAX_TPOT_MS and is_llm(fleet.model(args.model))):
+        raise SpecError([Issue("", 0, 0, "--tpot-ms", f"{args.tpot_ms:g}: a p99 TPOT for an LLM, 1 to {MAX_TPOT_MS:,} ms",
+                               "drop --tpot-ms for a classic model, or give one in range")])
+    found = explore_model(fleet, env, project.catalogue(), args.model, args.tpot_ms)
     elapsed = time.monotonic() - started
     if found.current is None and not found.points:
         raise SpecError([Issue("", 0, 0, args.model, f"{args.model} is not served in {args.stack}, or no plan of it "

@@ -10,7 +10,7 @@ with it. The variations:
   while loading, an fp8 KV cache, both); instance type, layout (tp/pp/ep) and replicas are the planner's own
   search at each target. Along a series the p99 TTFT target descends: each plan's predicted p99 TTFT, less
   ``LLM_STEP``, is the next target, so every step buys a faster plan and the series ends where no plan meets
-  the target (or after ``MAX_STEPS``). TPOT stays the declared target.
+  the target (or after ``MAX_STEPS``). TPOT stays the declared target, or the one ``tpot_ms`` gives.
 - classic: one series per device choice (the planner's, and a forced GPU or CPU where the model has a
   measured CPU profile) and per pinned batch size; each is planned at ``CLASSIC_TARGETS`` p99 targets
   spread geometrically around the declared one. A Triton plan meets its p99 by its queue timeout, so a
@@ -89,8 +89,10 @@ def plan_alone(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue
     return alone.planned, alone.monthly_usd
 
 
-def explore_model(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, name: str) -> Exploration:
-    """The frontier of ``name`` as it runs in ``env`` (its environment patch applied)."""
+def explore_model(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, name: str,
+                  tpot_ms: float | None = None) -> Exploration:
+    """The frontier of ``name`` as it runs in ``env`` (its environment patch applied); an LLM's at ``tpot_ms``
+    instead of its declared p99 TPOT when given (the current plan stays the declared entry's)."""
     served = dict((m.name, m) for _, m in models_in(fleet, env.name))
     if name not in served:
         raise CompileError([Issue("", 0, 0, name, f"{name} is not served in {env.name} (environments: {{{env.name}: "
@@ -105,14 +107,14 @@ def explore_model(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
             plans[key] = _point(model, env, catalogue, series, changes, target)
         return plans[key]
     if isinstance(model, LlmModelSpec):
-        points, declared = list(_llm_points(model, point)), model.sla.p99_ttft_ms
+        points, declared = list(_llm_points(model, point, tpot_ms)), model.sla.p99_ttft_ms
         latency = "predicted p99 TTFT at peak (ms)"
     else:
         points, declared = list(_classic_points(model, point)), model.sla.p99_latency_ms
         latency = "p99 latency the plan guarantees (its target, ms)"
     current = point(_own_series(model), (), declared)
     all_points = _flag_frontier([*points, *([current] if current else [])])
-    basis = _basis(model, env, catalogue, name in steps)
+    basis = _basis(model, env, catalogue, name in steps, tpot_ms)
     mine = next((p for p in all_points if current and (p.series, p.sla_p99_ms) == (current.series, declared)), None)
     return Exploration(model=name, environment=env.name, kind="llm" if isinstance(model, LlmModelSpec) else "classic",
                        latency=latency, sla_p99_ms=declared, current=mine, points=tuple(all_points), basis=basis,
@@ -166,8 +168,10 @@ def _own_series(model: Model) -> str:
     return "as declared"
 
 
-def _llm_points(model: LlmModelSpec, point: Pointer) -> Iterator[ExplorePoint]:
-    for series, changes in llm_series(model):
+def _llm_points(model: LlmModelSpec, point: Pointer, tpot_ms: float | None) -> Iterator[ExplorePoint]:
+    tpot = (("sla.p99_tpot_ms", tpot_ms),) if tpot_ms is not None else ()
+    for own, own_changes in llm_series(model):
+        series, changes = own + (f", TPOT {tpot_ms:g} ms" if tpot else ""), (*tpot, *own_changes)
         target = min(MAX_LATENCY_MS, model.sla.p99_ttft_ms * LOOSEST)
         for _ in range(MAX_STEPS):
             found = point(series, changes, target)
@@ -227,14 +231,16 @@ def _flag_frontier(points: list[ExplorePoint]) -> list[ExplorePoint]:
     return sorted(flagged, key=lambda p: (p.series, -p.sla_p99_ms))
 
 
-def _basis(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue, step: bool) -> tuple[str, ...]:
+def _basis(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue, step: bool,
+           tpot_ms: float | None) -> tuple[str, ...]:
     out = [f"each point: the model planned alone in {env.name} ({env.region}, {env.capacity_type}; prices as of "
            f"{catalogue.as_of}) and priced at desired replicas as `modelfleet cost` prices it (node-hours x 730 "
            "plus the nodes' EBS volumes)",
            "alone: on its own nodes; `plan` may pack it with other models for less"]
     if isinstance(model, LlmModelSpec):
-        out.append("instance type, layout and replicas: the planner's search at each p99 TTFT target, TPOT "
-                   + (f"{model.sla.p99_tpot_ms:g} ms as declared" if model.sla.p99_tpot_ms else "unbounded as declared"))
+        tpot = (f"{tpot_ms:g} ms (--tpot-ms; the current plan keeps the declared one)" if tpot_ms is not None else
+                f"{model.sla.p99_tpot_ms:g} ms as declared" if model.sla.p99_tpot_ms else "unbounded as declared")
+        out.append(f"instance type, layout and replicas: the planner's search at each p99 TTFT target, TPOT {tpot}")
         out.append("precision: quality is the model owner's call (fp8 weights and an fp8 KV cache change outputs)")
     if step:
         out.append("a pipeline step: the pipelines' own load is not included")

@@ -129,3 +129,11 @@ def test_explore_refuses_an_unknown_model_and_plot_format(tmp_path):
     assert unknown.returncode == 2 and "no model named 'nope'" in unknown.stderr
     wrong = cli("explore", "fraud-scorer", "--stack", "prod", "--plot", str(tmp_path / "f.pdf"))
     assert wrong.returncode == 2 and ".svg or .png" in wrong.stderr
+
+
+def test_a_tpot_target_other_than_the_declared_one_replans_to_the_same_cost():
+    fleet, catalogue, envs = example()
+    found = explore_model(fleet, envs["prod"], catalogue, "llama-3-3-70b-instruct", tpot_ms=120)
+    assert all(("sla.p99_tpot_ms", 120) in p.changes for p in found.points if p is not found.current)
+    assert found.current.changes == () and "TPOT 120 ms (--tpot-ms" in " ".join(found.basis)
+    check_exploration(found, fleet, envs["prod"], catalogue)
