@@ -70,7 +70,9 @@ def format_exploration(found: Exploration, every: bool = False) -> str:
     lines += ["", f"{title}, {len(shown)} of {len(found.points)} plans:",
               f"  {'p99 ms':>9} {'sla ms':>9} {'USD/month':>12}  {'series':28} {'instance':14} layout"]
     for p in sorted(shown, key=lambda p: (p.p99_ms, p.monthly_usd, p.series)):
-        mark = " <- current" if p == found.current else ""
+        current = found.current
+        mark = " <- current" if current is not None and (p.p99_ms, p.monthly_usd, p.series) == (
+            current.p99_ms, current.monthly_usd, current.series) else ""
         meets = "" if p.p99_ms <= found.sla_p99_ms else "  (misses the SLA)"
         lines.append(f"  {p.p99_ms:>9,.1f} {p.sla_p99_ms:>9,g} {p.monthly_usd:>12,.2f}  {p.series:28} "
                      f"{p.instance_type:14} {p.layout}{meets}{mark}")

@@ -76,7 +76,16 @@ class Exploration(PlanModel):
 
     @property
     def frontier(self) -> tuple[ExplorePoint, ...]:
-        return tuple(sorted((p for p in self.points if p.frontier), key=lambda p: (p.p99_ms, p.monthly_usd)))
+        """The frontier by latency, one point per (latency, cost): of equal plans, the tightest target."""
+        ordered = sorted((p for p in self.points if p.frontier),
+                         key=lambda p: (p.p99_ms, p.monthly_usd, p.sla_p99_ms, p.series))
+        seen: set[tuple[float, float]] = set()
+        out = []
+        for p in ordered:
+            if (p.p99_ms, p.monthly_usd) not in seen:
+                seen.add((p.p99_ms, p.monthly_usd))
+                out.append(p)
+        return tuple(out)
 
 
 def plan_alone(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue
@@ -218,15 +227,16 @@ def _round_ms(ms: float) -> float:
 
 
 def _flag_frontier(points: list[ExplorePoint]) -> list[ExplorePoint]:
-    """Each point, flagged when no other is at most as dear and as slow and better on one (ties: the first in
-    cost, latency, series order keeps the flag)."""
+    """Each point, flagged when no other is at most as dear and as slow and better on one (equal plans, the same
+    cost and latency at different targets, do not beat each other: all are flagged)."""
     unique = {(p.series, p.sla_p99_ms): p for p in points}.values()
     ordered = sorted(unique, key=lambda p: (p.monthly_usd, p.p99_ms, p.series, p.sla_p99_ms))
-    best = math.inf
+    best, last = math.inf, (math.nan, math.nan)
     flagged = []
     for p in ordered:
-        on = p.p99_ms < best
-        best = min(best, p.p99_ms)
+        on = p.p99_ms < best or (p.monthly_usd, p.p99_ms) == last
+        if on:
+            best, last = p.p99_ms, (p.monthly_usd, p.p99_ms)
         flagged.append(p.model_copy(update={"frontier": on}))
     return sorted(flagged, key=lambda p: (p.series, -p.sla_p99_ms))
 

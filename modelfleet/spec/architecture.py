@@ -69,6 +69,7 @@ class ArchitectureConfigSpec(Frozen):
         "absolute), ending in .json"))]
     _figures: dict[str, Any] | None = PrivateAttr(default=None)
     _dtype: str | None = PrivateAttr(default=None)
+    _read_config: dict[str, Any] | None = PrivateAttr(default=None)  # as read, to validate a changed model again
 
     @field_validator("config")
     @classmethod
@@ -89,10 +90,16 @@ class ArchitectureConfigSpec(Frozen):
         try:
             self._figures = shape_fields(read)
             self._dtype = published_dtype(read)
+            self._read_config = read
         except ValueError as exc:
             raise FieldProblem(("config",), f"{self.config}: {exc}", "copy the model's config.json unchanged from "
                                "its Hugging Face repository") from None
         return self
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The validation context that reads this config again (the loader's, for this one file)."""
+        return {CONFIGS_CONTEXT: {self.config: self._read_config}} if self._read_config is not None else {}
 
     @property
     def dtype(self) -> str | None:

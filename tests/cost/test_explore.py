@@ -137,3 +137,13 @@ def test_a_tpot_target_other_than_the_declared_one_replans_to_the_same_cost():
     assert all(("sla.p99_tpot_ms", 120) in p.changes for p in found.points if p is not found.current)
     assert found.current.changes == () and "TPOT 120 ms (--tpot-ms" in " ".join(found.basis)
     check_exploration(found, fleet, envs["prod"], catalogue)
+
+
+def test_a_model_declared_by_its_config_json_explores_and_replans():
+    """DeepSeek-V3 of examples/ (architecture: {config: ...}): each variant is validated again with the config
+    the loader read, so its figures and published dtype carry over."""
+    project = Project(str(ROOT / "examples" / "deepseek-v3"))
+    fleet, env, catalogue = project.fleet(), project.environment("prod"), project.catalogue()
+    found = explore_model(fleet, env, catalogue, "deepseek-v3")
+    assert found.current is not None and found.current.frontier
+    check_exploration(found, fleet, env, catalogue)
