@@ -109,7 +109,7 @@ def draw_frontier(found: Exploration, path: str) -> None:
     import matplotlib  # the plot extra: only this command needs it
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker  # noqa: F401  (matplotlib.ticker.FuncFormatter below)
+    import matplotlib.ticker
     matplotlib.rcParams["svg.hashsalt"] = "modelfleet"  # the same SVG ids every run
     figure, axes = plt.subplots(figsize=(9, 5.5))
     for series in sorted({p.series for p in found.points}):

@@ -102,7 +102,7 @@ def explore_model(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
                   tpot_ms: float | None = None) -> Exploration:
     """The frontier of ``name`` as it runs in ``env`` (its environment patch applied); an LLM's at ``tpot_ms``
     instead of its declared p99 TPOT when given (the current plan stays the declared entry's)."""
-    served = dict((m.name, m) for _, m in models_in(fleet, env.name))
+    served = {m.name: m for _, m in models_in(fleet, env.name)}
     if name not in served:
         raise CompileError([Issue("", 0, 0, name, f"{name} is not served in {env.name} (environments: {{{env.name}: "
                                   "{enabled: false}})", "explore it in a stack that serves it")])
@@ -222,7 +222,7 @@ def _round_ms(ms: float) -> float:
     """Two significant figures, at least 1 ms: targets a person would write."""
     if ms < 1:
         return 1.0
-    digits = 1 - int(math.floor(math.log10(ms)))
+    digits = 1 - math.floor(math.log10(ms))
     return float(round(ms, digits))
 
 
