@@ -68,7 +68,7 @@ def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
 
 def render_vllm_settings(plan: FleetPlan) -> dict[str, bytes]:
     return {f"vllm/{m.name}.json": to_json(m.model_dump(mode="json"))
-            for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"}
+            for m in plan.models if isinstance(m, VllmModelPlan)}
 
 
 def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = (), cost: FleetCost | None = None) -> dict[str, bytes]:

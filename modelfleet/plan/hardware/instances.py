@@ -59,10 +59,6 @@ class InstanceType:
     def gpu_memory_gib(self) -> float:
         return self.gpu.memory_gib
 
-    @property
-    def total_gpu_memory_gib(self) -> float:
-        return self.gpu.memory_gib * self.gpus
-
     def price(self, region: str) -> float | None:
         return self.usd_per_hour.get(region)
 

@@ -47,7 +47,7 @@ def model_repository_bucket(plan: FleetPlan, deploy: DeploySettings) -> str:
 
 def vllm_models(plan: FleetPlan) -> list[VllmModelPlan]:
     """LLMs served by vLLM itself (one served by Triton's vLLM backend belongs to its Triton server)."""
-    return [m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"]
+    return [m for m in plan.models if isinstance(m, VllmModelPlan)]
 
 
 def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories: Mapping[str, bytes] | None = None, *,
