@@ -11,7 +11,7 @@ import time
 
 from ..cost.explore import Exploration, ExplorePoint, explore_model
 from ..errors import Issue, SpecError
-from ..spec.models import MAX_TPOT_MS, is_llm
+from ..spec.models import MAX_TPOT_MS, LlmModelSpec
 from . import add_project_arguments, project_from
 
 NAME = "explore"
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError([Issue("", 0, 0, "--plot", f"{args.plot}: draws .svg or .png only", "name a .svg or .png file")])
     env = project.environment(args.stack)
     started = time.monotonic()
-    if args.tpot_ms is not None and not (1 <= args.tpot_ms <= MAX_TPOT_MS and is_llm(fleet.model(args.model))):
+    llm = isinstance(fleet.model(args.model), LlmModelSpec)
+    if args.tpot_ms is not None and not (1 <= args.tpot_ms <= MAX_TPOT_MS and llm):
         raise SpecError([Issue("", 0, 0, "--tpot-ms", f"{args.tpot_ms:g}: a p99 TPOT for an LLM, 1 to {MAX_TPOT_MS:,} ms",
                                "drop --tpot-ms for a classic model, or give one in range")])
     found = explore_model(fleet, env, project.catalogue(), args.model, args.tpot_ms)

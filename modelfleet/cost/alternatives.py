@@ -135,12 +135,21 @@ def _priced(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue, ba
     except ValueError:  # pydantic's ValidationError: beyond the field's bounds
         return []
     found = plan_alone(variant, env, catalogue)
-    if found is None or baseline - found[1] < MIN_SAVING_USD:
+    if found is None or baseline - found[1] < MIN_SAVING_USD or misses(variant, found[0]):
         return []
     planned, monthly = found
     return [PlanAlternative(model=model.name, kind=kind, change=change, changes=changes,
                             monthly_saving_usd=round(baseline - monthly, 2), monthly_usd=monthly,
                             baseline_monthly_usd=baseline, result=_result(planned), note=note)]
+
+
+def misses(model: Model, planned: Any) -> bool:
+    """An LLM plan pinned to its replicas (overrides.replicas, a single-replica stack) that misses its own SLA:
+    no alternative, however cheap."""
+    if not isinstance(planned, VllmModelPlan) or not isinstance(model, LlmModelSpec) or planned.estimates is None:
+        return False
+    tpot = model.sla.p99_tpot_ms
+    return planned.estimated_ttft_ms > model.sla.p99_ttft_ms or (tpot is not None and planned.estimates.tpot_ms > tpot)
 
 
 def _result(planned: Any) -> str:

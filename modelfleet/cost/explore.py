@@ -10,7 +10,8 @@ with it. The variations:
   while loading, an fp8 KV cache, both); instance type, layout (tp/pp/ep) and replicas are the planner's own
   search at each target. Along a series the p99 TTFT target descends: each plan's predicted p99 TTFT, less
   ``LLM_STEP``, is the next target, so every step buys a faster plan and the series ends where no plan meets
-  the target (or after ``MAX_STEPS``). TPOT stays the declared target, or the one ``tpot_ms`` gives.
+  the target (or after ``MAX_STEPS``; a plan pinned to its replicas that misses its targets ends it
+  too). TPOT stays the declared target, or the one ``tpot_ms`` gives.
 - classic: one series per device choice (the planner's, and a forced GPU or CPU where the model has a
   measured CPU profile) and per pinned batch size; each is planned at ``CLASSIC_TARGETS`` p99 targets
   spread geometrically around the declared one. A Triton plan meets its p99 by its queue timeout, so a
@@ -179,14 +180,21 @@ def _own_series(model: Model) -> str:
 
 def _llm_points(model: LlmModelSpec, point: Pointer, tpot_ms: float | None) -> Iterator[ExplorePoint]:
     tpot = (("sla.p99_tpot_ms", tpot_ms),) if tpot_ms is not None else ()
+    limit = tpot_ms if tpot_ms is not None else model.sla.p99_tpot_ms
+
+    def meeting(found: ExplorePoint | None) -> ExplorePoint | None:
+        """The plan, when it meets its targets (a pinned or single replica can miss them: then it is no step)."""
+        misses = found is not None and (found.p99_ms > found.sla_p99_ms or (
+            limit is not None and found.tpot_ms is not None and found.tpot_ms > limit))
+        return None if misses else found
     for own, own_changes in llm_series(model):
         series, changes = own + (f", TPOT {tpot_ms:g} ms" if tpot else ""), (*tpot, *own_changes)
         target = min(MAX_LATENCY_MS, model.sla.p99_ttft_ms * LOOSEST)
         for _ in range(MAX_STEPS):
-            found = point(series, changes, target)
+            found = meeting(point(series, changes, target))
             if found is None:
                 break
-            yield _tightest(found, point(series, changes, math.ceil(found.p99_ms)))
+            yield _tightest(found, meeting(point(series, changes, math.ceil(found.p99_ms))))
             target = math.floor(found.p99_ms * (1 - LLM_STEP))
             if target < 1:
                 break

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from modelfleet.commands.validate import check_hub
 from modelfleet.cost.alone import price_alone
-from modelfleet.cost.alternatives import alternatives_of, find_alternatives
+from modelfleet.cost.alternatives import alternatives_of, find_alternatives, misses
 from modelfleet.cost.dtype_check import dtype_warnings
 from modelfleet.deploy import compile_deploy_plan
 from modelfleet.deploy.checks import credential_issues
@@ -48,10 +48,11 @@ def llm(name: str = "m", preset: str = "qwen2.5-7b", **extra) -> LlmModelSpec:
 def test_fp8_is_named_with_its_saving_wherever_it_is_cheaper_at_the_same_sla(preset, ttft, seqs, env):
     _, catalogue, _ = example()
     model = llm(preset=preset, sla={"p99_ttft_ms": ttft, "peak_concurrent_sequences": seqs})
-    declared, fp8 = price_alone(model, env, catalogue), price_alone(
-        with_fields(model, weights_changes(model, "fp8")), env, catalogue)
+    at_fp8 = with_fields(model, weights_changes(model, "fp8"))
+    declared, fp8 = price_alone(model, env, catalogue), price_alone(at_fp8, env, catalogue)
     named = [a for a in alternatives_of(model, env, catalogue) if a.changes == weights_changes(model, "fp8")]
-    cheaper = declared is not None and fp8 is not None and declared.monthly_usd - fp8.monthly_usd >= 1.0
+    cheaper = (declared is not None and fp8 is not None and declared.monthly_usd - fp8.monthly_usd >= 1.0
+               and not misses(at_fp8, fp8.planned))  # a single replica that misses the SLA is no alternative
     assert bool(named) == cheaper, (declared and declared.monthly_usd, fp8 and fp8.monthly_usd, named)
     if named:
         assert named[0].monthly_saving_usd == round(declared.monthly_usd - fp8.monthly_usd, 2)
