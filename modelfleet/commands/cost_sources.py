@@ -32,6 +32,7 @@ from ..plan.hardware.instances import InstanceCatalogue, catalogue_from_data
 from ..project import FleetSource, Project
 from ..spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
 from ..spec.load import ConfigReader, disk_reader, parse_fleet
+from ..spec.lock import LOCK_FILE, PlacementLock, load_lock, parse_lock
 from ..spec.yaml_source import Document, load_yaml, parse_yaml
 
 PRICE_TABLE = "modelfleet/data/instances.yaml"  # the shipped table, for labels
@@ -52,6 +53,8 @@ class Side:
     # Files of the compiler (the modelfleet package, its price data aside) that differ between a base git ref
     # and the working tree: both sides are compiled by the working tree's code, so their effect is not priced.
     compiler_changes: tuple[str, ...] = ()
+    # The placement lock beside its models.yaml (spec/lock.py); None: none, every stack solved afresh.
+    lock: PlacementLock | ModelfleetError | None = None
 
 
 # ---------------------------------------------------------------------------------------------- pricing
@@ -64,7 +67,9 @@ def price_stack(side: Side, stack: str) -> StackCost | None:
             raise side.models
         fleet, doc = side.models
         env = environment_from(side.stacks[stack], stack, side.catalogue.families())
-        return cost_environment(fleet, doc, env, side.catalogue)
+        if isinstance(side.lock, ModelfleetError):
+            raise side.lock
+        return cost_environment(fleet, doc, env, side.catalogue, side.lock.stack(stack) if side.lock else None)
     except ModelfleetError as exc:
         return StackFailure(stack, exc.issues)
 
@@ -203,7 +208,7 @@ def read_head(project: Project) -> Side:
     models = _load(project.fleet_source)
     return Side("working tree", models, stacks, project.catalogue(),
                 (f"models.yaml: {project_relative(project, project.models_path)}", "stacks: stacks/",
-                 f"price table: {project.prices_file or PRICE_TABLE}"))
+                 f"price table: {project.prices_file or PRICE_TABLE}"), lock=_load(load_lock, project.models_path))
 
 
 def read_base(project: Project, base: str, head: Side, git: Git) -> Side:
@@ -232,7 +237,7 @@ def _read_directory(project: Project, base: str, head: Side) -> Side:
         return parse_fleet(doc, tuple(stacks) or None), doc
     models = _load(parse)
     where = stacks_dir if os.path.isdir(stacks_dir) else "the working tree's"
-    return replace(head, label=base, models=models, stacks=stacks,
+    return replace(head, label=base, models=models, stacks=stacks, lock=_load(load_lock, path),
                    sources=(f"models.yaml: {os.path.join(base, 'models.yaml')}", f"stacks: {where}",
                             "price table: the working tree's"))
 
@@ -251,7 +256,14 @@ def _read_ref(project: Project, ref: str, git: Git) -> Side:
     return Side(ref, _parse_models(text, f"{ref}:{models_rel}", tuple(names), _ref_reader(project, ref, git)),
                 stacks, catalogue,
                 (f"models.yaml: {ref}:{models_rel}", f"stacks: {ref}:stacks/", f"price table: {table_source}"),
-                _compiler_changes(project, ref, git))
+                _compiler_changes(project, ref, git), _ref_lock(project, ref, git))
+
+
+def _ref_lock(project: Project, ref: str, git: Git) -> PlacementLock | ModelfleetError | None:
+    """The placement lock at ``ref``, beside its models.yaml (None: the ref has none)."""
+    rel = os.path.join(os.path.dirname(project_relative(project, project.models_path)), LOCK_FILE)
+    text = git(project.root, "show", f"{ref}:./{os.path.normpath(rel)}")
+    return None if text is None else _load(parse_lock, text, f"{ref}:{os.path.normpath(rel)}")
 
 
 def _compiler_changes(project: Project, ref: str, git: Git) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from ..plan.changes import version_of
 from ..plan.types import Decision, FleetPlan, NodeGroupPlan, NodeResourcesPlan, TritonModelPlan, VllmModelPlan
 from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
+from .lock import repack_saving, write_stack_lock
 
 NAME = "plan"
 # Cheaper alternatives re-plan each model several times (about 50 ms a model here): named for every model of a
@@ -22,11 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the whole plan as JSON")
     parser.add_argument("--model", action="append", default=None, metavar="NAME",
                         help="show only this model, with its node group and Triton server (repeatable)")
+    parser.add_argument("--write-lock", action="store_true",
+                        help="record the plan's placement in modelfleet.lock.yaml beside models.yaml (atomically)")
+    parser.add_argument("--repack", action="store_true",
+                        help="ignore the placement lock: the globally optimal placement, and its monthly saving "
+                             "against the locked one (with --write-lock: accept it)")
 
 
 def run(args: argparse.Namespace) -> int:
     project = project_from(args)
-    plan, cost = project.plan_and_cost(args.stack)
+    plan, cost = project.plan_and_cost(args.stack, locked=not args.repack)
+    if args.repack:
+        print(repack_line(project, args.stack, cost), file=sys.stderr)
     names = _selected(plan, args.model)
     alternatives = ()
     if names is not None or len(plan.models) <= ALTERNATIVES_FOR_UP_TO:
@@ -43,7 +51,24 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_plan(plan, alternatives))
     print_warnings(plan)
+    if args.write_lock:
+        full, _ = (plan, cost) if names is None else project.plan_and_cost(args.stack, locked=not args.repack)
+        print(f"wrote {write_stack_lock(project, args.stack, full)}", file=sys.stderr)
     return 0
+
+
+def repack_line(project, stack: str, optimal) -> str:
+    """What the global optimum saves against the locked placement, a month at desired replicas."""
+    if project.lock(stack) is None:
+        return f"repack: {stack} has no placement lock: this plan is the global optimum already"
+    _, locked = project.plan_and_cost(stack)
+    figures = repack_saving(locked, optimal)
+    if figures is None:
+        return "repack: a price is unknown, so the saving is not priced"
+    before, after, saving = figures
+    percent = 100 * saving / before if before else 0.0
+    return (f"repack: locked {before:,.2f} -> optimal {after:,.2f} USD/month: saves {saving:,.2f} ({percent:.1f}%); "
+            f"accept it in its own pull request: modelfleet plan --stack {stack} --repack --write-lock")
 
 
 def _selected(plan: FleetPlan, asked: list[str] | None) -> tuple[str, ...] | None:

@@ -19,6 +19,7 @@ import yaml
 
 from ..errors import Issue, SpecError
 from ..spec.environment import list_stacks, stack_path
+from ..spec.lock import LOCK_FILE
 from ..spec.yaml_source import load_yaml
 from . import project_from
 from .cost import run_git
@@ -67,6 +68,11 @@ def _ref_inputs(project, ref: str, scratch: str) -> Inputs:
     models = os.path.join(scratch, "models.yaml")
     with open(models, "w", encoding="utf-8") as handle:
         handle.write(text)
+    lock_rel = os.path.normpath(os.path.join(os.path.dirname(models_rel), LOCK_FILE))
+    lock = run_git(project.root, "show", f"{ref}:./{lock_rel}")
+    if lock is not None:  # the base compiles against its own lock, as the program finds it beside models.yaml
+        with open(os.path.join(scratch, LOCK_FILE), "w", encoding="utf-8") as handle:
+            handle.write(lock)
     stacks = {}
     for name in ref_stacks(project.root, ref, run_git):
         data = yaml.safe_load(run_git(project.root, "show", f"{ref}:./stacks/Pulumi.{name}.yaml") or "") or {}

@@ -6,6 +6,7 @@ import math
 
 from ..errors import CompileError, Issue
 from ..spec.environment import EnvironmentSpec
+from ..spec.lock import LlmLock, StackLock
 from ..spec.load import apply_environment
 from ..spec.units import format_param_count
 from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmModelSpec
@@ -22,6 +23,7 @@ from .llm.explain import architecture_decision
 from .llm.measured import with_measurement
 from .llm.speed.load import Fit
 from .names import node_group_name
+from .lock import fresh_models, pinned_device, pinned_llm
 from .capacity.node_disks import with_node_disks
 from .triton.pipelines import pipelines_in
 from .capacity.pod_resources import with_pods
@@ -46,10 +48,15 @@ def models_in(fleet: FleetSpec, environment: str) -> list[Indexed]:
     return sorted(out, key=lambda pair: pair[1].name)
 
 
-def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> FleetPlan:
-    """Decide everything for one environment; every infeasibility is collected and raised once."""
+def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                  lock: StackLock | None = None) -> FleetPlan:
+    """Decide everything for one environment; every infeasibility is collected and raised once. ``lock``: the
+    stack's placement lock (plan/lock.py): the models the change does not name keep their placements; None
+    solves the whole placement afresh (the global optimum)."""
     models = models_in(fleet, env.name)
-    classic = [(i, m) for i, m in models if isinstance(m, ClassicModelSpec)]
+    fresh = fresh_models([m for _, m in models], lock) if lock else frozenset()
+    classic = [(i, m if lock is None or m.name in fresh else pinned_device(m, lock, catalogue))
+               for i, m in models if isinstance(m, ClassicModelSpec)]
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
     if unknown := unknown_gpu_issues(models, catalogue):  # every later step looks these GPUs up
         raise CompileError(unknown)
@@ -58,7 +65,8 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     pin_issues(models, env, issues, warnings)
     vllm_plans = []
     for index, model in llms:
-        chosen = choose_precision(model, env, catalogue, index)
+        entry = lock.llms.get(model.name) if lock and model.name not in fresh else None
+        chosen = _locked_precision(model, entry, env, catalogue, index, warnings)
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
@@ -70,7 +78,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
     triton_models, servers, pipeline_plans = compile_classic(classic, pipelines, env, catalogue, issues, warnings,
-                                                             gpus_in_use(vllm_plans))
+                                                             gpus_in_use(vllm_plans), lock, fresh)
     if issues:
         raise CompileError(issues)
     plan = FleetPlan(
@@ -91,6 +99,28 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     if zones := zone_warnings(plan):
         plan = plan.model_copy(update={"warnings": tuple(sorted((*plan.warnings, *zones), key=lambda w: (w.model, w.message)))})
     return plan
+
+
+def _locked_precision(model: LlmModelSpec, entry: LlmLock | None, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                      index: int, warnings: list[Warning_]):
+    """choose_precision, kept at the lock's instance type and layout when the fresh search would move an
+    unchanged LLM and the locked one still meets its SLA (else re-placed, with the reason)."""
+    chosen = choose_precision(model, env, catalogue, index)
+    if entry is None or isinstance(chosen, Issue) or _kept(chosen, entry):
+        return chosen
+    locked = choose_precision(pinned_llm(model, entry), env, catalogue, index)
+    if isinstance(locked, Issue) or not _kept(locked, entry):
+        warnings.append(Warning_(model=model.name, message=f"re-placed despite the placement lock: its locked "
+                                 f"{entry.instance_type} tp={entry.tp} pp={entry.pp} {entry.precision} no longer "
+                                 "meets its SLA, the fit check or the stack's instance families"))
+        return chosen
+    return locked
+
+
+def _kept(chosen, entry: LlmLock) -> bool:
+    _, (candidate, _, _), _ = chosen
+    return (candidate.instance.name, candidate.tp, candidate.pp, candidate.expert_parallel,
+            candidate.precision.weights) == (entry.instance_type, entry.tp, entry.pp, entry.ep, entry.precision)
 
 
 def gpus_in_use(llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:

@@ -9,6 +9,7 @@ import math
 
 from ...errors import Issue
 from ...spec.environment import EnvironmentSpec
+from ...spec.lock import StackLock
 from ...spec.models import ClassicModelSpec
 from ...spec.pipelines import PipelineSpec
 from .bounds import elsewhere
@@ -18,6 +19,7 @@ from ..names import node_group_name
 from .cpu_classic import compile_cpu
 from .devices import choose_devices
 from .packing.gpu import PYTHON_SHM_BYTES, ClassicPlacement, gpu_placements, pack_on
+from .packing.locked import locked_gpu_placements
 from .pipelines import binding_pipelines, budget_decision, pipeline_plan, size_on, step_decision
 from .rate_limiter import SERVER_FLAGS as RATE_LIMIT_FLAGS
 from .rate_limiter import rate_limit
@@ -53,7 +55,8 @@ Compiled = tuple[list[TritonModelPlan], list[TritonServerPlan], list[PipelinePla
 
 def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], env: EnvironmentSpec,
                     catalogue: InstanceCatalogue, issues: list[Issue], warnings: list[Warning_],
-                    in_use: dict[str, tuple[int, int]]) -> Compiled:
+                    in_use: dict[str, tuple[int, int]], lock: StackLock | None = None,
+                    fresh: frozenset[str] = frozenset()) -> Compiled:
     """The CPU models on their CPU node group, the others packed onto GPUs; a pipeline runs where its steps do."""
     if not classic:
         return [], [], []
@@ -62,7 +65,7 @@ def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], en
     cpu_pipes = [(i, p) for i, p in pipelines if set(p.step_models()) <= devices.cpu]
     gpu = _compile_gpu([(i, m) for i, m in classic if m.name not in devices.cpu],
                        [ip for ip in pipelines if ip not in cpu_pipes], env, catalogue, issues, warnings, in_use,
-                       devices.decisions)
+                       devices.decisions, lock, fresh)
     cpu = compile_cpu(on_cpu, cpu_pipes, env, catalogue, issues, warnings, devices)
     _unmatched_former_names(gpu[1] + cpu[1], env, warnings)
     return gpu[0] + cpu[0], gpu[1] + cpu[1], gpu[2] + cpu[2]
@@ -82,17 +85,49 @@ def _unmatched_former_names(servers: list[TritonServerPlan], env: EnvironmentSpe
 
 def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: EnvironmentSpec,
                  catalogue: InstanceCatalogue, issues: list[Issue], warnings: list[Warning_],
-                 in_use: dict[str, tuple[int, int]], chosen_devices: dict[str, Decision]) -> Compiled:
+                 in_use: dict[str, tuple[int, int]], chosen_devices: dict[str, Decision],
+                 lock: StackLock | None = None, fresh: frozenset[str] = frozenset()) -> Compiled:
     if not classic:
         return [], [], []
     specs = [m for _, m in classic]
     pipes = tuple(p for _, p in pipelines)
-    fits, results = gpu_placements(specs, pipes, env, catalogue, in_use)
-    if not fits:
-        issues.extend(_classic_infeasible(classic, pipelines, env, catalogue, results))
-        return [], [], []
-    chosen = fits[0]
-    decision = _choice(chosen, fits, results, env)
+    locked = locked_gpu_placements(specs, pipes, env, catalogue, in_use, lock, fresh, warnings) if lock else None
+    if locked is None:
+        fits, results = gpu_placements(specs, pipes, env, catalogue, in_use)
+        if not fits:
+            issues.extend(_classic_infeasible(classic, pipelines, env, catalogue, results))
+            return [], [], []
+        placements = [(fits[0], _choice(fits[0], fits, results, env))]
+    else:
+        placements = [(p, _locked_choice(p)) for p in locked]
+    plans: list[TritonModelPlan] = []
+    servers: list[TritonServerPlan] = []
+    for chosen, decision in placements:
+        on = {n for s in chosen.servers for n in s.models}
+        mine = [(i, m) for i, m in classic if m.name in on]
+        more_plans, more_servers = _servers_on(chosen, decision, mine, [ip for ip in pipelines if set(
+            ip[1].step_models()) <= on], env, issues, warnings, chosen_devices)
+        plans += more_plans
+        servers += more_servers
+    chosen = placements[0][0]
+    on = {n for s in chosen.servers for n in s.models}
+    mine_pipes = [ip for ip in pipelines if set(ip[1].step_models()) <= on]
+    return plans, servers, _pipeline_plans(mine_pipes, chosen, [m for m in specs if m.name in on], env, catalogue,
+                                           in_use, plans, issues)
+
+
+def _locked_choice(chosen: ClassicPlacement) -> Decision:
+    return Decision(choice=chosen.instance.name,
+                    reason=f"kept by the placement lock (modelfleet.lock.yaml): {len(chosen.servers)} server(s) on "
+                           f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h; the models a change names "
+                           "join them where they fit; `modelfleet plan --repack` shows the global optimum")
+
+
+def _servers_on(chosen: ClassicPlacement, decision: Decision, classic: list[Indexed],
+                pipelines: list[IndexedPipeline], env: EnvironmentSpec, issues: list[Issue],
+                warnings: list[Warning_], chosen_devices: dict[str, Decision]) -> tuple[list, list]:
+    """Each model's plan and each server's, for the servers of one placement."""
+    pipes = tuple(p for _, p in pipelines)
     group = node_group_name(chosen.instance.name, env.capacity_type)
     plans, servers = [], []
     index = {m.name: i for i, m in classic}
@@ -126,7 +161,7 @@ def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: 
                                      (packed.min_replicas, packed.replicas, packed.max_replicas),
                                      replica_floor(env, max(own[n].sla.availability for n in packed.models)),
                                      1, chosen.instance.name)))
-    return plans, servers, _pipeline_plans(pipelines, chosen, specs, env, catalogue, in_use, plans, issues)
+    return plans, servers
 
 
 def _extra(*decisions: Decision | None) -> tuple[Decision, ...]:

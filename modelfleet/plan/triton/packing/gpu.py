@@ -230,6 +230,25 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
     standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost.
     ``pipelines``: their steps' load and p99 shares (plan/triton/pipelines.py), and their steps kept on one server
     (unless ``keep_together`` is false: the plan prices what the constraint costs that way)."""
+    checked = checked_on(models, env, catalogue, instance, sizing_cache, pipelines)
+    if isinstance(checked, Rejection):
+        return checked
+    sized, asks = checked
+    servers: list[PackedServer] = []
+    groups = together(list(pipelines)) if keep_together else ()
+    for pool, members in _pools(models, instance):
+        packed = _pack_pool(pool, members, sized.sizings, asks, env, instance, in_use, servers, groups)
+        if isinstance(packed, Rejection):
+            return packed
+        servers += packed
+    return placement_of(servers, sized, env, catalogue, instance, in_use)
+
+
+def checked_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: InstanceCatalogue,
+               instance: InstanceType, sizing_cache: dict[str, PipelineSizing] | None = None,
+               pipelines: tuple[PipelineSpec, ...] = ()) -> tuple[PipelineSizing, _Asks] | Rejection:
+    """The models sized on ``instance``'s GPU, and what each asks of a server; a Rejection names the first
+    model too large for its GPU or too slow for its p99 there."""
     capacity = capacity_of(instance)
     cache = sizing_cache if sizing_cache is not None else {}
     if instance.gpu.key not in cache:  # sizing depends on the GPU model only, not on the instance size
@@ -248,20 +267,19 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
                "which with its queue overrides exceeds its p99")
         return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {slow.compute_ms:.1f} ms on a "
                                         f"{instance.gpu.name}, {why}")
-    asks = _Asks.of(models, sizings, capacity, env)
-    servers: list[PackedServer] = []
-    groups = together(list(pipelines)) if keep_together else ()
-    for pool, members in _pools(models, instance):
-        packed = _pack_pool(pool, members, sizings, asks, env, instance, in_use, servers, groups)
-        if isinstance(packed, Rejection):
-            return packed
-        servers += packed
-    servers.sort(key=lambda s: s.name)
+    return sized, _Asks.of(models, sizings, capacity, env)
+
+
+def placement_of(servers: list[PackedServer], sized: PipelineSizing, env: EnvironmentSpec,
+                 catalogue: InstanceCatalogue, instance: InstanceType, in_use: tuple[int, int]) -> ClassicPlacement:
+    """The servers on ``instance`` with the nodes they take and what they add to its node group."""
+    servers = sorted(servers, key=lambda s: s.name)
     nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
                   for attr in ("min_replicas", "replicas", "max_replicas"))
     price = ranking_usd_per_node_hour(catalogue, instance, env)
-    return ClassicPlacement(instance, tuple(servers), sizings, nodes,  # type: ignore[arg-type]
-                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price, specs, sized.budgets)
+    return ClassicPlacement(instance, tuple(servers), sized.sizings, nodes,  # type: ignore[arg-type]
+                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price, sized.specs,
+                            sized.budgets)
 
 
 def default_pool(instance: InstanceType) -> str:

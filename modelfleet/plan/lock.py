@@ -1,0 +1,84 @@
+"""The placement lock in the plan stage: which models a change names, keeping the others where the lock has
+them, and the lock a plan records (spec/lock.py has the file's shape).
+
+A model the change names is *fresh*: not in the lock, or its digest (of its spec as the stack compiles it)
+differs. Every other model keeps its locked placement while that still holds: a classic model its server
+(triton/packing/locked.py), a candidate for CPU nodes its device, an LLM its instance type and layout
+(``pinned_llm``). Replicas are never locked: load still scales them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..spec.lock import ClassicLock, LlmLock, NodeGroupLock, ServerLock, StackLock
+from ..spec.models import ClassicModelSpec, LlmModelSpec
+from .hardware.instances import InstanceCatalogue
+from .types import FleetPlan, TritonModelPlan, VllmModelPlan
+
+ModelSpec = ClassicModelSpec | LlmModelSpec
+
+
+def spec_digest(model: ModelSpec) -> str:
+    """What the compiler reads of a model, hashed: a model whose digest changes was changed."""
+    return hashlib.sha256(model.model_dump_json().encode()).hexdigest()[:16]
+
+
+def fresh_models(models: list[ModelSpec], lock: StackLock) -> frozenset[str]:
+    """The models a change names: new to the lock, or changed since it was written."""
+    out = set()
+    for model in models:
+        entry = (lock.classic if isinstance(model, ClassicModelSpec) else lock.llms).get(model.name)
+        if entry is None or entry.digest != spec_digest(model):
+            out.add(model.name)
+    return frozenset(out)
+
+
+def pinned_device(model: ClassicModelSpec, lock: StackLock, catalogue: InstanceCatalogue) -> ClassicModelSpec:
+    """A locked model the compiler may move between CPU and GPU nodes stays on the side the lock has it."""
+    entry = lock.classic.get(model.name)
+    if entry is None or model.device is not None:
+        return model
+    return model.model_copy(update={"device": "cpu" if entry.instance_type in catalogue.cpu_instances else "gpu"})
+
+
+def pinned_llm(model: LlmModelSpec, entry: LlmLock) -> LlmModelSpec:
+    """The LLM searched at its locked instance type, layout and precision only (its replicas still free)."""
+    overrides = model.overrides.model_copy(update={
+        "instance_type": entry.instance_type, "tensor_parallel_size": entry.tp, "pipeline_parallel_size": entry.pp,
+        "expert_parallel": entry.ep if model.overrides.expert_parallel is not None or entry.ep else None})
+    update: dict = {"overrides": overrides}
+    if model.precision is not None:
+        update["precision"] = (entry.precision,)
+    return model.model_copy(update=update)
+
+
+def lock_of(plan: FleetPlan, specs: dict[str, ModelSpec]) -> StackLock:
+    """What ``plan`` placed, as the stack's lock section (``specs``: the models as the stack compiles them)."""
+    classic, llms = {}, {}
+    for model in plan.models:
+        digest = spec_digest(specs[model.name])
+        if isinstance(model, TritonModelPlan):
+            pool = specs[model.name].pool or model.instance_type.replace(".", "-")  # type: ignore[union-attr]
+            classic[model.name] = ClassicLock(server=model.server, pool=pool, node_group=model.node_group,
+                                              instance_type=model.instance_type, digest=digest)
+        else:
+            assert isinstance(model, VllmModelPlan)
+            llms[model.name] = LlmLock(instance_type=model.instance_type, node_group=model.node_group,
+                                       tp=model.tensor_parallel_size, pp=model.pipeline_parallel_size,
+                                       ep=model.expert_parallel, precision=model.dtype, digest=digest)
+    servers = {s.name: ServerLock(pool=_server_pool(s.models, classic), instance_type=s.instance_type,
+                                  models=tuple(s.models)) for s in plan.triton_servers}
+    groups = {g.name: NodeGroupLock(instance_type=g.instance_type, teams=group_teams(plan, g.name))
+              for g in plan.node_groups}
+    return StackLock(classic=dict(sorted(classic.items())), llms=dict(sorted(llms.items())),
+                     servers=dict(sorted(servers.items())), node_groups=dict(sorted(groups.items())))
+
+
+def _server_pool(models: tuple[str, ...], classic: dict[str, ClassicLock]) -> str:
+    return classic[models[0]].pool
+
+
+def group_teams(plan: FleetPlan, group: str) -> tuple[str, ...]:
+    """The teams whose models run on ``group``, sorted (a reviewer sees a team join in the lock's diff)."""
+    return tuple(sorted({m.team or "unassigned" for m in plan.models if m.node_group == group}))
