@@ -99,7 +99,7 @@ def parse_lock(text: str, filename: str) -> PlacementLock:
     try:
         return PlacementLock.model_validate(doc.data)
     except ValidationError as exc:
-        raise SpecError([dataclasses.replace(i, fix=i.fix or REGENERATE)
+        raise SpecError([dataclasses.replace(i, fix=f"{i.fix}; or {REGENERATE}" if i.fix else REGENERATE)
                          for i in issues_from_validation(doc, exc)]) from None
 
 
