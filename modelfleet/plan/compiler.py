@@ -23,7 +23,7 @@ from .llm.explain import architecture_decision
 from .llm.measured import with_measurement
 from .llm.speed.load import Fit
 from .names import node_group_name
-from .lock import fresh_models, pinned_device, pinned_llm
+from .lock import fresh_models, pinned_llm
 from .capacity.node_disks import with_node_disks
 from .triton.pipelines import pipelines_in
 from .capacity.pod_resources import with_pods
@@ -55,8 +55,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     solves the whole placement afresh (the global optimum)."""
     models = models_in(fleet, env.name)
     fresh = fresh_models([m for _, m in models], lock) if lock else frozenset()
-    classic = [(i, m if lock is None or m.name in fresh else pinned_device(m, lock, catalogue))
-               for i, m in models if isinstance(m, ClassicModelSpec)]
+    classic = [(i, m) for i, m in models if isinstance(m, ClassicModelSpec)]
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
     if unknown := unknown_gpu_issues(models, catalogue):  # every later step looks these GPUs up
         raise CompileError(unknown)

@@ -10,10 +10,10 @@ differs. Every other model keeps its locked placement while that still holds: a 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Container
 
 from ..spec.lock import ClassicLock, LlmLock, NodeGroupLock, ServerLock, StackLock
 from ..spec.models import ClassicModelSpec, LlmModelSpec
-from .hardware.instances import InstanceCatalogue
 from .types import FleetPlan, TritonModelPlan, VllmModelPlan
 
 ModelSpec = ClassicModelSpec | LlmModelSpec
@@ -34,12 +34,13 @@ def fresh_models(models: list[ModelSpec], lock: StackLock) -> frozenset[str]:
     return frozenset(out)
 
 
-def pinned_device(model: ClassicModelSpec, lock: StackLock, catalogue: InstanceCatalogue) -> ClassicModelSpec:
-    """A locked model the compiler may move between CPU and GPU nodes stays on the side the lock has it."""
+def pinned_device(model: ClassicModelSpec, lock: StackLock, cpu_types: Container[str]) -> ClassicModelSpec:
+    """A locked model the compiler may move between CPU and GPU nodes stays on the side the lock has it
+    (``cpu_types``: the CPU instance types, InstanceCatalogue.cpu_instances)."""
     entry = lock.classic.get(model.name)
     if entry is None or model.device is not None:
         return model
-    return model.model_copy(update={"device": "cpu" if entry.instance_type in catalogue.cpu_instances else "gpu"})
+    return model.model_copy(update={"device": "cpu" if entry.instance_type in cpu_types else "gpu"})
 
 
 def pinned_llm(model: LlmModelSpec, entry: LlmLock) -> LlmModelSpec:

@@ -118,7 +118,7 @@ def replicas_asked(model: ClassicModelSpec, env: EnvironmentSpec) -> tuple[int, 
 
 
 @dataclass(frozen=True)
-class _Asks:
+class Asks:
     """What each model asks of a server on one GPU type: its packing rank (see packing_rank), need and
     availability floor, worked out once per packing rather than in every sort and server (78,000 times for
     1,000 models over the allowed instance types)."""
@@ -129,12 +129,12 @@ class _Asks:
 
     @classmethod
     def of(cls, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], capacity: float,
-           env: EnvironmentSpec) -> _Asks:
+           env: EnvironmentSpec) -> Asks:
         rank = {m.name: packing_rank(m, sizings, capacity, env) for m in models}
         return cls(rank, {name: -r[0] for name, r in rank.items()}, {m.name: _floor(m, env) for m in models})
 
 
-def _bins(units: list[list[ClassicModelSpec]], sizings: dict[str, ClassicSizing], asks: _Asks, capacity: float,
+def pack_bins(units: list[list[ClassicModelSpec]], sizings: dict[str, ClassicSizing], asks: Asks, capacity: float,
           host_capacity: float, objective: Objective) -> list[list[str]]:
     """Shared servers, packed optimally (triton/packing/binpacking.py: GPU memory and host RAM bound a server, its compute
     sets its replicas; first-fit decreasing is not monotone, so adding a model could lower the cost).
@@ -159,7 +159,7 @@ def _sizes(sizing: ClassicSizing) -> tuple[float, float, float]:
 
 
 def _units(models: list[ClassicModelSpec], together: tuple[tuple[str, ...], ...],
-           asks: _Asks) -> list[list[ClassicModelSpec]]:
+           asks: Asks) -> list[list[ClassicModelSpec]]:
     """The models as packing units: each group of ``together`` present here is one, every other model its
     own; each unit's members in packing order (the first is its anchor)."""
     by_name = {m.name: m for m in models}
@@ -182,7 +182,7 @@ def loading_gib(names: list[str], sizings: dict[str, ClassicSizing]) -> float:
     return sum(sorted((sizings[n].weights_gib for n in names), reverse=True)[:MODEL_LOAD_THREADS])
 
 
-def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks,
+def server_replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks,
               env: EnvironmentSpec) -> tuple[int, int, int]:
     """(min, desired, max) server replicas: enough for every member. A pinned ``overrides.replicas`` decides
     its own model's need only; it never cuts the replicas a neighbour's availability or load requires."""
@@ -198,11 +198,11 @@ def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing]
     return lowest, desired, max(desired, math.ceil(desired * policy.max_scale_factor))
 
 
-def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks, env: EnvironmentSpec,
+def packed_server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks, env: EnvironmentSpec,
             instance: InstanceType, name: str) -> PackedServer | Rejection:
     names = sorted(m.name for m in members)
     anchor = min(members, key=lambda m: asks.rank[m.name])
-    lo, desired, hi = _replicas(members, sizings, asks, env)
+    lo, desired, hi = server_replicas(members, sizings, asks, env)
     host = TRITON_HOST_BASE_GIB + sum(sizings[n].host_gib for n in names) + loading_gib(names, sizings)
     shm = sum(PYTHON_SHM_BYTES * sizings[m.name].instance_count for m in members if m.framework == "python")
     spare = server_ram_gib(instance, env) - host - shm / GIB
@@ -246,7 +246,7 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
 
 def checked_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: InstanceCatalogue,
                instance: InstanceType, sizing_cache: dict[str, PipelineSizing] | None = None,
-               pipelines: tuple[PipelineSpec, ...] = ()) -> tuple[PipelineSizing, _Asks] | Rejection:
+               pipelines: tuple[PipelineSpec, ...] = ()) -> tuple[PipelineSizing, Asks] | Rejection:
     """The models sized on ``instance``'s GPU, and what each asks of a server; a Rejection names the first
     model too large for its GPU or too slow for its p99 there."""
     capacity = capacity_of(instance)
@@ -267,7 +267,7 @@ def checked_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: 
                "which with its queue overrides exceeds its p99")
         return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {slow.compute_ms:.1f} ms on a "
                                         f"{instance.gpu.name}, {why}")
-    return sized, _Asks.of(models, sizings, capacity, env)
+    return sized, Asks.of(models, sizings, capacity, env)
 
 
 def placement_of(servers: list[PackedServer], sized: PipelineSizing, env: EnvironmentSpec,
@@ -295,7 +295,7 @@ def _pools(models: list[ClassicModelSpec], instance: InstanceType) -> list[tuple
     return sorted(pools.items())
 
 
-def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks,
+def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks,
                env: EnvironmentSpec, instance: InstanceType, in_use: tuple[int, int],
                placed: list[PackedServer], together: tuple[tuple[str, ...], ...] = ()) -> list[PackedServer] | Rejection:
     """One pool's servers: a server per unit (a model, or a pipeline's steps) with a member that needs a GPU
@@ -307,19 +307,19 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
     alone = [u for u in units if any(sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu for m in u)]
     shared = [u for u in units if not any(u is a for a in alone)]
     groups = [(u, stable_name(f"triton-{pool}", u[0].name)) for u in alone]
-    held = placed + [s for s in (_server(g, sizings, asks, env, instance, n) for g, n in groups)
+    held = placed + [s for s in (packed_server(g, sizings, asks, env, instance, n) for g, n in groups)
                      if isinstance(s, PackedServer)]
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in held),
                           max([in_use[1]] + [s.min_replicas for s in held if s.spread_zones]),
                           1 if env.replicas.single_replica else math.inf)
     by_name = {m.name: m for u in shared for m in u}
-    bins = sorted(_bins(shared, sizings, asks, capacity_of(instance), host_capacity_gib(instance, env), objective),
+    bins = sorted(pack_bins(shared, sizings, asks, capacity_of(instance), host_capacity_gib(instance, env), objective),
                   key=lambda names: min(asks.rank[n] for n in names))
     for index, names in enumerate(bins):
         anchor = min(names, key=lambda n: asks.rank[n])
         groups.append(([by_name[n] for n in names], stable_name("triton", pool) if index == 0 else
                        stable_name(f"triton-{pool}", anchor)))
-    servers = [_server(members, sizings, asks, env, instance, name) for members, name in groups]
+    servers = [packed_server(members, sizings, asks, env, instance, name) for members, name in groups]
     rejected = next((s for s in servers if isinstance(s, Rejection)), None)
     return rejected or servers  # type: ignore[return-value]
 

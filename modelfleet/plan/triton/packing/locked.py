@@ -19,8 +19,8 @@ from ...names import stable_name
 from ...rejection import Rejection
 from ..pipelines import PipelineSizing, together
 from ...types import Warning_
-from .gpu import (ClassicPlacement, _Asks, _bins, _replicas, _server, capacity_of, checked_on, default_pool,
-                  gpu_placements, host_capacity_gib, placement_of)
+from .gpu import (Asks, ClassicPlacement, capacity_of, checked_on, default_pool, gpu_placements, host_capacity_gib,
+                  pack_bins, packed_server, placement_of, server_replicas)
 from .binpacking import Objective
 
 
@@ -49,7 +49,7 @@ def pack_locked(kept: dict[str, list[ClassicModelSpec]], fresh: list[ClassicMode
         name = _new_name(pool, taken)
         taken.add(name)
         groups[name] = members
-    servers = [_server(ms, sized.sizings, asks, env, instance, name) for name, ms in sorted(groups.items())]
+    servers = [packed_server(ms, sized.sizings, asks, env, instance, name) for name, ms in sorted(groups.items())]
     rejected = next((s for s in servers if isinstance(s, Rejection)), None)
     if rejected is not None:
         return rejected
@@ -61,7 +61,7 @@ def _dedicated(model: ClassicModelSpec, sized: PipelineSizing) -> bool:
 
 
 def _join(model: ClassicModelSpec, groups: dict[str, list[ClassicModelSpec]], pools: dict[str, str],
-          sized: PipelineSizing, asks: _Asks, env: EnvironmentSpec, instance: InstanceType,
+          sized: PipelineSizing, asks: Asks, env: EnvironmentSpec, instance: InstanceType,
           units: tuple[tuple[str, ...], ...]) -> str | None:
     """The locked server the model joins, or None (a dedicated model, or none has room). A pipeline step
     goes where its pipeline's other steps are, or nowhere locked."""
@@ -74,18 +74,18 @@ def _join(model: ClassicModelSpec, groups: dict[str, list[ClassicModelSpec]], po
     if partners:
         options = [name for name in options if partners & {m.name for m in groups[name]}]
     fits = [name for name in options if _fits(groups[name] + [model], sized, asks, env, instance)]
-    return min(fits, key=lambda name: (_replicas(groups[name] + [model], sized.sizings, asks, env)[1]
-                                       > _replicas(groups[name], sized.sizings, asks, env)[1], name), default=None)
+    return min(fits, key=lambda name: (server_replicas(groups[name] + [model], sized.sizings, asks, env)[1]
+                                       > server_replicas(groups[name], sized.sizings, asks, env)[1], name), default=None)
 
 
-def _fits(members: list[ClassicModelSpec], sized: PipelineSizing, asks: _Asks, env: EnvironmentSpec,
+def _fits(members: list[ClassicModelSpec], sized: PipelineSizing, asks: Asks, env: EnvironmentSpec,
           instance: InstanceType) -> bool:
     memory = sum(sized.sizings[m.name].gpu_memory_gib for m in members)
     return memory <= capacity_of(instance) and not isinstance(
-        _server(members, sized.sizings, asks, env, instance, "probe"), Rejection)
+        packed_server(members, sized.sizings, asks, env, instance, "probe"), Rejection)
 
 
-def _new_servers(left: list[ClassicModelSpec], sized: PipelineSizing, asks: _Asks, env: EnvironmentSpec,
+def _new_servers(left: list[ClassicModelSpec], sized: PipelineSizing, asks: Asks, env: EnvironmentSpec,
                  instance: InstanceType, in_use: tuple[int, int],
                  units: tuple[tuple[str, ...], ...]) -> list[tuple[str, list[ClassicModelSpec]]]:
     """The models no locked server took, by pool: a dedicated one alone, the others packed optimally."""
@@ -102,14 +102,14 @@ def _new_servers(left: list[ClassicModelSpec], sized: PipelineSizing, asks: _Ask
         grouped = _grouped(shared, units, asks)
         objective = Objective(instance.gpus, in_use[0], in_use[1], 1 if env.replicas.single_replica else float("inf"))
         by_name = {m.name: m for m in shared}
-        for names in _bins(grouped, sized.sizings, asks, capacity_of(instance), host_capacity_gib(instance, env),
+        for names in pack_bins(grouped, sized.sizings, asks, capacity_of(instance), host_capacity_gib(instance, env),
                            objective):
             out.append((pool, [by_name[n] for n in names]))
     return out
 
 
 def _grouped(models: list[ClassicModelSpec], units: tuple[tuple[str, ...], ...],
-             asks: _Asks) -> list[list[ClassicModelSpec]]:
+             asks: Asks) -> list[list[ClassicModelSpec]]:
     names = {m.name: m for m in models}
     grouped = [[names[n] for n in u if n in names] for u in units]
     grouped = [g for g in grouped if g]
@@ -155,7 +155,7 @@ def locked_gpu_placements(models: list[ClassicModelSpec], pipelines: tuple[Pipel
     if not kept:
         return None
     primary = min(kept, key=lambda t: (-sum(len(ms) for ms in kept[t].values()), t))
-    joins = [m for m in moved if not isinstance(_check([m], allowed[primary], pipelines, env, catalogue), Rejection)]
+    joins = [m for m in moved if _fits_alone(m, allowed[primary], pipelines, env, catalogue)]
     misfits = [m for m in moved if m not in joins]
     out: list[ClassicPlacement] = []
     for instance_type in sorted(kept):
@@ -183,6 +183,14 @@ def _within(pipelines: tuple[PipelineSpec, ...], models: list[ClassicModelSpec])
 def _check(models: list[ClassicModelSpec], instance: InstanceType, pipelines: tuple[PipelineSpec, ...],
            env: EnvironmentSpec, catalogue: InstanceCatalogue):
     return checked_on(models, env, catalogue, instance, None, _within(pipelines, models))
+
+
+def _fits_alone(model: ClassicModelSpec, instance: InstanceType, pipelines: tuple[PipelineSpec, ...],
+                env: EnvironmentSpec, catalogue: InstanceCatalogue) -> bool:
+    """A server of the model alone fits ``instance``: its GPU, its p99 and the host RAM of a pod there."""
+    checked = _check([model], instance, pipelines, env, catalogue)
+    return not isinstance(checked, Rejection) and not isinstance(
+        packed_server([model], checked[0].sizings, checked[1], env, instance, "probe"), Rejection)
 
 
 def _unfit(servers: dict[str, list[ClassicModelSpec]], instance: InstanceType, pipelines: tuple[PipelineSpec, ...],
