@@ -66,9 +66,12 @@ def repack_line(project, stack: str, optimal) -> str:
     if figures is None:
         return "repack: a price is unknown, so the saving is not priced"
     before, after, saving = figures
-    percent = 100 * saving / before if before else 0.0
-    return (f"repack: locked {before:,.2f} -> optimal {after:,.2f} USD/month: saves {saving:,.2f} ({percent:.1f}%); "
-            f"accept it in its own pull request: modelfleet plan --stack {stack} --repack --write-lock")
+    accept = f"accept it in its own pull request: modelfleet plan --stack {stack} --repack --write-lock"
+    if saving <= 0:
+        return (f"repack: locked {before:,.2f} -> re-solved {after:,.2f} USD/month: re-solving saves nothing "
+                f"({-saving:,.2f} more); keep the lock")
+    return (f"repack: locked {before:,.2f} -> re-solved {after:,.2f} USD/month: saves {saving:,.2f} "
+            f"({100 * saving / before:.1f}%); {accept}")
 
 
 def _selected(plan: FleetPlan, asked: list[str] | None) -> tuple[str, ...] | None:
