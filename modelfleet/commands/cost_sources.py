@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import yaml
 
 from ..cost.diff import CAUSES, StackCost, StackFailure, StackSides, Step, describe_config_changes
-from ..cost.policy import cost_environment
+from ..cost.policy import CostedPlan, cost_environment
 from ..errors import Issue, ModelfleetError, SpecError
 from ..plan.hardware.instances import InstanceCatalogue, catalogue_from_data
 from ..project import FleetSource, Project
@@ -72,6 +72,28 @@ def price_stack(side: Side, stack: str) -> StackCost | None:
         return cost_environment(fleet, doc, env, side.catalogue, side.lock.stack(stack) if side.lock else None)
     except ModelfleetError as exc:
         return StackFailure(stack, exc.issues)
+
+
+def repack_note(side: Side, stack: str, locked: StackCost | None) -> str | None:
+    """One line when the stack has a placement lock and re-solving it saves more than the stack's
+    ``placement.repackSavingPercent`` a month at desired replicas; None otherwise."""
+    if not isinstance(locked, CostedPlan) or not isinstance(side.lock, PlacementLock) or locked.env is None:
+        return None
+    if side.lock.stack(stack) is None or isinstance(side.models, ModelfleetError):
+        return None
+    try:
+        fresh = cost_environment(*side.models, locked.env, side.catalogue)
+    except ModelfleetError:
+        return None
+    before, after = locked.cost.monthly_usd, fresh.cost.monthly_usd
+    if before is None or after is None or before.desired <= 0:
+        return None
+    saving = before.desired - after.desired
+    if 100 * saving / before.desired <= locked.env.placement.repack_saving_percent:
+        return None
+    return (f"re-packing {stack} would save {saving:,.2f} USD/month ({100 * saving / before.desired:.1f}%, more than "
+            f"placement.repackSavingPercent {locked.env.placement.repack_saving_percent:g}%): accept it in its own "
+            f"pull request with `modelfleet plan --stack {stack} --repack --write-lock`")
 
 
 def environment_from(doc: Document | ModelfleetError, stack: str, families: tuple[str, ...]) -> EnvironmentSpec:

@@ -130,3 +130,47 @@ def test_a_malformed_lock_is_a_located_error():
     assert (issue.file, issue.line) == ("modelfleet.lock.yaml", 4)
     assert "stacks.dev.classic.a.instance_type" in issue.path and "--write-lock" in issue.fix
     assert parse_lock("", "x") == PlacementLock()
+
+
+TWO_MODELS = """models:
+  - {name: big, type: vision, framework: onnx, artifact: s3://bucket/big, size: {memory_gib: 30},
+     inputs: [{name: x, dtype: fp32, dims: [16]}], outputs: [{name: y, dtype: fp32, dims: [1]}],
+     sla: {p99_latency_ms: 100, peak_rps: 10}}
+  - {name: small, type: vision, framework: onnx, artifact: s3://bucket/small, size: {memory_gib: 1},
+     inputs: [{name: x, dtype: fp32, dims: [16]}], outputs: [{name: y, dtype: fp32, dims: [1]}],
+     sla: {p99_latency_ms: 100, peak_rps: 10}}
+"""
+STACK = "config:\n  aws:region: us-east-1\n  modelfleet:instanceFamilies: [g5, g6, g6e]\n"
+
+
+def test_repack_is_priced_named_in_the_cost_comment_and_accepting_it_gives_the_optimum(tmp_path, capsys):
+    """A 30 GiB model puts both models on an L40S; once it is removed, the lock keeps the small one there.
+    `plan --repack` prices the move, the PR cost comment names it (over placement.repackSavingPercent), and
+    `--repack --write-lock` records the plan a compile without the lock makes."""
+    from modelfleet.cli import main
+    from tests.cost.test_diff import git
+
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.dev.yaml").write_text(STACK)
+    (tmp_path / "models.yaml").write_text(TWO_MODELS)
+    project = ["--project", str(tmp_path)]
+    assert main([*project, "plan", "--stack", "dev", "--write-lock"]) == 0
+    assert "instance_type: g6e." in (tmp_path / "modelfleet.lock.yaml").read_text()
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "base")
+    (tmp_path / "models.yaml").write_text("models:\n" + TWO_MODELS[TWO_MODELS.index("  - {name: small"):])
+    capsys.readouterr()
+    assert main([*project, "plan", "--stack", "dev", "--json"]) == 0
+    locked = capsys.readouterr().out
+    assert "\"instance_type\": \"g6e." in locked
+    assert main([*project, "plan", "--stack", "dev", "--repack", "--json"]) == 0
+    optimum, said = capsys.readouterr()
+    assert "\"instance_type\": \"g6e." not in optimum
+    assert "repack: locked" in said and "saves" in said and "--repack --write-lock" in said
+    assert main([*project, "cost", "--base", "HEAD", "--stack", "dev"]) == 0
+    assert "re-packing dev would save" in capsys.readouterr().out
+    assert main([*project, "plan", "--stack", "dev", "--repack", "--write-lock", "--json"]) == 0
+    capsys.readouterr()
+    assert main([*project, "plan", "--stack", "dev", "--json"]) == 0
+    assert capsys.readouterr().out == optimum
