@@ -19,7 +19,7 @@ from .llm import LlmCandidate, choose_llm_layout, replica_bounds
 from .llm_explain import architecture_decision
 from .llm_measured import with_measurement
 from .llm_speed import Fit
-from .names import node_group_name
+from .names import name_issues, node_group_name
 from .node_disks import with_node_disks
 from .pipelines import pipelines_in
 from .pod_resources import with_pods
@@ -81,8 +81,9 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
     plan = with_session_affinity(plan)
-    if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):
-        raise CompileError(fit)
+    where = {m.name: f"models[{i}]" for i, m in models}
+    if problems := name_issues(plan, where) + check_fit(plan, where):
+        raise CompileError(problems)
     if zones := zone_warnings(plan):
         plan = plan.model_copy(update={"warnings": tuple(sorted((*plan.warnings, *zones), key=lambda w: (w.model, w.message)))})
     return plan
