@@ -82,7 +82,8 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
     plan = with_session_affinity(plan)
     where = {m.name: f"models[{i}]" for i, m in models}
-    if problems := name_issues(plan, where) + check_fit(plan, where):
+    named_by = {m.name: f"models[{i}].{'pool' if getattr(m, 'pool', None) else 'name'}" for i, m in models}
+    if problems := name_issues(plan, named_by) + check_fit(plan, where):
         raise CompileError(problems)
     if zones := zone_warnings(plan):
         plan = plan.model_copy(update={"warnings": tuple(sorted((*plan.warnings, *zones), key=lambda w: (w.model, w.message)))})

@@ -39,9 +39,9 @@ STATEFULSET_NAME_MAX = 52
 # Pulumi auto-names a role "<resource name>-<7 random characters>"; IAM role names have at most 64.
 ROLE_RESOURCE_MAX = 64 - 8
 DASHBOARD, SLO, CANARY, HF_TOKEN, STAGE = "dashboard", "slo", "canary", "hf-token", "stage"
-# The longest suffix a workload's name gets appended as it is ("-dashboard"): a name the compiler derives
-# (a Triton server's) is shortened to fit it.
-WORKLOAD_NAME_MAX = DNS_LABEL_MAX - len(DASHBOARD) - 1
+# What a workload's own name may have: room for the suffixes appended as they are ("-dashboard") and for its
+# pod identity's role ("-pod"). A name the compiler derives (a Triton server's) is shortened to fit it.
+WORKLOAD_NAME_MAX = min(DNS_LABEL_MAX - len(f"-{DASHBOARD}"), ROLE_RESOURCE_MAX - len("-pod"))
 
 # --- names of the cluster-wide objects ----------------------------------------------------------------------
 CLUSTER = "cluster"  # the group of the cluster-wide objects (kubernetes/cluster.yaml): no workload may be named so
@@ -142,7 +142,7 @@ class Derived:
     primary: bool = False  # the owner's own name, not one derived from it
 
 
-_WORKLOAD_KINDS = ("ServiceAccount", "Deployment|Rollout|LeaderWorkerSet", "Service", "PodDisruptionBudget",
+_WORKLOAD_KINDS = ("Service", "Deployment|Rollout|LeaderWorkerSet", "ServiceAccount", "PodDisruptionBudget",
                    "NetworkPolicy", "ServiceMonitor", "HorizontalPodAutoscaler", "PrometheusRule")
 _LABEL = "a DNS-1123 label, and a label value of its pods"
 _ROLE = "an IAM role name (64) less the 8 characters Pulumi appends"
@@ -159,8 +159,8 @@ def _cluster(plan: FleetPlan) -> Iterator[Derived]:
 
 def _workload(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan, owner: Owner) -> Iterator[Derived]:
     ns, name = plan.namespace, kube_name(workload)
-    yield Derived("workload", "", workload.name, DNS_LABEL_MAX, _LABEL, owner, True)
     yield from (Derived(kind, ns, name, DNS_LABEL_MAX, _LABEL, owner, True) for kind in _WORKLOAD_KINDS)
+    yield Derived("workload", "", workload.name, DNS_LABEL_MAX, _LABEL, owner, True)
     yield Derived("ConfigMap", ns, dashboard_name(name), DNS_LABEL_MAX, _LABEL, owner)
     if isinstance(workload, TritonServerPlan) or weights_of(workload).source != "hub":  # it reads S3
         yield Derived("IAM role", "", f"{workload.name}-pod", ROLE_RESOURCE_MAX, _ROLE, owner)
@@ -190,16 +190,17 @@ def _llm(plan: FleetPlan, model: VllmModelPlan, owner: Owner) -> Iterator[Derive
 
 
 def derived_names(plan: FleetPlan, where: Mapping[str, str]) -> list[Derived]:
-    """Every name the plan's render and deploy plan will use, with its owner; ``where``: model name ->
-    ``models[i]`` (the model's place in models.yaml)."""
+    """Every name the plan's render and deploy plan will use, with its owner; ``where``: model name -> the
+    field its workload is named by (``models[3].name``, or ``models[3].pool`` for a model in a pool)."""
     names = list(_cluster(plan))
     for server in plan.triton_servers:
-        anchor = server.models[0]
-        label = f"Triton server {server.name} (serving {', '.join(server.models)})"
-        names += _workload(plan, server, Owner(label, f"{where.get(anchor, '')}.name", 1, False))
+        path = where.get(server.models[0], "")
+        label = f"Triton server {server.name} (serving {', '.join(server.models)}; {path.rsplit('.', 1)[0]})"
+        names += _workload(plan, server, Owner(label, path, 1, False))
     for model in plan.models:
         if isinstance(model, VllmModelPlan) and model.serving == "vllm":
-            owner = Owner(f"LLM {model.name} ({where.get(model.name, '')})", f"{where.get(model.name, '')}.name", 2, True)
+            path = where.get(model.name, "")
+            owner = Owner(f"LLM {model.name} ({path.rsplit('.', 1)[0]})", path, 2, True)
             names += [*_workload(plan, model, owner), *_llm(plan, model, owner)]
     return names
 
@@ -207,11 +208,12 @@ def derived_names(plan: FleetPlan, where: Mapping[str, str]) -> list[Derived]:
 def name_issues(plan: FleetPlan, where: Mapping[str, str]) -> list[Issue]:
     """Collisions, reserved names and names past their limits, each located at the side a person renames."""
     names = derived_names(plan, where)
-    issues, seen = [], {}
+    issues, seen, pairs = [], {}, set()
     for derived in names:
         key = (derived.kind, derived.namespace, derived.name)
         other = seen.setdefault(key, derived)
-        if other is not derived and other.owner != derived.owner:
+        if other.owner != derived.owner and (other.owner, derived.owner) not in pairs:  # one issue per pair
+            pairs.add((other.owner, derived.owner))
             issues.append(_collision(derived, other))
     told = {i.path for i in issues}
     for derived in names:
