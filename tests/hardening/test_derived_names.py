@@ -7,12 +7,14 @@ of one stack, about a second)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,9 +80,6 @@ def test_adversarial_names_render_distinct_objects_within_limits_or_are_refused(
     ("x" * 63, "prod"),  # <name>-canary, <name>-dashboard... past 63
 ])
 def test_the_reported_names_are_refused_with_their_line(name, stack):
-    import copy
-
-    import yaml
     data = copy.deepcopy(EXAMPLE)
     llm = next(m for m in data["models"] if m["name"] == "llama-3-1-8b-instruct")
     data["models"].append({**copy.deepcopy(llm), "name": name})
