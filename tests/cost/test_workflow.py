@@ -86,7 +86,6 @@ def clone_with_pr(tmp_path: Path, change: str = ADDITION) -> Path:
     for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, origin / name)
     shutil.copytree(ROOT / "stacks", origin / "stacks")
-    shutil.copytree(ROOT / "components", origin / "components", ignore=shutil.ignore_patterns("__pycache__"))
     for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "base"]):
         subprocess.run([*GIT, "-C", str(origin), *args], check=True)
     subprocess.run([*GIT, "clone", "-q", str(origin), str(work)], check=True)

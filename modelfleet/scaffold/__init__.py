@@ -1,0 +1,1 @@
+"""The files `modelfleet init` writes: pure text from the user's choices (nothing here touches disk)."""
