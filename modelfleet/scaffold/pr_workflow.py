@@ -110,6 +110,12 @@ COST = """\
           retention-days: 1
       - name: Validate models.yaml and every stack
         run: python -m modelfleet validate
+      - name: Render every stack (fails on policy violations and budgets in fail mode)
+        run: |
+          for file in stacks/Pulumi.*.yaml; do
+            stack=${file#stacks/Pulumi.}; stack=${stack%.yaml}
+            python -m modelfleet render --stack "$stack" --out "out/$stack"
+          done
       - name: CODEOWNERS matches the teams in models.yaml
         run: python -m modelfleet codeowners --check --org "$GITHUB_REPOSITORY_OWNER" --platform-team @@PLATFORM@@
       - name: Stacks and their regions, for the preview job
