@@ -1,4 +1,5 @@
-"""The Pulumi program: modelfleet's own (modelfleet/program), as every fleet repository runs it."""
+"""The Pulumi program: modelfleet's own (pip install modelfleet[pulumi]); models.yaml and stacks/ say what it
+deploys."""
 
 from modelfleet.program import run
 

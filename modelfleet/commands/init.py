@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from ..errors import Issue, OutputError, SpecError
+from ..plan.instances import load_instance_catalogue
 from ..scaffold import CHOICES, InitChoices, scaffold_files
-from ..scaffold.choices import default_of
+from ..scaffold.choices import Choice, default_of
 from .version import installed_version
 
 NAME = "init"
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     choices = ask(args, interactive=sys.stdin is not None and sys.stdin.isatty())
-    files = scaffold_files(choices, installed_version())
+    files = scaffold_files(choices, installed_version(), priced_regions=priced_regions())
     written, kept = write_new_files(args.directory, files, force=args.force)
     for path in written:
         print(f"  wrote {os.path.join(args.directory, path)}")
@@ -44,6 +45,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  kept  {os.path.join(args.directory, path)} (it exists; not overwritten)")
     print(f"next: cd {args.directory} && modelfleet validate && modelfleet cost && modelfleet preview --stack prod")
     return 0
+
+
+def priced_regions() -> tuple[str, ...]:
+    """The regions the shipped price table prices on demand."""
+    return tuple(region for region, kinds in load_instance_catalogue().price_sources.items() if "on-demand" in kinds)
 
 
 def ask(args: argparse.Namespace, interactive: bool, prompt: Callable[[str], str] = input) -> InitChoices:
@@ -61,7 +67,7 @@ def ask(args: argparse.Namespace, interactive: bool, prompt: Callable[[str], str
     return InitChoices(**answers)
 
 
-def _prompt(choice, prompt: Callable[[str], str]) -> str:
+def _prompt(choice: Choice, prompt: Callable[[str], str]) -> str:
     while True:
         answer = prompt(f"{choice.question} ({choice.values}) [{default_of(choice.field)}]: ").strip()
         answer = answer or default_of(choice.field)
@@ -69,18 +75,23 @@ def _prompt(choice, prompt: Callable[[str], str]) -> str:
             _check({choice.field: answer})
             return answer
         except SpecError as error:
-            print(error.issues[0].message, file=sys.stderr)
+            print(f"{error.issues[0].message}; again:", file=sys.stderr)
 
 
 def _check(answers: dict[str, str]) -> None:
-    """Every flag's problem at once, each named by its flag."""
+    """Every flag's problem at once, each named by its flag, with what it may be."""
     try:
         InitChoices(**answers)
     except ValidationError as error:
-        flags = {c.field: c.flag for c in CHOICES}
-        raise SpecError([Issue("modelfleet init", 0, 0, flags[str(e["loc"][0])], e["msg"].removeprefix("Value error, "),
-                               next(f"{c.flag} {c.values}" for c in CHOICES if c.field == e["loc"][0]))
+        by_field = {c.field: c for c in CHOICES}
+        raise SpecError([_issue(by_field[str(e["loc"][0])], answers[str(e["loc"][0])], e["msg"])
                          for e in error.errors()]) from None
+
+
+def _issue(choice: Choice, value: str, message: str) -> Issue:
+    if message.startswith(("String should match pattern", "Input should be")):
+        message = f"{value!r} is not {choice.values}"
+    return Issue("modelfleet init", 0, 0, choice.flag, message.removeprefix("Value error, "), f"{choice.flag} VALUE")
 
 
 def write_new_files(directory: str, files: dict[str, str], *, force: bool) -> tuple[list[str], list[str]]:
@@ -99,4 +110,7 @@ def write_new_files(directory: str, files: dict[str, str], *, force: bool) -> tu
             written.append(path)
         except FileExistsError:
             kept.append(path)
+        except OSError as error:
+            raise OutputError([Issue(target, 0, 0, "", f"cannot write it: {error.strerror}",
+                                     "choose a directory you can write")]) from None
     return written, kept

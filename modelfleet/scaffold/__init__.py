@@ -10,6 +10,8 @@ disk.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .choices import CHOICES, InitChoices
 from .codeowners import render_codeowners
 from .deploy_workflow import render_deploy_workflow
@@ -21,14 +23,16 @@ CODEOWNERS = ".github/CODEOWNERS"
 INIT_TEAMS = ("assistants", "search")  # the teams of the models models_yaml() writes
 
 
-def scaffold_files(choices: InitChoices, version: str) -> dict[str, str]:
-    """Every file of a new fleet repository, by path relative to it, in a stable order."""
+def scaffold_files(choices: InitChoices, version: str, *, priced_regions: Iterable[str]) -> dict[str, str]:
+    """Every file of a new fleet repository, by path relative to it, in a stable order. ``priced_regions``: the
+    regions modelfleet's price table prices (the stacks get a budget there)."""
+    priced = choices.region in set(priced_regions)
     files = {
         "Pulumi.yaml": pulumi_yaml(choices, version),
         "__main__.py": MAIN,
         "requirements.txt": requirements_txt(version),
         "models.yaml": models_yaml(),
-        **{f"stacks/Pulumi.{stack}.yaml": stack_yaml(choices, stack) for stack in INIT_STACKS},
+        **{f"stacks/Pulumi.{stack}.yaml": stack_yaml(choices, stack, priced=priced) for stack in INIT_STACKS},
         ".github/workflows/models-pr.yml": render_pr_workflow(version=version, backend=choices.backend,
                                                                   platform_team=choices.platform_team),
         ".github/workflows/deploy.yml": render_deploy_workflow(version=version, backend=choices.backend,

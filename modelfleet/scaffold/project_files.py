@@ -105,21 +105,32 @@ def _cluster(choices: InitChoices, stack: str) -> str:
         return "  # The EKS cluster these node groups and workloads join (`modelfleet doctor` lists what it must run).\n" + name
     return ("  # The EKS cluster this stack creates. Its API endpoint answers only publicAccessCidrs: [] keeps it private,\n"
             "  # so `pulumi up` must run inside the VPC; list your runners' egress CIDRs to deploy from CI.\n"
-            f"{name}    create: true\n    publicAccessCidrs: []\n")
+            f"{name}    create: true\n    publicAccessCidrs: []\n"
+            "    # Its VPC's private subnets, two or more in different zones (`pulumi up` and `preview` ask for them):\n"
+            "    # subnetIds: [subnet-..., subnet-...]\n")
 
 
-def stack_yaml(choices: InitChoices, stack: str) -> str:
+def _budget(choices: InitChoices, monthly_usd: int, priced: bool) -> str:
+    if priced:
+        return ("  # Monthly budget at desired replicas; over it, the compile fails with the figures.\n"
+                f"  modelfleet:budget:\n    monthlyUsd: {monthly_usd}\n    onExceed: fail\n")
+    return (f"  # No budget yet: modelfleet's price table has no prices for {choices.region}, so the cost is unknown.\n"
+            f"  # `modelfleet prices refresh --region {choices.region}` fetches them; then add\n"
+            f"  # modelfleet:budget: {{monthlyUsd: {monthly_usd}, onExceed: fail}}\n")
+
+
+def stack_yaml(choices: InitChoices, stack: str, *, priced: bool) -> str:
     """dev: one replica of everything on spot capacity, small GPU families; prod: on-demand, three zones,
-    pinned versions, protected resources. Both with a budget the compile fails over."""
+    pinned versions, protected resources. Both with a budget the compile fails over, where the shipped price
+    table prices the region (``priced``); elsewhere a cost is unknown and a budget could not be checked."""
     head = f"config:\n  aws:region: {choices.region}\n"
     if stack == "dev":
         return ("# Development: one replica of everything, on spot capacity, small GPU families only.\n" + head +
                 "  modelfleet:capacityType: spot\n  modelfleet:instanceFamilies: [g5, g6, g6e, c7i, m7i]\n"
                 "  modelfleet:availabilityZones: 2\n  modelfleet:replicas:\n    singleReplica: true\n"
-                "  # Monthly budget at desired replicas; over it, the compile fails with the figures.\n"
-                "  modelfleet:budget:\n    monthlyUsd: 5000\n    onExceed: fail\n" + _cluster(choices, stack))
+                + _budget(choices, 5000, priced) + _cluster(choices, stack))
     return ("# Production: on-demand capacity in three zones; what runs is what was reviewed (every model pinned).\n"
             + head + "  modelfleet:capacityType: on-demand\n"
             "  modelfleet:instanceFamilies: [g5, g6, g6e, p4d, p5, c7i, m7i]\n  modelfleet:availabilityZones: 3\n"
             "  modelfleet:requirePins: true\n  modelfleet:protect: true     # node groups and the bucket survive a destroy\n"
-            "  modelfleet:budget:\n    monthlyUsd: 50000\n    onExceed: fail\n" + _cluster(choices, stack))
+            + _budget(choices, 50000, priced) + _cluster(choices, stack))
