@@ -47,6 +47,7 @@ class Probe:
 class Prerequisite:
     name: str
     version: str  # the version required (or tested), as the install command pins it
+    when: str  # the feature that needs it, in any stack
     why: str  # what in this stack needs it
     probe: Probe
     install: str  # the command that installs it
@@ -85,26 +86,29 @@ def required_prerequisites(env: EnvironmentSpec, plan, objects: Iterable[Mapping
     kinds, cluster = kinds_of(objects), cluster_name(env)
     by_stack = {r.name for r in releases(plan, env)}
     found = [
-        Prerequisite("EKS Pod Identity agent", "EKS add-on", "the pod roles of the workloads and the staging Jobs",
+        Prerequisite("EKS Pod Identity agent", "EKS add-on", "always (pod roles)", "the pod roles of the workloads and the staging Jobs",
                      Probe("workload", "eks-pod-identity-agent", "kube-system"),
                      f"aws eks create-addon --cluster-name {cluster} --addon-name eks-pod-identity-agent",
                      installed_by_stack=env.cluster.create),
-        Prerequisite("cluster autoscaler", p.CLUSTER_AUTOSCALER.version, "the node groups' min..max",
+        Prerequisite("cluster autoscaler", p.CLUSTER_AUTOSCALER.version, "always (node groups)", "the node groups' min..max",
                      Probe("workload", "cluster-autoscaler", p.CLUSTER_AUTOSCALER.namespace),
                      _helm(p.CLUSTER_AUTOSCALER, f" --set autoDiscovery.clusterName={cluster} --set awsRegion={env.region}"),
                      p.CLUSTER_AUTOSCALER.release in by_stack)]
     if {"ServiceMonitor", "PrometheusRule"} & kinds.keys():
         found.append(Prerequisite("prometheus-operator (kube-prometheus-stack)", p.PROMETHEUS_STACK.version,
+                                  "metrics and SLO alerts (ServiceMonitor, PrometheusRule)",
                                   _names(kinds, "ServiceMonitor", "PrometheusRule"),
                                   Probe("crd", "servicemonitors.monitoring.coreos.com"), _helm(p.PROMETHEUS_STACK),
                                   p.PROMETHEUS_STACK.release in by_stack))
     if "HPA/Pods" in kinds:
-        found.append(Prerequisite("prometheus-adapter", p.PROMETHEUS_ADAPTER.version, _names(kinds, "HPA/Pods"),
+        found.append(Prerequisite("prometheus-adapter", p.PROMETHEUS_ADAPTER.version,
+                                  "autoscaling on queue length (an HPA on a per-pod metric; `modelfleet render` writes its values)", _names(kinds, "HPA/Pods"),
                                   Probe("apiservice", "v1beta1.custom.metrics.k8s.io"),
-                                  _helm(p.PROMETHEUS_ADAPTER, f" -f {p.ADAPTER_VALUES_FILE} (written by `modelfleet render`)"),
+                                  _helm(p.PROMETHEUS_ADAPTER, f" -f {p.ADAPTER_VALUES_FILE}"),
                                   p.PROMETHEUS_ADAPTER.release in by_stack))
     if "LeaderWorkerSet" in kinds:
-        found.append(Prerequisite("LeaderWorkerSet controller", p.LWS.version, _names(kinds, "LeaderWorkerSet"),
+        found.append(Prerequisite("LeaderWorkerSet controller", p.LWS.version, "a multi-node LLM (LeaderWorkerSet)",
+                                  _names(kinds, "LeaderWorkerSet"),
                                   Probe("crd", "leaderworkersets.leaderworkerset.x-k8s.io"), _helm(p.LWS),
                                   p.LWS.release in by_stack))
     return (*found, *_canary_prerequisites(env, kinds))
@@ -114,25 +118,44 @@ def _canary_prerequisites(env: EnvironmentSpec, kinds: dict[str, list[str]]) -> 
     found = []
     if "Rollout" in kinds:
         found.append(Prerequisite(
-            "Argo Rollouts controller", ARGO_ROLLOUTS_VERSION, _names(kinds, "Rollout", "AnalysisTemplate"),
+            "Argo Rollouts controller", ARGO_ROLLOUTS_VERSION, "a canary (`rollout: {strategy: canary}`: Rollout, "
+            "AnalysisTemplate)", _names(kinds, "Rollout", "AnalysisTemplate"),
             Probe("crd", "rollouts.argoproj.io"),
             "kubectl create namespace argo-rollouts && kubectl apply -n argo-rollouts -f https://github.com/argoproj/"
             f"argo-rollouts/releases/download/{ARGO_ROLLOUTS_VERSION}/install.yaml"))
     if "HTTPRoute" in kinds and env.gateway is not None:
         namespace = env.gateway.namespace or env.namespace
         found += [
-            Prerequisite("Gateway API CRDs", GATEWAY_API_VERSION, _names(kinds, "HTTPRoute"),
+            Prerequisite("Gateway API CRDs", GATEWAY_API_VERSION, "a canary behind `modelfleet:gateway` (HTTPRoute)",
+                         _names(kinds, "HTTPRoute"),
                          Probe("crd", "httproutes.gateway.networking.k8s.io"),
                          "kubectl apply -f https://github.com/kubernetes-sigs/gateway-api/releases/download/"
                          f"{GATEWAY_API_VERSION}/standard-install.yaml"),
-            Prerequisite(f"the Gateway {env.gateway.name}", "Gateway API v1", "modelfleet:gateway",
+            Prerequisite("the stack's Gateway", "Gateway API v1", "`modelfleet:gateway`",
+                         f"modelfleet:gateway {env.gateway.name}",
                          Probe("gateway", env.gateway.name, namespace),
                          f"your gateway controller's Gateway named {env.gateway.name} in namespace {namespace}"),
             Prerequisite("Argo Rollouts Gateway API plugin (argoproj-labs/gatewayAPI)", GATEWAY_PLUGIN_VERSION,
-                         "the canaries' HTTPRoute weights", Probe("plugin", "argoproj-labs/gatewayAPI", "argo-rollouts"),
+                         "a canary behind `modelfleet:gateway` (HTTPRoute weights)", "the canaries' HTTPRoute weights", Probe("plugin", "argoproj-labs/gatewayAPI", "argo-rollouts"),
                          "add argoproj-labs/gatewayAPI (rollouts-plugin-trafficrouter-gatewayapi "
                          f"{GATEWAY_PLUGIN_VERSION}) to trafficRouterPlugins in the argo-rollouts-config ConfigMap")]
     return found
+
+
+def prerequisites_markdown(required: Iterable[Prerequisite], placeholders: Mapping[str, str]) -> str:
+    """The docs' table (docs/operations/deploying.md, "Joining a cluster"): every prerequisite of a stack that uses
+    every feature, its own names (cluster, region, gateway) replaced by ``placeholders``."""
+    def general(text: str) -> str:
+        for value, placeholder in placeholders.items():
+            text = text.replace(value, placeholder)
+        return text
+
+    rows = ["| what | version | needed for | `modelfleet doctor` looks for | install |", "|---|---|---|---|---|"]
+    for req in required:
+        install = general(req.install)
+        install = f"`{install}`" if install.split()[0] in ("helm", "kubectl", "aws") else install
+        rows.append(f"| {req.name} | {req.version} | {req.when} | {general(str(req.probe))} | {install} |")
+    return "\n".join(rows) + "\n"
 
 
 @dataclass(frozen=True)
