@@ -93,8 +93,7 @@ def test_a_created_cluster_installs_its_own_releases(project):
     plan, files = project.rendered("dev")
     needed = required_prerequisites(env, plan, stack_objects(files))
     by_stack = {r.name for r in needed if r.installed_by_stack}
-    assert {"cluster autoscaler", "prometheus-operator (kube-prometheus-stack)", "prometheus-adapter",
-            "EKS Pod Identity agent"} <= by_stack
+    assert by_stack == {"cluster autoscaler", "prometheus-operator (kube-prometheus-stack)", "EKS Pod Identity agent"}
     assert "Argo Rollouts controller" not in by_stack  # not installed by a created cluster yet: still required
     report = doctor_report("dev", "c", check_prerequisites(needed, Cluster()))
     assert report.endswith("missing: Argo Rollouts controller\n")
