@@ -5,7 +5,7 @@ The public surface: load, compile, render. The core never imports pulumi or boto
 
 from .errors import CompileError, Issue, ModelfleetError, SpecError
 from .plan.compiler import compile_fleet
-from .plan.instances import InstanceCatalogue, load_instance_catalogue
+from .plan.hardware.instances import InstanceCatalogue, load_instance_catalogue
 from .plan.types import FleetPlan, NodeGroupPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 from .render.fleet import render_fleet, write_tree
 from .spec.environment import EnvironmentSpec, load_environment, parse_environment
