@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.package
+pytestmark = [pytest.mark.package, pytest.mark.slow]  # the full tier: CI runs it (.ci/run)
 
 
 def clean_env() -> dict[str, str]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from ..errors import Issue, OutputError, SpecError
-from ..plan.instances import load_instance_catalogue
+from ..plan.hardware.instances import load_instance_catalogue
 from ..scaffold import CHOICES, InitChoices, scaffold_files
 from ..scaffold.choices import Choice, default_of
 from .version import installed_version

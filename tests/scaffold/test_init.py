@@ -107,6 +107,7 @@ def test_the_written_repository_validates_plans_and_costs(capsys, tmp_path, flag
     assert main([*project, "codeowners", "--check", "--org", "my-org"]) == 0
 
 
+@pytest.mark.slow  # the Pulumi program under mocks: the full tier
 def test_the_written_repository_previews_offline(capsys, tmp_path):
     assert init(capsys, str(tmp_path))[0] == 0
     code = main(["--project", str(tmp_path), "preview", "--stack", "prod"])
