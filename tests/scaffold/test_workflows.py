@@ -182,7 +182,7 @@ def test_the_judges_catch_what_they_are_here_for(tmp_path):
 
 
 def test_init_writes_the_workflows_for_its_stacks_and_backend():
-    files = scaffold_files(InitChoices(backend="s3://acme-state"), "9.9.9")
+    files = scaffold_files(InitChoices(backend="s3://acme-state"), "9.9.9", priced_regions=("us-east-1",))
     assert "PULUMI_CONFIG_PASSPHRASE" in files[".github/workflows/deploy.yml"]
     assert "PULUMI_ACCESS_TOKEN" not in files[".github/workflows/models-pr.yml"]
     assert list(load(files[".github/workflows/deploy.yml"])["jobs"]) == ["up-dev", "up-prod"]
