@@ -28,7 +28,7 @@ HEAD = """\
 # GitHub environment named for its stack (its required reviewers approve it; its deploy role and Pulumi secret
 # live there, the role assumed through OIDC: no AWS key is stored), has its own concurrency group, and ends
 # only when the stack's rollouts are healthy. A failed stage stops the chain and says how to roll back.
-# Add a stack: `modelfleet init --workflows-only .` rewrites this file for the stacks in stacks/.
+# Add a stack: copy a stage, name its stack, and chain it with `needs:` (`modelfleet stacks` lists the order).
 name: deploy
 
 on:
