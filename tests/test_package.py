@@ -44,7 +44,7 @@ def installed(tmp_path_factory) -> Path:
           "wheel build")
     (wheel,) = (base / "dist").glob("modelfleet-*.whl")
     timed([sys.executable, "-m", "venv", str(base / "venv")], base, "venv")
-    timed([str(base / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", f"{wheel}[pulumi]"], base,
+    timed([str(base / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", f"{wheel}[pulumi]"], base,
           "install (wheel[pulumi])")
     return base / "venv" / "bin"
 

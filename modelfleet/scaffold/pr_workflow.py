@@ -62,7 +62,9 @@ SETUP = """\
         with:
           python-version: "@@PYTHON@@"
       - name: Install modelfleet
-        run: python -m pip install --disable-pip-version-check @@INSTALL@@
+        # --no-compile: bytecode for the few modules a run imports is written when they are imported; compiling
+        # all of pulumi-aws's at install time took two thirds of the step's CPU
+        run: python -m pip install --disable-pip-version-check --no-compile @@INSTALL@@
 """
 
 COST = """\

@@ -32,7 +32,7 @@ from tests.cost.test_diff import ADDITION, BIG_COPY, GIT
 pytestmark = pytest.mark.slow  # the PR workflow's steps run for real (git, preview): the full tier
 
 WORKFLOW = ROOT / ".github" / "workflows" / "models-pr.yml"
-INSTALL = 'python -m pip install --disable-pip-version-check ".[pulumi]"'
+INSTALL = 'python -m pip install --disable-pip-version-check --no-compile ".[pulumi]"'
 STUB = """#!/usr/bin/env bash
 echo "$(basename "$0") $*" >> "$STUB_LOG"
 if [ "$(basename "$0")" = gh ] && [ "$1" = api ] && [ "$2" != --method ]; then echo "${GH_EXISTING_COMMENT:-}"; fi

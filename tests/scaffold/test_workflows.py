@@ -187,4 +187,4 @@ def test_init_writes_the_workflows_for_its_stacks_and_backend():
     assert "PULUMI_ACCESS_TOKEN" not in files[".github/workflows/models-pr.yml"]
     assert list(load(files[".github/workflows/deploy.yml"])["jobs"]) == ["up-dev", "up-prod"]
     assert files["requirements.txt"].endswith("modelfleet[pulumi]==9.9.9\n")
-    assert "python -m pip install --disable-pip-version-check -r requirements.txt" in files[".github/workflows/models-pr.yml"]
+    assert "python -m pip install --disable-pip-version-check --no-compile -r requirements.txt" in files[".github/workflows/models-pr.yml"]
