@@ -9,6 +9,7 @@ import difflib
 import os
 import re
 import sys
+from pathlib import Path
 
 from ..errors import Issue, SpecError
 from ..scaffold import CODEOWNERS
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     project = project_from(args)
     wanted = render_codeowners(fleet_teams(project.fleet()), args.org, args.platform_team)
     path = os.path.join(project.root, CODEOWNERS)
-    current = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    current = Path(path).read_text(encoding="utf-8") if os.path.exists(path) else ""
     if not args.check:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:

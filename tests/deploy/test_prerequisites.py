@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from modelfleet.cli import main
 from modelfleet.commands.doctor import stack_objects
 from modelfleet.deploy.cluster import cluster_name
-from modelfleet.deploy.prerequisites import (Probe, check_prerequisites, doctor_report, prerequisites_markdown,
-                                             required_prerequisites)
+from modelfleet.deploy.prerequisites import (
+    Probe,
+    check_prerequisites,
+    doctor_report,
+    prerequisites_markdown,
+    required_prerequisites,
+)
 from tests.conftest import ROOT, update_golden
 
 DOCS = ROOT / "docs" / "operations" / "deploying.md"
@@ -85,8 +88,9 @@ def test_without_access_it_says_what_it_would_check(project, capsys):
 
 
 def test_a_created_cluster_installs_its_own_releases(project):
-    from modelfleet.spec.environment import parse_environment
     import yaml
+
+    from modelfleet.spec.environment import parse_environment
     config = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())["config"]
     config["modelfleet:cluster"] = {"create": True, "publicAccessCidrs": [], "subnetIds": ["subnet-01", "subnet-02"]}
     env = parse_environment("dev", config, families=project.catalogue().families())
