@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from .commands.version import installed_version
 from .errors import EXIT_USER_ERROR, ModelfleetError
 
-COMMANDS = ("init", "validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate",
-            "profile", "digest", "doctor", "codeowners", "stacks")
+COMMANDS = ("init", "validate", "plan", "explore", "render", "schema", "serve", "client", "cost", "prices", "preview",
+            "calibrate", "profile", "digest", "doctor", "codeowners", "stacks")
 
 
 def build_parser() -> argparse.ArgumentParser:
