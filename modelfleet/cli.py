@@ -15,14 +15,16 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from .commands.version import installed_version
 from .errors import EXIT_USER_ERROR, ModelfleetError
 
-COMMANDS = ("validate", "plan", "explore", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate", "profile",
-            "digest")
+COMMANDS = ("init", "validate", "plan", "explore", "render", "schema", "serve", "client", "cost", "prices", "preview",
+            "calibrate", "profile", "digest", "doctor", "codeowners", "stacks")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="modelfleet", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"modelfleet {installed_version()}")
     parser.add_argument("--project", default=".", help="project directory with models.yaml and stacks/ (default: .)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
