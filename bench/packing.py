@@ -26,9 +26,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from synthetic import catalogue_text  # noqa: E402
 
 from modelfleet.plan.compiler import compile_fleet  # noqa: E402
-from modelfleet.plan.instances import load_instance_catalogue  # noqa: E402
+from modelfleet.plan.hardware.instances import load_instance_catalogue  # noqa: E402
 from modelfleet.plan.sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor  # noqa: E402
-from modelfleet.plan.triton_policy import size_classic  # noqa: E402
+from modelfleet.plan.triton.policy import size_classic  # noqa: E402
 from modelfleet.spec.environment import EnvironmentSpec  # noqa: E402
 from modelfleet.spec.load import parse_fleet_text  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""How far the LLM performance model (modelfleet/plan/performance.py, constants from
+"""How far the LLM performance model (modelfleet/plan/llm/speed/performance.py, constants from
 modelfleet/data/llm_performance.yaml) is from NVIDIA AIConfigurator on points it was NOT fitted on.
 
 Held-out models only (none of `modelfleet calibrate`'s TRAINING_MODELS), dense and MoE, TP 1-8 (some MoE points
@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from modelfleet.commands.calibrate import TRAINING_MODELS, EstimateCache, fits  # noqa: E402
 from modelfleet.engines import aiconfigurator as aic  # noqa: E402
-from modelfleet.plan.performance import Layout, LlmShape, prefill_ms, shape_from_fields, tpot_ms  # noqa: E402
-from modelfleet.plan.performance_data import load_performance_table, performance_table_from_data  # noqa: E402
+from modelfleet.plan.llm.speed.performance import Layout, LlmShape, prefill_ms, shape_from_fields, tpot_ms  # noqa: E402
+from modelfleet.plan.llm.speed.calibration import load_performance_table, performance_table_from_data  # noqa: E402
 from modelfleet.spec.hf_config import shape_fields  # noqa: E402
 
 # (AIConfigurator's config name, weight bytes: DeepSeek-V3 is served in its own FP8 checkpoint).

@@ -40,7 +40,7 @@ del _argv, _m
 
 from .errors import CompileError, Issue, ModelfleetError, SpecError
 from .plan.compiler import compile_fleet
-from .plan.instances import InstanceCatalogue, load_instance_catalogue
+from .plan.hardware.instances import InstanceCatalogue, load_instance_catalogue
 from .plan.types import FleetPlan, NodeGroupPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 from .render.fleet import render_fleet, write_tree
 from .spec.environment import EnvironmentSpec, load_environment, parse_environment

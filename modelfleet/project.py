@@ -11,7 +11,7 @@ from .cost.fleet import FleetCost
 from .cost.policy import CostedPlan, compile_with_guardrails, cost_environment
 from .deploy import Deployment
 from .errors import CompileError, Issue, ModelfleetError, SpecError
-from .plan.instances import InstanceCatalogue, load_instance_catalogue
+from .plan.hardware.instances import InstanceCatalogue, load_instance_catalogue
 from .plan.types import FleetPlan
 from .render.fleet import render_fleet
 from .render.k8s import render_fleet_manifests, render_kubernetes

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from modelfleet.errors import SpecError
-from modelfleet.plan.instances import load_instance_catalogue
+from modelfleet.plan.hardware.instances import load_instance_catalogue
 from modelfleet.spec.environment import parse_environment
 from modelfleet.spec.load import parse_fleet_text
 from modelfleet.spec.yaml_source import parse_yaml

@@ -33,7 +33,7 @@ OLD_VLLM = EnvironmentSpec.model_validate({"name": "prod", "region": "us-east-1"
 
 
 def compile_text(text: str, env: EnvironmentSpec = PROD, catalogue=None):
-    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
 
     return compile_fleet(parse_fleet_text(text), env, catalogue or load_instance_catalogue())
 
@@ -41,9 +41,9 @@ def compile_text(text: str, env: EnvironmentSpec = PROD, catalogue=None):
 def idle_prefill_ms(preset: str, instance: str, tp: int, pp: int, tokens: int = 8192 - 256) -> float:
     """The performance model's own figure for one prompt on an idle replica (default: the request shape
     the SLA defaults to, a prompt filling the context but for 256 output tokens)."""
-    from modelfleet.plan.instances import load_instance_catalogue
-    from modelfleet.plan.performance import Layout, prefill_ms, shape_from_fields
-    from modelfleet.plan.performance_data import gpu_for
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
+    from modelfleet.plan.llm.speed.performance import Layout, prefill_ms, shape_from_fields
+    from modelfleet.plan.llm.speed.calibration import gpu_for
     from modelfleet.spec.presets import LLM_PRESETS
 
     gpu = gpu_for(load_instance_catalogue().instances[instance].gpu)
@@ -109,7 +109,7 @@ def _without(names: tuple[str, ...]):
     from dataclasses import replace
     from types import MappingProxyType
 
-    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
 
     full = load_instance_catalogue()
     return replace(full, instances=MappingProxyType({k: v for k, v in full.instances.items() if k not in names}))
@@ -403,7 +403,7 @@ def test_a_window_override_alone_points_at_itself():
 
 
 def test_throughput_scales_by_the_slower_of_compute_and_memory_bandwidth(catalogue):
-    from modelfleet.plan.triton_policy import size_classic, speed_ratio
+    from modelfleet.plan.triton.policy import size_classic, speed_ratio
 
     gpus = {i.gpu.key: i.gpu for i in catalogue.instances.values()}
     # L4 vs A10G: 121/125 TFLOPS but 300/600 GB/s -> half as fast; H100: min(989/125, 3350/600) = 5.58x

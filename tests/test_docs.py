@@ -77,6 +77,20 @@ def test_the_architecture_pages_layout_names_every_module():
     assert sorted(name for name in modules | packages if name not in layout) == []
 
 
+def test_the_architecture_page_lists_each_plan_sub_package_with_its_purpose():
+    """Each sub-package of plan/ states its one-line purpose in its ``__init__`` docstring; the architecture page
+    carries that line verbatim (re-wrapped), so the page and the code say the same."""
+    import ast
+    page = " ".join((ROOT / "docs" / "concepts" / "architecture.md").read_text().split())
+    missing = []
+    for init in sorted((ROOT / "modelfleet" / "plan").rglob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc, f"{init}: a plan sub-package states its purpose in its docstring"
+        if " ".join(doc.split()) not in page:
+            missing.append(init.parent.name)
+    assert missing == []
+
+
 def test_the_cli_reference_shows_every_command():
     page = _hook().cli_reference()
     assert all(f"## modelfleet {name}" in page for name in COMMANDS)

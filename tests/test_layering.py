@@ -12,6 +12,13 @@
 3. Components only create. ``components/`` imports pulumi, the standard library and of modelfleet only the
    plan and deploy-plan types: every decision lives in the pure stages.
 
+4. Inside ``plan/``, sub-packages by concern, in order (a module imports its own sub-package and those before):
+
+       base (types, names, sizing, rejection) < hardware < serving < capacity < llm.speed < llm < triton < top
+
+   ``top`` is the compiler and the checks over a whole plan (compiler, changes, pins, teams).
+5. No module imports another module's private (``_``) names.
+
 A new module or package must be placed in a layer (an unplaced one fails), and there is no exceptions list.
 """
 
@@ -146,6 +153,82 @@ def test_no_module_imports_a_later_stage():
     assert layer_violations(ROOT) == []
 
 
+# plan/'s sub-packages (and its top-level modules) in order: each imports only its own and the ones before.
+PLAN_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("types", "names", "sizing", "rejection", "__init__")),
+    ("hardware", ("hardware",)),
+    ("serving", ("serving",)),
+    ("capacity", ("capacity",)),
+    ("llm.speed", ("llm.speed",)),
+    ("llm", ("llm",)),
+    ("triton", ("triton",)),
+    ("top", ("compiler", "changes", "pins", "teams")),
+)
+PLAN_RANK = {part: rank for rank, (_, parts) in enumerate(PLAN_LAYERS) for part in parts}
+
+
+def plan_part_of(module: str) -> str | None:
+    """``modelfleet.plan.llm.speed.load`` -> ``llm.speed``; ``modelfleet.plan.types`` -> ``types``."""
+    parts = module.split(".")
+    if parts[:2] != ["modelfleet", "plan"]:
+        return None
+    rest = parts[2:] or ["__init__"]
+    for size in (2, 1):
+        if ".".join(rest[:size]) in PLAN_RANK:
+            return ".".join(rest[:size])
+    return rest[0]
+
+
+def plan_violations(root: Path) -> list[str]:
+    problems = []
+    for path in sorted((root / "modelfleet" / "plan").rglob("*.py")):
+        own = plan_part_of(module_name(path, root))
+        if own not in PLAN_RANK:
+            problems.append(f"{path.relative_to(root).as_posix()}: `{own}` is in no plan layer (add it to PLAN_LAYERS)")
+            continue
+        for imp in imports_of(path, root):
+            target = plan_part_of(imp.module)
+            if target is not None and PLAN_RANK.get(target, len(PLAN_LAYERS)) > PLAN_RANK[own]:
+                problems.append(f"{imp.file}:{imp.line}: {imp.text}: plan.{own} imports plan.{target}, a later one")
+    return problems
+
+
+def private_imports(root: Path) -> list[str]:
+    """``from modelfleet.x import _name`` across modules (a module's own privates are its business)."""
+    problems = []
+    for path in sorted((root / "modelfleet").rglob("*.py")) + sorted((root / "components").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if private:
+                    problems.append(f"{path.relative_to(root).as_posix()}:{node.lineno}: imports {', '.join(private)}")
+    return problems
+
+
+def test_plan_sub_packages_import_only_the_ones_before():
+    assert len(list((PACKAGE / "plan").glob("*/__init__.py"))) >= 5
+    assert plan_violations(ROOT) == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert private_imports(ROOT) == []
+
+
+def test_the_plan_layering_check_names_each_upward_import(tmp_path):
+    root = _tree(tmp_path, {
+        "modelfleet/plan/hardware/x.py": "from ..llm.search import choose\nfrom ..types import FleetPlan\n",
+        "modelfleet/plan/llm/search.py": "", "modelfleet/plan/types.py": "",
+        "modelfleet/plan/llm/speed/y.py": "from .. import shape\nfrom ..shape import _private\n",
+        "modelfleet/plan/llm/shape.py": "",
+    })
+    assert plan_violations(root) == [
+        "modelfleet/plan/hardware/x.py:1: from ..llm.search import choose: plan.hardware imports plan.llm, a later one",
+        "modelfleet/plan/llm/speed/y.py:1: from .. import shape: plan.llm.speed imports plan.llm, a later one",
+        "modelfleet/plan/llm/speed/y.py:2: from ..shape import _private: plan.llm.speed imports plan.llm, a later one"]
+    assert private_imports(root) == ["modelfleet/plan/llm/speed/y.py:2: imports _private"]
+
+
 def test_every_stage_is_a_package_and_few_modules_sit_at_the_top():
     tops = {p.stem for p in PACKAGE.glob("*.py")}
     assert tops <= {"__init__", "__main__", "cli", "errors", "project"}, tops
@@ -176,9 +259,9 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     ({"modelfleet/cost/fleet.py": "from ..render.k8s.storage import node_disk\n",
       "modelfleet/render/k8s/storage.py": ""},
      ["modelfleet/cost/fleet.py:1: from ..render.k8s.storage import node_disk: cost imports render, a later stage"]),
-    ({"modelfleet/spec/env.py": "def f():\n    from modelfleet.plan import instances\n",
-      "modelfleet/plan/instances.py": ""},
-     ["modelfleet/spec/env.py:2: from modelfleet.plan import instances: spec imports plan, a later stage"]),
+    ({"modelfleet/spec/env.py": "def f():\n    from modelfleet.plan.hardware import instances\n",
+      "modelfleet/plan/hardware/instances.py": ""},
+     ["modelfleet/spec/env.py:2: from modelfleet.plan.hardware import instances: spec imports plan, a later stage"]),
     ({"modelfleet/plan/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import project\n",
       "modelfleet/project.py": ""},
      ["modelfleet/plan/x.py:3: from .. import project: plan imports project, a later stage"]),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from modelfleet.errors import CompileError
 from modelfleet.plan.compiler import compile_fleet
-from modelfleet.plan.kubelet import allocatable, ephemeral_allocatable_gib, kube_reserved_cpu_millis, max_pods
+from modelfleet.plan.hardware.kubelet import allocatable, ephemeral_allocatable_gib, kube_reserved_cpu_millis, max_pods
 from modelfleet.plan.types import FleetPlan
 from modelfleet.render.k8s import render_fleet_manifests
 from modelfleet.spec.environment import DeploySettings, EnvironmentSpec
@@ -328,7 +328,7 @@ def test_the_fit_check_covers_a_cpu_node_group(plans):
     """A CPU node group holds one KIND_CPU server pod per node: its allocatable is the kubelet's (c7i.xlarge:
     4 vCPU less 80 m, 8 GiB x 0.925 less 255 + 11 x 58 MiB and the 100 MiB threshold), its busiest node the
     server's pod and the allowance; a pod asking more than a node offers is a located error naming the group."""
-    from modelfleet.plan.fit import check_fit
+    from modelfleet.plan.capacity.fit import check_fit
 
     plan = plans["prod"]
     (group,) = [g for g in plan.node_groups if g.device == "cpu"]

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelfleet.plan import binpacking as bp
-from modelfleet.plan.binpacking import COMPUTE, SWAP_CANDIDATES, Item, _fits, _swappable, first_fit
+from modelfleet.plan.triton.packing import binpacking as bp
+from modelfleet.plan.triton.packing.binpacking import COMPUTE, SWAP_CANDIDATES, Item, _fits, _swappable, first_fit
 
 
 class ReferenceServers(bp._Servers):

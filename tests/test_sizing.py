@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from modelfleet.plan.llm_shape import kv_bytes_per_sequence
-from modelfleet.plan.performance import shape_from_fields
+from modelfleet.plan.llm.shape import kv_bytes_per_sequence
+from modelfleet.plan.llm.speed.performance import shape_from_fields
 from modelfleet.plan.sizing import availability_floor, nodes_for_pods, tensor_parallel_ok, weights_gib
 from modelfleet.spec.architecture import resolve
 from modelfleet.spec.environment import EnvironmentSpec

@@ -28,7 +28,7 @@ import yaml
 from ..cost.diff import CAUSES, StackCost, StackFailure, StackSides, Step, describe_config_changes
 from ..cost.policy import cost_environment
 from ..errors import Issue, ModelfleetError, SpecError
-from ..plan.instances import InstanceCatalogue, catalogue_from_data
+from ..plan.hardware.instances import InstanceCatalogue, catalogue_from_data
 from ..project import FleetSource, Project
 from ..spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
 from ..spec.load import ConfigReader, disk_reader, parse_fleet
@@ -202,7 +202,7 @@ def read_head(project: Project) -> Side:
     stacks = _read_stack_files(project.stacks_dir)
     models = _load(project.fleet_source)
     return Side("working tree", models, stacks, project.catalogue(),
-                (f"models.yaml: {_rel(project, project.models_path)}", "stacks: stacks/",
+                (f"models.yaml: {project_relative(project, project.models_path)}", "stacks: stacks/",
                  f"price table: {project.prices_file or PRICE_TABLE}"))
 
 
@@ -238,13 +238,13 @@ def _read_directory(project: Project, base: str, head: Side) -> Side:
 
 
 def _read_ref(project: Project, ref: str, git: Git) -> Side:
-    models_rel = _rel(project, project.models_path)
+    models_rel = project_relative(project, project.models_path)
     text = git(project.root, "show", f"{ref}:./{models_rel}")
     if text is None:
         raise SpecError([Issue("", 0, 0, "--base", f"{ref!r} is not a file or directory, and `git show "
                                f"{ref}:./{models_rel}` failed", "pass a models.yaml file, a directory, or a git ref "
                                "that has it (e.g. origin/main; fetch it first)")])
-    names = _ref_stacks(project.root, ref, git)
+    names = ref_stacks(project.root, ref, git)
     stacks = {n: _load(parse_yaml, git(project.root, "show", f"{ref}:./stacks/Pulumi.{n}.yaml") or "",
                        f"{ref}:stacks/Pulumi.{n}.yaml") for n in names}
     catalogue, table_source = _ref_catalogue(project, ref, git)
@@ -277,7 +277,7 @@ def compiler_caveats(base: Side) -> tuple[str, ...]:
             f"figures: compare `modelfleet cost` run on {base.label} with this branch's",)
 
 
-def _ref_stacks(root: str, ref: str, git: Git) -> tuple[str, ...]:
+def ref_stacks(root: str, ref: str, git: Git) -> tuple[str, ...]:
     listing = git(root, "ls-tree", "--name-only", f"{ref}:./stacks")
     names = (listing or "").splitlines()
     return tuple(sorted(n[len("Pulumi."):-len(".yaml")] for n in names if n.startswith("Pulumi.") and n.endswith(".yaml")))
@@ -285,7 +285,7 @@ def _ref_stacks(root: str, ref: str, git: Git) -> tuple[str, ...]:
 
 def _ref_catalogue(project: Project, ref: str, git: Git) -> tuple[InstanceCatalogue, str]:
     """The price table at ``ref`` when the table in use is a file of this repository, else the same one."""
-    path = _table_path(project)
+    path = table_path(project)
     top = git(project.root, "rev-parse", "--show-toplevel")
     inside = path is not None and top is not None and not os.path.relpath(path, top.strip()).startswith("..")
     if inside:
@@ -298,7 +298,7 @@ def _ref_catalogue(project: Project, ref: str, git: Git) -> tuple[InstanceCatalo
     return project.catalogue(), f"the working tree's on both sides ({shown} is not in this repository)"
 
 
-def _table_path(project: Project) -> str | None:
+def table_path(project: Project) -> str | None:
     if project.prices_file is not None:
         return os.path.abspath(project.prices_file)
     shipped = resources.files("modelfleet").joinpath("data/instances.yaml")
@@ -319,7 +319,7 @@ def _parse_models(text: str, label: str, stacks: tuple[str, ...],
 
 def _ref_reader(project: Project, ref: str, git: Git) -> ConfigReader:
     """Config files (architecture: {config: ...}) as they are at ``ref``, beside its models.yaml."""
-    base = os.path.dirname(_rel(project, project.models_path))
+    base = os.path.dirname(project_relative(project, project.models_path))
 
     def read(relative: str) -> str:
         text = git(project.root, "show", f"{ref}:./{os.path.join(base, relative)}")
@@ -340,5 +340,5 @@ def _load(read: Callable[..., T], *args: Any) -> T | ModelfleetError:
         return exc
 
 
-def _rel(project: Project, path: str) -> str:
+def project_relative(project: Project, path: str) -> str:
     return os.path.relpath(path, project.root)

@@ -22,7 +22,7 @@ from ..spec.environment import list_stacks, stack_path
 from ..spec.yaml_source import load_yaml
 from . import project_from
 from .cost import run_git
-from .cost_sources import _rel, _ref_stacks, _table_path
+from .cost_sources import project_relative, ref_stacks, table_path
 
 FORMATS = ("text", "markdown")
 
@@ -58,7 +58,7 @@ def base_inputs(args: argparse.Namespace, scratch: str) -> Inputs:
 
 
 def _ref_inputs(project, ref: str, scratch: str) -> Inputs:
-    models_rel = _rel(project, project.models_path)
+    models_rel = project_relative(project, project.models_path)
     text = run_git(project.root, "show", f"{ref}:./{models_rel}")
     if text is None:
         raise SpecError([Issue("", 0, 0, "--base", f"{ref!r} is not a file or directory, and `git show "
@@ -68,7 +68,7 @@ def _ref_inputs(project, ref: str, scratch: str) -> Inputs:
     with open(models, "w", encoding="utf-8") as handle:
         handle.write(text)
     stacks = {}
-    for name in _ref_stacks(project.root, ref, run_git):
+    for name in ref_stacks(project.root, ref, run_git):
         data = yaml.safe_load(run_git(project.root, "show", f"{ref}:./stacks/Pulumi.{name}.yaml") or "") or {}
         stacks[name] = data.get("config", {}) if isinstance(data, dict) else {}
     return Inputs(models, _ref_prices(project, ref, scratch), stacks)
@@ -76,7 +76,7 @@ def _ref_inputs(project, ref: str, scratch: str) -> Inputs:
 
 def _ref_prices(project, ref: str, scratch: str) -> str | None:
     """The price table at ``ref`` when the one in use is a file of the repository (else the same one)."""
-    path, top = _table_path(project), run_git(project.root, "rev-parse", "--show-toplevel")
+    path, top = table_path(project), run_git(project.root, "rev-parse", "--show-toplevel")
     if path is None or top is None or os.path.relpath(path, top.strip()).startswith(".."):
         return project.prices_file
     text = run_git(top.strip(), "show", f"{ref}:{os.path.relpath(path, top.strip())}")

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from ..errors import Issue
-from ..plan.instances import catalogue_from_data
+from ..plan.hardware.instances import catalogue_from_data
 from ..render.outputs import write_file
 from .price_refresh import (
     PRICING_REGION,

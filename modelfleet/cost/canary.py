@@ -2,7 +2,7 @@
 
 A canary is not a monthly cost at desired replicas: its extra replicas exist only during a rollout (its steps
 times its pause, plus the pods' start), so it is priced per rollout, at desired replicas. The node group's
-max holds its extra replicas above the HPA's max (plan/rollout.py), which the "max" cost already counts; the
+max holds its extra replicas above the HPA's max (plan/capacity/rollout.py), which the "max" cost already counts; the
 month of those nodes is said too, as the most the room can cost.
 """
 

@@ -31,10 +31,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from ..plan.compiler import models_in
-from ..plan.instances import InstanceCatalogue
-from ..plan.node_price import HOURS_PER_MONTH, estimate_node_price
+from ..plan.hardware.instances import InstanceCatalogue
+from ..plan.hardware.node_price import HOURS_PER_MONTH, estimate_node_price
 from ..plan.teams import team_of
-from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
+from ..plan.hardware.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from ..plan.types import FleetPlan, LlmEstimatesPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from ..errors import CompileError, Issue
 from ..plan.compiler import compile_fleet, models_in
-from ..plan.instances import InstanceCatalogue
-from ..plan.precision import LAYERWISE_ONLINE_QUANTIZATION_SINCE, vllm_version, weight_dtype
+from ..plan.hardware.instances import InstanceCatalogue
+from ..plan.llm.precision import LAYERWISE_ONLINE_QUANTIZATION_SINCE, vllm_version, weight_dtype
 from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
 from ..spec.environment import EnvironmentSpec, ForbidRule
 from ..spec.load import locate_issues

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..cost.fleet import FleetCost
-from ..plan.disk import staged
+from ..plan.capacity.disk import staged
 from ..plan.types import FleetPlan
 from ..render.k8s import model_repository_bucket, vllm_models, workload_endpoints
 from ..spec.environment import EnvironmentSpec
@@ -54,7 +54,7 @@ def _warnings(deployment: Deployment, groups: Sequence[NodeGroupDeploy], live: S
 
 
 def needs_repository(plan: FleetPlan) -> bool:
-    """The stack's bucket holds Triton's configs and the staged Hub checkpoints (plan/weights.py)."""
+    """The stack's bucket holds Triton's configs and the staged Hub checkpoints (plan/llm/weights.py)."""
     return bool(plan.triton_servers) or any(staged(m) for m in vllm_models(plan))
 
 

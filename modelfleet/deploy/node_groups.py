@@ -2,7 +2,7 @@
 their taint, labels, volume, and a scaling config EKS accepts given what is running now.
 
 GPU groups boot the stack's NVIDIA AMI and carry the ``nvidia.com/gpu`` taint, so only GPU pods land there.
-CPU groups (KIND_CPU Triton servers, plan/cpu_placement.py) boot the same AMI family without the driver
+CPU groups (KIND_CPU Triton servers, plan/triton/cpu_placement.py) boot the same AMI family without the driver
 (AL2023_x86_64_STANDARD or BOTTLEROCKET_x86_64: plan/kubelet.node_ami_type), carry no taint and no GPU label,
 and get no device plugin (render/k8s/cluster.py selects GPU types only); their pods select them by instance
 type and capacity type, as every workload here does.
@@ -14,7 +14,7 @@ be greater than desired size 3"; terraform-aws-eks #748, #944, #2030). So the pr
 live scaling config first and, when the planned bounds differ from the live ones, sends the live desired
 size clamped into the new bounds (hashicorp/terraform-provider-aws #18310 proposes the same rule).
 
-Zones: a plan group with a zonal layout (multi-node replicas, modelfleet.plan.layout) becomes one EKS node
+Zones: a plan group with a zonal layout (multi-node replicas, modelfleet.plan.capacity.node_groups) becomes one EKS node
 group per zone, ``<group>-<zone>``, on that zone's subnets only: zone-i is the i-th availability zone, in
 name order, of the subnets the groups use (the stack's ``cluster.subnetIds``, else the cluster's own), as
 the program reads them (``LiveCluster``).
@@ -38,9 +38,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import Issue
-from ..plan.kubelet import node_ami_type
+from ..plan.hardware.kubelet import node_ami_type
 from ..plan.teams import node_group_team
-from ..plan.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
+from ..plan.hardware.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from ..plan.types import FleetPlan, NodeGroupPlan, VllmModelPlan
 from ..render.k8s.common import NODE_GROUP_LABEL
 from ..spec.environment import EnvironmentSpec

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..plan.disk import needs_hub_token, staged
+from ..plan.capacity.disk import needs_hub_token, staged
 from ..plan.teams import server_team, team_of
 from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from ..render.iam import pod_identity_trust_policy, stage_write_policy, triton_read_policy, vllm_read_policy
@@ -81,7 +81,7 @@ def _workload_waits(kind: str, workload: str, own: Mapping[str, str], node_group
         waits.append(release_key(p.LWS.release))
     if kind == "Rollout" and "AnalysisTemplate" in own:  # its analysis runs from the first step
         waits.append(object_key(own["AnalysisTemplate"]))
-    if "Job" in own:  # a staged checkpoint: the pods stream what the Job copied (plan/weights.py)
+    if "Job" in own:  # a staged checkpoint: the pods stream what the Job copied (plan/llm/weights.py)
         waits.append(object_key(own["Job"]))
     return waits
 

@@ -28,7 +28,7 @@ OK, TIMEOUT, QUEUE_FULL = "ok", "timeout", "queue-full"
 # No answer within the client's timeout: the request is given up (the server may still hold it).
 NO_ANSWER = "no-answer"
 # Numeric wire types a request can be filled with; strings go as JSON text (BYTES).
-_NUMERIC = {"TYPE_FP32": "FP32", "TYPE_FP64": "FP64", "TYPE_FP16": "FP16", "TYPE_INT64": "INT64",
+NUMERIC_DATATYPES = {"TYPE_FP32": "FP32", "TYPE_FP64": "FP64", "TYPE_FP16": "FP16", "TYPE_INT64": "INT64",
             "TYPE_INT32": "INT32", "TYPE_INT16": "INT16", "TYPE_INT8": "INT8", "TYPE_UINT8": "UINT8",
             "TYPE_BOOL": "BOOL"}
 VARIABLE_DIM = 4  # length used for a -1 dimension
@@ -66,7 +66,7 @@ def infer_body(model: TritonModelPlan, key: int) -> bytes:
             data = [bool(key % 2)] * count
         else:
             data = [key % 127] * count  # fits every integer type; exact in floating point
-        datatype = "BYTES" if tensor.data_type == "TYPE_STRING" else _NUMERIC[tensor.data_type]
+        datatype = "BYTES" if tensor.data_type == "TYPE_STRING" else NUMERIC_DATATYPES[tensor.data_type]
         inputs.append({"name": tensor.name, "shape": shape, "datatype": datatype, "data": data})
     return json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}}).encode()
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..plan.performance import GpuPerformance, Layout, LlmShape, Roofline, prefill_ms, tpot_ms
+from ..plan.llm.speed.performance import GpuPerformance, Layout, LlmShape, Roofline, prefill_ms, tpot_ms
 
 
 def nelder_mead(objective: Callable[[np.ndarray], float], start: Sequence[float], step: float = 0.3,

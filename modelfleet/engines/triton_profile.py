@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..plan.types import TritonModelPlan
-from .loadgen import _NUMERIC, OK, VARIABLE_DIM, Sample, closed_loop, percentile
+from .loadgen import NUMERIC_DATATYPES, OK, VARIABLE_DIM, Sample, closed_loop, percentile
 
 # Largest value each wire type holds exactly (floats: integers below 2^mantissa bits).
 _EXACT_MAX = {"FP32": 2**24, "FP64": 2**53, "FP16": 2**11, "INT64": 2**62, "INT32": 2**31 - 1, "INT16": 2**15 - 1,
@@ -91,7 +91,7 @@ def batch_body(model: TritonModelPlan, batch: int, key: int) -> bytes:
             data: list[Any] = [f"request {key} item {r}" for r in range(rows) for _ in range(per_item)]
             datatype = "BYTES"
         else:
-            datatype = _NUMERIC[tensor.data_type]
+            datatype = NUMERIC_DATATYPES[tensor.data_type]
             data = [v for r in range(rows) for v in _values(datatype, per_item, key * batch + r)]
         inputs.append({"name": tensor.name, "shape": shape, "datatype": datatype, "data": data})
     return json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}}).encode()

@@ -9,25 +9,26 @@ from ..spec.environment import EnvironmentSpec
 from ..spec.load import apply_environment
 from ..spec.units import format_param_count
 from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmModelSpec
-from .classic import compile_classic
-from .engine_args import LoraArgs, lora_source, vllm_serve_args, vllm_shm_gib
-from .fit import check_fit, with_requested, zone_warnings
-from .instances import InstanceCatalogue
-from .kubelet import memory_share_gib
-from .layout import size_node_groups
-from .llm import LlmCandidate, choose_llm_layout, replica_bounds
-from .llm_explain import architecture_decision
-from .llm_measured import with_measurement
-from .llm_speed import Fit
+from .triton.classic import compile_classic
+from .serving.engine_args import LoraArgs, lora_source, vllm_serve_args, vllm_shm_gib
+from .capacity.fit import check_fit, with_requested, zone_warnings
+from .hardware.gpus import unknown_gpu_issues
+from .hardware.instances import InstanceCatalogue
+from .hardware.kubelet import memory_share_gib
+from .capacity.node_groups import size_node_groups
+from .llm.search import LlmCandidate, choose_llm_layout, replica_bounds
+from .llm.explain import architecture_decision
+from .llm.measured import with_measurement
+from .llm.speed.load import Fit
 from .names import node_group_name
-from .node_disks import with_node_disks
-from .pipelines import pipelines_in
-from .pod_resources import with_pods
-from .llm_shape import llm_weights_gib, params_hint, weight_dtype
+from .capacity.node_disks import with_node_disks
+from .triton.pipelines import pipelines_in
+from .capacity.pod_resources import with_pods
+from .llm.shape import llm_weights_gib, params_hint, weight_dtype
 from .pins import pin_issues, pinned_artifact
-from .rollout import llm_rollout
-from .sequences import with_session_affinity
-from .weights import weights_plan
+from .capacity.rollout import llm_rollout
+from .triton.sequences import with_session_affinity
+from .llm.weights import weights_plan
 from .types import (Decision, FleetPlan, LlmEstimatesPlan, NodeGroupPlan, TritonServerPlan, VllmModelPlan, Warning_,
                     WeightsPlan)
 
@@ -49,6 +50,8 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     models = models_in(fleet, env.name)
     classic = [(i, m) for i, m in models if isinstance(m, ClassicModelSpec)]
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
+    if unknown := unknown_gpu_issues(models, catalogue):  # every later step looks these GPUs up
+        raise CompileError(unknown)
     issues: list[Issue] = []
     warnings: list[Warning_] = []
     pin_issues(models, env, issues, warnings)
@@ -217,7 +220,7 @@ def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidat
 def _node_groups(env: EnvironmentSpec, catalogue: InstanceCatalogue, servers: list[TritonServerPlan],
                  llms: list[VllmModelPlan]) -> tuple[NodeGroupPlan, ...]:
     """One node group per instance type: nodes for min, desired and max (plus surge) replicas of what lands
-    there, and its zones (layout.py). Disks, allocatable and requests come once the plan exists. A CPU type's
+    there, and its zones (capacity/node_groups.py). Disks, allocatable and requests come once the plan exists. A CPU type's
     group holds KIND_CPU servers, one pod per node."""
     types = {*(s.instance_type for s in servers), *(p.instance_type for p in llms)}
     slots = {i: catalogue.instances[i].gpus if i in catalogue.instances else 1 for i in types}

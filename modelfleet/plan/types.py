@@ -57,7 +57,7 @@ class TensorPlan(PlanModel):
 
 
 class VolumePlan(PlanModel):
-    """A node's root volume (EBS gp3) as node_volume.py sizes it; the node group records its three figures."""
+    """A node's root volume (EBS gp3) as capacity/node_volume.py sizes it; the node group records its three figures."""
 
     size_gib: int
     iops: int
@@ -77,7 +77,7 @@ class NodeResourcesPlan(PlanModel):
 
 class ContainerResourcesPlan(PlanModel):
     """What one container of a workload's pod requests (and is limited to), decided by the plan so that the
-    fit check and the rendered manifests read the same figures (pod_resources.py)."""
+    fit check and the rendered manifests read the same figures (capacity/pod_resources.py)."""
 
     name: str
     init: bool  # an init container: runs to completion before the others start
@@ -100,7 +100,7 @@ class PodPlan(PlanModel):
 
 
 class RolloutPlan(PlanModel):
-    """How a workload's pods are replaced on an update, and why (rollout.py)."""
+    """How a workload's pods are replaced on an update, and why (capacity/rollout.py)."""
 
     max_surge: int  # replicas above the HPA's max a rollout may add (a canary's: at its largest step)
     max_unavailable: int
@@ -134,20 +134,20 @@ class NodeGroupPlan(PlanModel):
     vcpu: int
     ram_gib: float
     # The stack's zones the group spans (zone-1 is the first zone of its subnets, in AWS's order), and the
-    # per-zone node groups of a zonal layout (empty: one group over every zone): layout.py.
+    # per-zone node groups of a zonal layout (empty: one group over every zone): capacity/node_groups.py.
     zones: tuple[str, ...]
     zonal: tuple[ZoneSizePlan, ...]
     zone_reason: str
     # Where pods write (emptyDirs, images): the instance store striped RAID0 by the node's bootstrap, or the
-    # root volume; node_volume.py.
+    # root volume; capacity/node_volume.py.
     ephemeral_storage_on: Literal["instance-store", "root-volume"]
     instance_store_gib: int
     root_volume_gib: int
     root_volume_iops: int
     root_volume_throughput_mibps: int
-    allocatable: NodeResourcesPlan  # per node, as its kubelet reports it (kubelet.py)
+    allocatable: NodeResourcesPlan  # per node, as its kubelet reports it (hardware/kubelet.py)
     daemonset_allowance: NodeResourcesPlan  # per node, kept free for DaemonSets (deploy.daemonsetAllowance)
-    requested: NodeResourcesPlan  # the busiest node at HPA max plus surge, serving images included (fit.py)
+    requested: NodeResourcesPlan  # the busiest node at HPA max plus surge, serving images included (capacity/fit.py)
     workloads: tuple[str, ...]  # Triton servers and vLLM models placed here
     # gpu: GPU nodes (tainted, the NVIDIA AMI); cpu: CPU-only nodes of KIND_CPU Triton servers, one server pod per
     # node (gpus_per_node and gpu_memory_gib are 0, gpu_model empty; processor names the CPU).
@@ -188,7 +188,7 @@ class SequencePlan(PlanModel):
 
 
 class SessionAffinityPlan(PlanModel):
-    """A server of stateful models: its Service keeps each client IP on one pod (plan/sequences.py)."""
+    """A server of stateful models: its Service keeps each client IP on one pod (plan/triton/sequences.py)."""
 
     timeout_s: int  # sessionAffinityConfig.clientIP.timeoutSeconds: the longest idle release of its sequences
     decision: Decision
@@ -224,7 +224,7 @@ class TritonModelPlan(PlanModel):
     compute_ms: float
     # Whether compute_ms and rps_per_instance rest on a measured profile that applies to this GPU, and what
     # they rest on: the measurement (where, when, how scaled), or, UNMEASURED, an execution budget floored
-    # by the datasheet bound (plan/classic_speed.py).
+    # by the datasheet bound (plan/triton/speed.py).
     measured: bool
     speed_basis: str
     bound_ms: float | None  # a full batch's datasheet lower bound on this GPU (None: size given as memory_gib)
@@ -241,9 +241,9 @@ class TritonModelPlan(PlanModel):
     # its backend's thread count is set to per instance; 0 on a GPU.
     cpu_cores: int = 0
     # On a CPU: what placing it on the GPUs instead would add to the stack, USD per hour at the ranking prices
-    # (plan/devices.py); None on a GPU, or when no GPU placement meets its SLA. The cost preview's saving.
+    # (plan/triton/devices.py); None on a GPU, or when no GPU placement meets its SLA. The cost preview's saving.
     gpu_placement_usd_per_hour: float | None = None
-    # Its instances' rate-limiter priority on a shared GPU (1 = picked first; plan/rate_limiter.py); 0: none.
+    # Its instances' rate-limiter priority on a shared GPU (1 = picked first; plan/triton/rate_limiter.py); 0: none.
     rate_limiter_priority: int = 0
     team: str | None = None  # models.yaml's team (plan/teams.py: labels, tags and cost per team)
     # What the alerts protect (render/observability): sla.availability (its default, 99.9, is the spec's).
@@ -256,7 +256,7 @@ class PipelineStepPlan(PlanModel):
     model: str
     input_map: tuple[tuple[str, str], ...]  # (the model's input, the ensemble tensor)
     output_map: tuple[tuple[str, str], ...]  # (the model's output, the ensemble tensor)
-    budget_ms: float  # its share of the pipeline's p99 (plan/pipelines.py)
+    budget_ms: float  # its share of the pipeline's p99 (plan/triton/pipelines.py)
     queue_timeout_us: int  # as compiled for the model (the tighter of its own p99 and this share)
 
 
@@ -301,7 +301,7 @@ class TritonServerPlan(PlanModel):
     python_shm_bytes: int
     decision: Decision  # why this instance type, and the alternatives
     rollout: RolloutPlan
-    pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    pod: PodPlan | None = None  # set once the plan knows its node group (capacity/pod_resources.py)
     # Names it had under earlier naming schemes (triton-<anchor model>): the Pulumi program aliases them, so a
     # deployed stack's resources carry over.
     former_names: tuple[str, ...] = ()
@@ -329,7 +329,7 @@ class TritonServerPlan(PlanModel):
 
 
 class WeightsPlan(PlanModel):
-    """Where a vLLM model's checkpoint comes from at each cold start, and what one start reads (plan/weights.py).
+    """Where a vLLM model's checkpoint comes from at each cold start, and what one start reads (plan/llm/weights.py).
 
     ``s3``: the artifact is an S3 prefix, streamed by runai_streamer. ``staged``: a pinned Hub checkpoint, copied
     once per revision into the stack's bucket by a Job, then streamed like ``s3``: a recreated pod or group reads
@@ -349,7 +349,7 @@ class WeightsPlan(PlanModel):
 
 
 class LlmEstimatesPlan(PlanModel):
-    """How fast one replica serves at peak, as the planner predicted it (plan/llm_speed.py)."""
+    """How fast one replica serves at peak, as the planner predicted it (plan/llm/speed/load.py)."""
 
     prefill_ms: float  # one prompt of input_tokens on an idle replica, to its first token
     ttft_p99_ms: float  # p99 time to first token at peak: the prompt's own prefill and its wait behind others
@@ -365,7 +365,7 @@ class LlmEstimatesPlan(PlanModel):
 
 class LlmMeasuredPlan(PlanModel):
     """An LLM's measured profile as the plan reports it (spec/profiles.py), and what the plan made of it
-    (plan/llm_measured.py): checked against the SLA only when ``applies`` (its GPU and tensor-parallel size)."""
+    (plan/llm/measured.py): checked against the SLA only when ``applies`` (its GPU and tensor-parallel size)."""
 
     measured_on: str
     measured_at: str
@@ -416,7 +416,7 @@ class VllmModelPlan(PlanModel):
     quantization: str | None = None  # vLLM --quantization: the checkpoint's format, or online fp8
     checkpoint_gib: float | None = None  # the checkpoint as stored (16-bit when quantized while loading)
     rollout: RolloutPlan | None = None  # always set by the compiler (its server's rollout)
-    pod: PodPlan | None = None  # set once the plan knows its node group (pod_resources.py)
+    pod: PodPlan | None = None  # set once the plan knows its node group (capacity/pod_resources.py)
     max_num_batched_tokens: int = 0  # vLLM --max-num-batched-tokens (plan/llm_speed.batched_tokens)
     expert_parallel: bool = False  # vLLM --enable-expert-parallel (a MoE model's experts dealt out whole)
     lora_adapters: tuple[str, ...] = ()  # names of the LoRA adapters served on top (lora.adapters)
@@ -437,7 +437,7 @@ class VllmModelPlan(PlanModel):
     p99_ttft_ms: float
     p99_tpot_ms: float | None = None
     availability: float = 99.9  # sla.availability (the spec's default)
-    weights: WeightsPlan | None = None  # always set by the compiler (plan/weights.py)
+    weights: WeightsPlan | None = None  # always set by the compiler (plan/llm/weights.py)
 
 
 class FleetPlan(PlanModel):

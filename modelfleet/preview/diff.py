@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .format import _display_name, _short_type
+from .format import display_name, short_type
 from .runner import Recorded
 
 Action = Literal["create", "update", "replace", "delete"]
@@ -141,7 +141,7 @@ def _compare(before: Recorded, after: Recorded) -> ResourceChange | None:
     if not replacing and after.type.startswith("kubernetes:") and any(p.startswith(POD_TEMPLATES) for p in paths):
         notes.append("pods roll: the pod template changes")
     action: Action = "replace" if replacing else "update"
-    return ResourceChange(action, _short_type(after.type), _display_name(after),
+    return ResourceChange(action, short_type(after.type), display_name(after),
                           _describe(paths, before, after, replacing), tuple(notes))
 
 
@@ -167,7 +167,7 @@ def _node_rolls(changes: list[ResourceChange], pairs: list[tuple[Recorded, Recor
     own resource tags are no part of a version)."""
     templates = {after.parent for before, after in pairs if after.type == "aws:ec2/launchTemplate:LaunchTemplate"
                  and any(not _under(p, ("tags", "tagsAll")) for p in changed_paths(before, after))}
-    groups = {_display_name(after): after for _, after in pairs if after.type == "aws:eks/nodeGroup:NodeGroup"
+    groups = {display_name(after): after for _, after in pairs if after.type == "aws:eks/nodeGroup:NodeGroup"
               and after.parent in templates}
     out = []
     for change in changes:
@@ -192,8 +192,8 @@ def compute_preview_diff(stack: str, base: Sequence[Recorded], head: Sequence[Re
     pairs, created, deleted = _match(base, head)
     compared = [(pair, _compare(*pair)) for pair in pairs]
     changes = [c for _, c in compared if c is not None]
-    changes += [ResourceChange("create", _short_type(r.type), _display_name(r)) for r in created]
-    changes += [ResourceChange("delete", _short_type(r.type), _display_name(r), (), _delete_notes(r)) for r in deleted]
+    changes += [ResourceChange("create", short_type(r.type), display_name(r)) for r in created]
+    changes += [ResourceChange("delete", short_type(r.type), display_name(r), (), _delete_notes(r)) for r in deleted]
     changes = _node_rolls(changes, pairs)
     order = {a: i for i, a in enumerate(ACTIONS)}
     changes.sort(key=lambda c: (order[c.action], c.type, c.name))

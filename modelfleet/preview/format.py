@@ -21,7 +21,7 @@ def is_secret(value: Any) -> bool:
     return isinstance(value, dict) and value.get(SIG_KEY) == SECRET_SIG
 
 
-def _short_type(token: str) -> str:
+def short_type(token: str) -> str:
     """``aws:eks/nodeGroup:NodeGroup`` -> ``aws:eks:NodeGroup``; ``kubernetes:apps/v1:Deployment`` -> ``k8s:Deployment``."""
     package, module, kind = token.split(":")
     if package == "pulumi" and module == "providers":
@@ -160,7 +160,7 @@ def summary(resource: Any) -> str:
     return "  ".join(p for p in (text, f"[{'; '.join(flags)}]" if flags else "") if p)
 
 
-def _display_name(resource: Any) -> str:
+def display_name(resource: Any) -> str:
     meta = resource.inputs.get("metadata") if resource.type.startswith("kubernetes:") else None
     if isinstance(meta, dict) and "name" in meta:
         return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
@@ -196,7 +196,7 @@ def format_tree(resources: list[Any]) -> list[str]:
     def walk(parent: str, depth: int) -> None:
         for _, r in sorted(children[parent], key=lambda item: _rank(item[1], item[0])):
             first, *more = summary(r).splitlines() or [""]
-            lines.append(f"{'  ' * depth}+ {_short_type(r.type)} {_display_name(r)}" + (f"  {first}" if first else ""))
+            lines.append(f"{'  ' * depth}+ {short_type(r.type)} {display_name(r)}" + (f"  {first}" if first else ""))
             lines.extend(f"{'  ' * (depth + 2)}{line}" for line in more)
             walk(r.urn, depth + 1)
 

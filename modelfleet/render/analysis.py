@@ -14,7 +14,7 @@ Triton, per model on the server (``nv_inference_*``, labelled ``model`` and ``ve
   stages last the whole stream): its p99 comes from ``nv_inference_first_response_histogram_ms``, the
   canary pods' buckets together. Triton exports that histogram from 2.52 on (the deployed 2.73 has it; the
   2.51 here does not) and only with ``--metrics-config=histogram_latencies=true``, which the plan sets on
-  every server with a decoupled model (plan/engine_args.py); the alerts read the same histogram
+  every server with a decoupled model (plan/serving/engine_args.py); the alerts read the same histogram
   (render/observability/slo_queries.py).
 
 vLLM (``vllm:*``, checked against the real vLLM's /metrics in tests/engines/test_serve_llm.py):

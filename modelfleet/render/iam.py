@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..plan.disk import weights_of
+from ..plan.capacity.disk import weights_of
 from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 
 # Exactly the three managed policies an EKS worker node needs, and nothing more.
@@ -80,7 +80,7 @@ def triton_read_policy(plan: FleetPlan, server: TritonServerPlan, repository_buc
 
 def vllm_read_policy(model: VllmModelPlan) -> str | None:
     """What a vLLM model's pods may read: the S3 prefix runai_streamer streams (its s3:// artifact, or its
-    staged Hub checkpoint: plan/weights.py); None when every pod downloads from the Hub."""
+    staged Hub checkpoint: plan/llm/weights.py); None when every pod downloads from the Hub."""
     weights = weights_of(model)
     return None if weights.source == "hub" else read_only_policy([s3_location(weights.uri)])
 

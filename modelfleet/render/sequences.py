@@ -1,6 +1,6 @@
 """``sequence_batching`` for a stateful model: the strategy, idle release and the four control inputs.
 
-The model reads them as input tensors of these names (plan/sequences.py): START and END are 1 on a
+The model reads them as input tensors of these names (plan/triton/sequences.py): START and END are 1 on a
 sequence's first and last request, READY is 1 for the batch rows that hold a request (a direct-strategy
 batch carries every slot of its instance), CORRID is the sequence id the client sent (uint64).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..plan.rate_limiter import RESOURCE as RATE_LIMIT_RESOURCE
+from ..plan.triton.rate_limiter import RESOURCE as RATE_LIMIT_RESOURCE
 from ..plan.types import TensorPlan, TritonModelPlan
 from .sequences import sequence_batching
 from .warmup import model_warmup
@@ -65,7 +65,7 @@ def model_config(plan: TritonModelPlan) -> mc.ModelConfig:
         _tensor(config.output.add(), tensor)
     kind = mc.ModelInstanceGroup.KIND_CPU if plan.device == "cpu" else mc.ModelInstanceGroup.KIND_GPU
     group = config.instance_group.add(kind=kind, count=plan.instance_count)
-    if plan.rate_limiter_priority:  # one batch at a time on the shared GPU (plan/rate_limiter.py)
+    if plan.rate_limiter_priority:  # one batch at a time on the shared GPU (plan/triton/rate_limiter.py)
         group.rate_limiter.resources.add(name=RATE_LIMIT_RESOURCE, count=1)
         group.rate_limiter.priority = plan.rate_limiter_priority
     _cpu_threads(config, plan)

@@ -1,4 +1,4 @@
-"""``model_warmup`` of a Triton model's config (plan/warmup.py decides the shapes; this writes the message).
+"""``model_warmup`` of a Triton model's config (plan/triton/warmup.py decides the shapes; this writes the message).
 
 Requests of zeros, each run twice: at batch 1, 2, 4, ... and ``max_batch_size`` (a model without batching: its
 one shape). Zeros are a valid value of every numeric input (a token id, a pixel, a feature), and deterministic.

@@ -190,14 +190,14 @@ class DeploySettings(EnvFrozen):
     node_disk_gib: _bounded(50, 16_384, "GPU nodes' root volume in GiB, 50 to 16,384 (EBS gp3's largest)",
                             kind=int) = 200
     aws_cli_image: str = "public.ecr.aws/aws-cli/aws-cli:2.27.0"  # copies the model repository from S3
-    # Per-node room the fit check keeps free for DaemonSets (modelfleet/plan/fit.py).
+    # Per-node room the fit check keeps free for DaemonSets (modelfleet/plan/capacity/fit.py).
     daemonset_allowance: DaemonSetAllowance = DaemonSetAllowance()
     # AL2023 NVIDIA nodes need NVIDIA's device plugin; false when the cluster already runs one (the GPU Operator
     # or NVIDIA's own chart), so that no node gets two plugins registering the same GPUs.
     install_device_plugin: bool = True
     # A pinned Hugging Face checkpoint is copied once per revision into the bucket above (a Job) and streamed from
     # there, so a recreated pod or LeaderWorkerSet group never downloads it from the Hub again
-    # (modelfleet/plan/weights.py); false: every pod downloads it from the Hub into its own emptyDir.
+    # (modelfleet/plan/llm/weights.py); false: every pod downloads it from the Hub into its own emptyDir.
     stage_hub_weights: bool = True
     # The Triton servers this stack deployed while servers were named after their first model (triton-<anchor>,
     # before they were named by pool or instance type). A server whose former name is listed keeps it as its

@@ -3,7 +3,7 @@
 Field names are the ones those files use; families spell the same thing differently (Mixtral's
 ``num_local_experts``, Qwen's ``num_experts``, DeepSeek's ``n_routed_experts``), so each figure lists the
 spellings it accepts, first match wins. Multimodal configs keep the language model under ``text_config``.
-The result uses the names of ``modelfleet.plan.performance.LlmShape``; a missing required figure is a
+The result uses the names of ``modelfleet.plan.llm.speed.performance.LlmShape``; a missing required figure is a
 ``ValueError`` naming the fields it looked for, which the loader reports at the ``config:`` line.
 """
 

@@ -189,7 +189,7 @@ class ClassicModelSpec(Frozen):
                                                           "only with each other; servers are named triton-<pool>")] = None
     # gpu or cpu (KIND_CPU on a CPU node group). None: a GPU, except a tabular or python model with a
     # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA
-    # (plan/devices.py). cpu takes an onnx, pytorch or python model (triton_options.CPU_FRAMEWORKS).
+    # (plan/triton/devices.py). cpu takes an onnx, pytorch or python model (triton_options.CPU_FRAMEWORKS).
     device: Optional[Device] = None
     stateful: Optional[StatefulSpec] = None  # Triton's sequence batcher (triton_options.StatefulSpec)
     # A python-backend model that sends several responses per request (decoupled); its SLA is the first one.

@@ -16,7 +16,7 @@ models they name, collecting every problem with its path: unknown models (did yo
 unmapped or mapped to nothing, dtype and dims mismatches, cycles, and tensors nobody uses (a pipeline input
 no step reads, or a step output neither a later step nor the pipeline returns: Triton would compute it on
 every request and throw it away), and steps disabled in a stack where the pipeline runs. The compiler
-(plan/pipelines.py) then keeps the members on one Triton server and splits the p99 across the steps;
+(plan/triton/pipelines.py) then keeps the members on one Triton server and splits the p99 across the steps;
 docs/triton-features.md explains both.
 """
 

@@ -1,7 +1,7 @@
 """How a workload ships a change: ``rollout: {strategy: canary, steps: [10, 50, 100], pause: 10m}``.
 
 Written per model in models.yaml or per stack (``modelfleet:rollout``); a model's own wins. ``rolling`` (the
-default) replaces pods as a Deployment does (the plan chooses surge or maxUnavailable, plan/rollout.py).
+default) replaces pods as a Deployment does (the plan chooses surge or maxUnavailable, plan/capacity/rollout.py).
 ``canary`` runs the new pod template beside the old one under Argo Rollouts: at each step the canary takes
 that percentage of the traffic for ``pause``, while an analysis built from the model's own SLA watches the
 canary's pods; a failed analysis aborts the rollout and the stable pods take all traffic back.

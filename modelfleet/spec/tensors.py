@@ -35,7 +35,7 @@ class TensorSpec(Frozen):
         description=f"sizes without the batch dimension: positive, or -1 for variable; each at most {MAX_DIM:,} "
                     "(int32, what TensorRT and most backends address); at most 8 dimensions")]
 
-    # The size of each variable dimension in a representative request (the warmup's, plan/warmup.py); the
+    # The size of each variable dimension in a representative request (the warmup's, plan/triton/warmup.py); the
     # fixed ones repeat dims. None: 16 for each -1 (plan/warmup.TYPICAL_DIM).
     typical_dims: Annotated[Optional[tuple[Annotated[int, Field(strict=True, ge=1, le=MAX_DIM)], ...]], Field(
         **LIST, min_length=1, max_length=8,

@@ -9,7 +9,7 @@ from modelfleet.deploy import compile_deploy_plan
 from modelfleet.deploy.checks import credential_issues
 from modelfleet.deploy.node_groups import live_group, scaling
 from modelfleet.deploy.types import LiveNodeGroup
-from modelfleet.plan import disk
+from modelfleet.plan.capacity import disk
 from modelfleet.project import Project
 from tests.components.mocked import stack_config
 from tests.conftest import ROOT

@@ -8,8 +8,8 @@ import re
 import pytest
 import yaml
 
-from modelfleet.plan.disk import pod_download_gib_s
-from modelfleet.plan.engine_args import MODEL_REPOSITORY_DIR, startup_budget_s
+from modelfleet.plan.capacity.disk import pod_download_gib_s
+from modelfleet.plan.serving.engine_args import MODEL_REPOSITORY_DIR, startup_budget_s
 from modelfleet.render.fleet import render_triton_repositories
 from modelfleet.render.k8s import (
     CLUSTER,

@@ -7,9 +7,9 @@ import tomllib
 
 import pytest
 
-from modelfleet.plan.disk import GP3_MAX_MIBPS, pod_disk_gib_s
-from modelfleet.plan.kubelet import ephemeral_allocatable_gib
-from modelfleet.plan.node_volume import node_disk_gib
+from modelfleet.plan.capacity.disk import GP3_MAX_MIBPS, pod_disk_gib_s
+from modelfleet.plan.hardware.kubelet import ephemeral_allocatable_gib
+from modelfleet.plan.capacity.node_volume import node_disk_gib
 from modelfleet.render.k8s.vllm import HF_CACHE, startup_s
 from modelfleet.plan.teams import node_group_team
 from tests.components.mocked import copy_project, example_models, k8s_objects, live_group, of_type, run, stack_config

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelfleet.plan.binpacking import Item, Objective, first_fit, pack_optimally, shed_replicas
+from modelfleet.plan.triton.packing.binpacking import Item, Objective, first_fit, pack_optimally, shed_replicas
 
 
 def _partitions(items):

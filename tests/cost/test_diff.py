@@ -311,7 +311,7 @@ def test_triton_neighbours_are_named_when_a_server_changes(tmp_path):
     assert "text-embedder" in names and not names["text-embedder"].edited
     # the classifier leaves with its pipeline partner, the preprocessor (a pipeline's steps share a server); the
     # GPU left to the embedder then has room for fraud-scorer for free, so the compiler moves it back from its CPU
-    # nodes (plan/devices.py)
+    # nodes (plan/triton/devices.py)
     assert ("now shares its GPU with fraud-scorer; no longer with image-preprocessor, resnet50-classifier"
             in names["text-embedder"].reasons)
     assert names["fraud-scorer"].layout.startswith("triton-g5-xlarge")
@@ -384,16 +384,16 @@ def test_a_diff_says_when_the_compiler_itself_changed_since_the_base(tmp_path):
         if args[:2] == ("rev-parse", "--show-toplevel"):
             return os.path.dirname(package) + "\n"
         if args[:2] == ("diff", "--name-only"):
-            return "modelfleet/plan/triton_policy.py\nmodelfleet/data/instances.yaml\nmodelfleet/plan/packing.py\n"
+            return "modelfleet/plan/triton/policy.py\nmodelfleet/data/instances.yaml\nmodelfleet/plan/triton/packing/gpu.py\n"
         return run_git(str(repo), *args)
 
     project = Project(root=str(repo))
     base = read_base(project, "main", read_head(project), fake_git)
     assert ("diff", "--name-only", "main", "--", "modelfleet") in calls
-    assert base.compiler_changes == ("modelfleet/plan/packing.py", "modelfleet/plan/triton_policy.py")
+    assert base.compiler_changes == ("modelfleet/plan/triton/packing/gpu.py", "modelfleet/plan/triton/policy.py")
     (caveat,) = compiler_caveats(base)
-    assert caveat.startswith("the compiler itself differs from main (2 file(s): modelfleet/plan/packing.py, "
-                             "modelfleet/plan/triton_policy.py); both sides are compiled by this branch's code")
+    assert caveat.startswith("the compiler itself differs from main (2 file(s): modelfleet/plan/triton/packing/gpu.py, "
+                             "modelfleet/plan/triton/policy.py); both sides are compiled by this branch's code")
     diff = compute_fleet_diff({}, base_label="main", head_label="models.yaml", caveats=(caveat,))
     assert f"> ⚠️ {caveat}" in render_diff_markdown(diff)
     assert f"  WARNING: {caveat}" in render_diff_text(diff)

@@ -10,7 +10,7 @@ Each node also pays for its EBS gp3 volume a month (us-east-1: 0.08 USD per GiB,
 volume is the stack's floor for the OS; the 405B's p5 nodes had 900 GiB at 1,000 MiB/s (112.00 USD) before.
 
 An LLM's cost per million tokens divides its cost by what its replicas generate at peak: the plan's predicted
-output tokens/s per replica (plan/llm_speed.py), not a per-sequence default.
+output tokens/s per replica (plan/llm/speed/load.py), not a per-sequence default.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from types import MappingProxyType
 import pytest
 
 from modelfleet.cost.fleet import compute_fleet_cost, estimate_llm_loads
-from modelfleet.plan.instances import PriceSource
+from modelfleet.plan.hardware.instances import PriceSource
 from modelfleet.project import Project
 from tests.conftest import ROOT
 
@@ -30,7 +30,7 @@ PRICE = {"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6e.xlarge": 1.861, "g6e.12x
 H = 730
 EBS = {"g4dn.xlarge": 16.0, "g5.xlarge": 16.0, "g6e.xlarge": 16.0, "g6e.12xlarge": 16.0, "p4d.24xlarge": 16.0,
        "p5.48xlarge": 16.0, "c7i.xlarge": 16.0}
-# The CPU node group of fraud-scorer (KIND_CPU, plan/cpu_placement.py): 2 / 2 / 4 c7i.xlarge, 2 x (0.1785 x 730 + 16)
+# The CPU node group of fraud-scorer (KIND_CPU, plan/triton/cpu_placement.py): 2 / 2 / 4 c7i.xlarge, 2 x (0.1785 x 730 + 16)
 # = 292.61 a month at min and desired, 585.22 at max (3 replicas at the HPA's max, 1 more for the rollout surge).
 CPU_GROUP = (292.61, 292.61, 585.22)
 

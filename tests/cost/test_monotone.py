@@ -138,7 +138,7 @@ KNOWN_CASES = {
                                 classic("added", 1.0)),
     # Placements were ranked by instance-hours alone: 11 g6.xlarge beat 4 g6e.2xlarge by 0.12 USD/h while
     # their 7 extra root volumes (16 USD a month each) made them dearer a month, until one more model tipped
-    # the packing. Nodes are now ranked as the cost prices them (plan/node_price.py).
+    # the packing. Nodes are now ranked as the cost prices them (plan/hardware/node_price.py).
     "volumes-were-left-out-of-the-ranking": (
         PROD, [classic("m0", 11.5, p99_ms=20, per_instance=108, measured_on="t4", replicas=3), small_llm("m1", 1),
                small_llm("m2"), classic("m3", 8.0, p99_ms=50, availability=99.9, measured_on="a10g", compute_ms=6.25),

@@ -21,7 +21,7 @@ from modelfleet.commands.price_refresh import (
     parse_on_demand_prices,
     refresh_prices,
 )
-from modelfleet.plan.instances import load_instance_catalogue
+from modelfleet.plan.hardware.instances import load_instance_catalogue
 from tests.conftest import ROOT
 
 NOW = datetime(2026, 8, 1, 9, 30, tzinfo=timezone.utc)

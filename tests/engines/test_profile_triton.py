@@ -29,7 +29,7 @@ from tests.engines.conftest import require_tritonserver
 require_tritonserver()
 
 from modelfleet.commands.profile_triton import for_profiling  # noqa: E402
-from modelfleet.plan.classic_speed import speed_ratio  # noqa: E402
+from modelfleet.plan.triton.speed import speed_ratio  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.engines.conftest import make_artifact_root, served  # noqa: E402

@@ -1,4 +1,4 @@
-"""The rate limiter as the compiler sets it, on the REAL tritonserver (plan/rate_limiter.py).
+"""The rate limiter as the compiler sets it, on the REAL tritonserver (plan/triton/rate_limiter.py).
 
 Two models packed on one server (synthetic stand-ins that take the plan's compute time, sleeping, so the
 timing does not depend on this shared machine's cores): ``slow-batch`` (2 s a batch) and ``quick-batch``.
@@ -26,7 +26,7 @@ np = engine_import("triton", "numpy")
 httpclient = engine_import("triton", "tritonclient.http")
 
 from modelfleet.plan.compiler import compile_fleet  # noqa: E402
-from modelfleet.plan.rate_limiter import SERVER_FLAGS  # noqa: E402
+from modelfleet.plan.triton.rate_limiter import SERVER_FLAGS  # noqa: E402
 from modelfleet.spec.load import parse_fleet_text  # noqa: E402
 from tests.engines.conftest import served, served_config  # noqa: E402
 

@@ -144,7 +144,7 @@ def test_lora_extra_args_and_expert_parallelism_are_accepted() -> None:
     """The flags the language added (LoRA adapters, --max-num-batched-tokens, --enable-expert-parallel) and a
     model's extra_args, through vLLM's own parser: an extra flag vLLM does not know fails here, in CI."""
     from modelfleet.plan.compiler import compile_fleet
-    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
     from modelfleet.spec.environment import EnvironmentSpec
     from modelfleet.spec.load import parse_fleet_text
 
@@ -162,7 +162,7 @@ def test_lora_extra_args_and_expert_parallelism_are_accepted() -> None:
 
 def test_an_extra_flag_vllm_does_not_know_is_refused() -> None:
     from modelfleet.plan.compiler import compile_fleet
-    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
     from modelfleet.spec.environment import EnvironmentSpec
     from modelfleet.spec.load import parse_fleet_text
 
@@ -177,7 +177,7 @@ def test_an_extra_flag_vllm_does_not_know_is_refused() -> None:
 def test_streamed_weights_build_vllms_runai_loader_as_planned(stack: str) -> None:
     """Every streamed model's parsed --load-format and --model-loader-extra-config build the installed vLLM's own
     model loader, which validates the extra config's keys and values (a misspelt key is refused there), and it
-    streams distributed exactly where the plan's startup budget counts the ranks' shares (plan/weights.py)."""
+    streams distributed exactly where the plan's startup budget counts the ranks' shares (plan/llm/weights.py)."""
     from vllm.config.load import LoadConfig
     from vllm.model_executor.model_loader import get_model_loader
     from vllm.model_executor.model_loader.runai_streamer_loader import RunaiModelStreamerLoader

@@ -13,8 +13,8 @@ import pytest
 
 from modelfleet.engines.vllm_args import parse_vllm_serve_args
 from modelfleet.plan.compiler import compile_fleet
-from modelfleet.plan.instances import load_instance_catalogue
-from modelfleet.plan.precision import vllm_version
+from modelfleet.plan.hardware.instances import load_instance_catalogue
+from modelfleet.plan.llm.precision import vllm_version
 from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.spec.load import parse_fleet_text
 

@@ -85,8 +85,8 @@ def _plan(models: list[dict], catalogue):
 def _ranks(plan, catalogue, extra: list[dict] = ()) -> dict[str, tuple]:
     """Every classic model's packing rank on the plan's GPU (packing.py: the first member of a server by it
     is the server's anchor)."""
-    from modelfleet.plan.packing import capacity_of, packing_rank
-    from modelfleet.plan.triton_policy import size_classic
+    from modelfleet.plan.triton.packing.gpu import capacity_of, packing_rank
+    from modelfleet.plan.triton.policy import size_classic
 
     fleet = parse_fleet_text(yaml.safe_dump({"models": SEVERAL_SERVERS + list(extra)}))
     instance = catalogue.instances[plan.triton_servers[0].instance_type]

@@ -11,8 +11,8 @@ from modelfleet.commands.plan import format_plan
 from modelfleet.cost.fleet import estimate_unit_cost
 from modelfleet.cost.report import _unit
 from modelfleet.errors import CompileError
-from modelfleet.plan.bounds import batch_bound
-from modelfleet.plan.classic_speed import classic_speed
+from modelfleet.plan.triton.bounds import batch_bound
+from modelfleet.plan.triton.speed import classic_speed
 from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.spec.load import parse_fleet_text
 from tests.test_compile_cases import compile_text

@@ -9,8 +9,8 @@ import pytest
 
 from modelfleet.errors import CompileError, SpecError
 from modelfleet.plan.compiler import compile_fleet
-from modelfleet.plan.cpu_placement import place_on_cpu, usable_cores
-from modelfleet.plan.kubelet import kube_reserved_cpu_millis
+from modelfleet.plan.triton.cpu_placement import place_on_cpu, usable_cores
+from modelfleet.plan.hardware.kubelet import kube_reserved_cpu_millis
 from modelfleet.render.fleet import render_fleet
 from modelfleet.render.triton import parse_config
 from modelfleet.spec.environment import EnvironmentSpec
@@ -57,7 +57,7 @@ def fleet(*scorers: dict, embedder: bool = True, embedder_rps: int = 2600) -> st
 
 
 def compile_text(text: str, env: EnvironmentSpec = PROD):
-    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
 
     return compile_fleet(parse_fleet_text(text), env, load_instance_catalogue())
 
@@ -104,7 +104,7 @@ def test_device_cpu_is_kept_and_the_plan_says_what_the_gpus_would_cost():
 def test_the_kind_cpu_count_comes_from_the_nodes_vcpus():
     """A c7i.2xlarge offers 8,000 - 90 m of CPU (kube-reserved: 60 + 10 + 5 x 2 + 2.5 x 4); less the 0.5-core
     DaemonSet allowance and Triton's own 0.5 core: 6 whole vCPUs, 3 instances of 2 vCPUs each."""
-    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
 
     catalogue = load_instance_catalogue()
     assert kube_reserved_cpu_millis(8) == 90

@@ -12,9 +12,9 @@ import yaml
 from modelfleet.commands.digest import load_folder_digest
 from modelfleet.errors import CompileError, SpecError
 from modelfleet.plan.changes import rolling_workloads, version_change
-from modelfleet.plan.engine_args import vllm_serve_args
-from modelfleet.plan.rollout import _basic_split, canary_replicas
-from modelfleet.plan.weights import weights_plan
+from modelfleet.plan.serving.engine_args import vllm_serve_args
+from modelfleet.plan.capacity.rollout import _basic_split, canary_replicas
+from modelfleet.plan.llm.weights import weights_plan
 from modelfleet.project import Project
 from modelfleet.spec.digest import DIGEST_PIPELINE
 from modelfleet.spec.environment import DeploySettings

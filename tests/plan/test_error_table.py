@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 
 from modelfleet.engines.aiconfigurator import SYSTEMS
-from modelfleet.plan.performance import Layout, prefill_ms, shape_from_fields, tpot_ms
-from modelfleet.plan.performance_data import load_performance_table
+from modelfleet.plan.llm.speed.performance import Layout, prefill_ms, shape_from_fields, tpot_ms
+from modelfleet.plan.llm.speed.calibration import load_performance_table
 from modelfleet.spec.presets import LLM_PRESETS
 from tests.conftest import ROOT
 

@@ -11,13 +11,13 @@ import pytest
 
 from modelfleet.commands.plan import format_plan
 from modelfleet.errors import CompileError
-from modelfleet.plan.instances import load_instance_catalogue
-from modelfleet.plan.llm import measured_correction
-from modelfleet.plan.llm_shape import model_shape
-from modelfleet.plan.llm_speed import Speed, p99_wait_ms
-from modelfleet.plan.performance import Layout
-from modelfleet.plan.performance_data import gpu_for
-from modelfleet.plan.precision import precision_on
+from modelfleet.plan.hardware.instances import load_instance_catalogue
+from modelfleet.plan.llm.search import measured_correction
+from modelfleet.plan.llm.shape import model_shape
+from modelfleet.plan.llm.speed.load import Speed, p99_wait_ms
+from modelfleet.plan.llm.speed.performance import Layout
+from modelfleet.plan.llm.speed.calibration import gpu_for
+from modelfleet.plan.llm.precision import precision_on
 from modelfleet.spec.load import parse_fleet_text
 from tests.test_compile_cases import PROD, compile_text
 

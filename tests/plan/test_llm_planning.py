@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from modelfleet.plan.compiler import compile_fleet, models_in
-from modelfleet.plan.instances import load_instance_catalogue
+from modelfleet.plan.hardware.instances import load_instance_catalogue
 from modelfleet.project import Project
 from modelfleet.spec.environment import EnvironmentSpec
 from modelfleet.spec.load import parse_fleet_text

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from modelfleet.plan.llm_fit import fit_layout
-from modelfleet.plan.llm_speed import Demand, Fit, Miss, Speed, SpeedCorrection, batched_tokens, largest, p99_wait_ms
-from modelfleet.plan.performance import Layout, shape_from_fields
-from modelfleet.plan.performance_data import load_performance_table
+from modelfleet.plan.llm.fit import fit_layout
+from modelfleet.plan.llm.speed.load import Demand, Fit, Miss, Speed, SpeedCorrection, batched_tokens, largest, p99_wait_ms
+from modelfleet.plan.llm.speed.performance import Layout, shape_from_fields
+from modelfleet.plan.llm.speed.calibration import load_performance_table
 from modelfleet.spec.presets import LLM_PRESETS
 
 LLAMA_8B = shape_from_fields(LLM_PRESETS["llama-3.1-8b"].fields)

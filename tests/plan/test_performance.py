@@ -11,10 +11,10 @@ import dataclasses
 
 import pytest
 
-from modelfleet.plan.performance import (
+from modelfleet.plan.llm.speed.performance import (
     GpuPerformance, Layout, LlmShape, Roofline, Step, prefill_ms, step_ms, tpot_ms,
 )
-from modelfleet.plan.performance_data import gpu_performance, load_performance_table
+from modelfleet.plan.llm.speed.calibration import gpu_performance, load_performance_table
 
 LLAMA_8B = LlmShape(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=128256)
 MIXTRAL = LlmShape(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=32000,
@@ -128,14 +128,13 @@ def test_reference_figures_from_aiconfigurator():
 
 
 def test_every_gpu_of_the_instance_table_has_constants_and_says_where_they_come_from():
-    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
 
     table = load_performance_table()
     gpus = {instance.gpu.key: instance.gpu for instance in load_instance_catalogue().instances.values()}
     assert set(gpus) == {"t4", "a10g", "l4", "l40s", "a100", "a100-80", "h100", "h200"}
     for key, gpu in gpus.items():
-        perf = gpu_performance(table, key, gpu.name, gpu.fp16_tflops, gpu.memory_bandwidth_gbs,
-                               (gpu.compute_capability or 0) >= 8.9)
+        perf = gpu_performance(table, gpu, (gpu.compute_capability or 0) >= 8.9, gpu.memory_bandwidth_gbs)
         assert perf.tflops == pytest.approx(gpu.fp16_tflops, rel=0.01)  # AIConfigurator's L40S: 362.05
         assert perf.memory_gbs == gpu.memory_bandwidth_gbs
         if key in ("a10g", "l4", "t4"):
@@ -154,9 +153,9 @@ def test_a100s_expert_parallel_moe_kernel_is_priced_as_measured():
     pricing the expert-parallel MoE kernel like the tensor-parallel one. AIConfigurator's measured A100
     kernels (its vLLM 0.14 MoE table, Qwen3-235B's 4,096 x 1,536 experts, 4 tokens) take 313.6 us with
     expert parallelism against 114.6 us split by tensor parallelism; H200's (vLLM 0.24) 87.1 against 58.4."""
-    from modelfleet.plan import performance as P
+    from modelfleet.plan.llm.speed import performance as P
     from modelfleet.spec.presets import LLM_PRESETS
-    from modelfleet.plan.performance import shape_from_fields
+    from modelfleet.plan.llm.speed.performance import shape_from_fields
 
     qwen = shape_from_fields(LLM_PRESETS["qwen3-235b-a22b"].fields)
     a100, h200 = _shipped("a100-80"), _shipped("h200")

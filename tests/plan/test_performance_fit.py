@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from modelfleet.engines.performance_fit import Measured, fit_end_to_end, fit_gemm, nelder_mead, parameters
-from modelfleet.plan.performance import Layout, Roofline, prefill_ms, tpot_ms
+from modelfleet.plan.llm.speed.performance import Layout, Roofline, prefill_ms, tpot_ms
 
 from .test_performance import IDEAL_H100, LLAMA_8B, MIXTRAL
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from modelfleet.plan.compiler import compile_fleet
-from modelfleet.plan.rate_limiter import SERVER_FLAGS
+from modelfleet.plan.triton.rate_limiter import SERVER_FLAGS
 from modelfleet.render.fleet import render_fleet
 from modelfleet.render.triton import parse_config
 from modelfleet.spec.environment import EnvironmentSpec
@@ -26,7 +26,7 @@ MODEL = """
 
 
 def compile_text(*models: dict):
-    from modelfleet.plan.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
 
     text = "models:" + "".join(MODEL.format(**{"extra": "", **m}) for m in models)
     return compile_fleet(parse_fleet_text(text), DEV, load_instance_catalogue())

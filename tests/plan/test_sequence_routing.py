@@ -5,7 +5,7 @@ from __future__ import annotations
 import kubernetes_validate
 
 from modelfleet.commands.plan import format_plan
-from modelfleet.plan.sequences import session_affinity
+from modelfleet.plan.triton.sequences import session_affinity
 from modelfleet.render.k8s.triton import render_triton_manifests
 
 

@@ -1,4 +1,4 @@
-"""Where each vLLM cold start reads its checkpoint (plan/weights.py), what it counts per pod and per GPU, and
+"""Where each vLLM cold start reads its checkpoint (plan/llm/weights.py), what it counts per pod and per GPU, and
 what the rendered pods, Job and roles do with it (#12: a weight cache that survives pod and group restarts,
 and startup budgets that count what each rank really reads)."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from modelfleet.plan.engine_args import DOWNLOAD_GIB_PER_S, startup_budget_s
-from modelfleet.plan.weights import STAGED_MARKER, weights_plan
+from modelfleet.plan.serving.engine_args import DOWNLOAD_GIB_PER_S, startup_budget_s
+from modelfleet.plan.llm.weights import STAGED_MARKER, weights_plan
 from modelfleet.render.iam import stage_write_policy, vllm_read_policy
 from modelfleet.render.k8s import render_vllm_manifests, vllm_models
 from modelfleet.render.k8s.staging import stage_account, stage_budget_s, stage_job_name
@@ -151,7 +151,7 @@ def test_the_roles_read_and_write_only_the_staged_revision(plans):
 def test_the_staging_job_fits_a_created_clusters_default_system_node(catalogue):
     """A created cluster's system nodes are m7i.large (2 vCPU): the Job asks for less than the kubelet offers
     there beside CoreDNS's and a DaemonSet allowance's requests, so it never waits for a node that cannot come."""
-    from modelfleet.plan.kubelet import kube_reserved_cpu_millis
+    from modelfleet.plan.hardware.kubelet import kube_reserved_cpu_millis
     from modelfleet.render.k8s.staging import STAGE_CONTAINER
     from modelfleet.spec.environment import ClusterSettings
 

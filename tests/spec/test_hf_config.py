@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelfleet.plan.performance import shape_from_fields
+from modelfleet.plan.llm.speed.performance import shape_from_fields
 from modelfleet.spec.hf_config import shape_fields
 
 LLAMA_31_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,

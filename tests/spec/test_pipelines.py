@@ -7,9 +7,9 @@ import textwrap
 import pytest
 
 from modelfleet.errors import SpecError
-from modelfleet.plan.instances import load_instance_catalogue
-from modelfleet.plan.pipelines import effective_spec, size_on, split_budget
-from modelfleet.plan.triton_policy import size_classic
+from modelfleet.plan.hardware.instances import load_instance_catalogue
+from modelfleet.plan.triton.pipelines import effective_spec, size_on, split_budget
+from modelfleet.plan.triton.policy import size_classic
 from modelfleet.spec.load import parse_fleet_text
 
 MODEL = """\

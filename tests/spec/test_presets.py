@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelfleet.plan.performance import shape_from_fields
+from modelfleet.plan.llm.speed.performance import shape_from_fields
 from modelfleet.spec.presets import LLM_PRESETS, family, presets_of_size, sizes_named
 
 # Gemma 3 4B and up are multimodal: the published count includes the vision tower (about 0.4B), which the

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...cost.fleet import FleetCost
-from ...plan.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
+from ...plan.serving.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
 from ...plan.teams import workload_team
 from ...plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from ...spec.environment import DeploySettings

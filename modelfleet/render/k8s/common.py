@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...plan.node_volume import disk_gib
+from ...plan.capacity.node_volume import disk_gib
 from ...plan.teams import TEAM_LABEL
 from ...plan.types import ContainerResourcesPlan, FleetPlan, RolloutPlan, TritonServerPlan, VllmModelPlan
 
@@ -106,13 +106,13 @@ def zone_spread(match: dict[str, str], rolling: bool = True) -> list[dict[str, A
 
 
 def rolling_update(rollout: RolloutPlan) -> dict[str, Any]:
-    """The plan's choice (modelfleet.plan.rollout): surge one replica into the node group's headroom above
+    """The plan's choice (modelfleet.plan.capacity.rollout): surge one replica into the node group's headroom above
     the HPA's max, or replace one at a time where availability allows."""
     return {"maxSurge": rollout.max_surge, "maxUnavailable": rollout.max_unavailable}
 
 
 def resources(container: ContainerResourcesPlan, gpus: int = 0, cpu_limit_millis: int | None = None) -> dict[str, Any]:
-    """A container's requests and limits, as the plan decided them (modelfleet.plan.pod_resources)."""
+    """A container's requests and limits, as the plan decided them (modelfleet.plan.capacity.pod_resources)."""
     memory = f"{container.memory_mib}Mi"
     requests: dict[str, Any] = {"cpu": f"{container.cpu_millis}m", "memory": memory}
     limits: dict[str, Any] = {"cpu": f"{cpu_limit_millis or container.cpu_millis}m", "memory": memory}

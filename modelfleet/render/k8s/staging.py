@@ -1,4 +1,4 @@
-"""The staging of a pinned Hub checkpoint into S3 (plan/weights.py): a Job per revision, its service account
+"""The staging of a pinned Hub checkpoint into S3 (plan/llm/weights.py): a Job per revision, its service account
 (whose pod identity may write only that revision's prefix), the program it runs (engines/stage_weights.py,
 from a ConfigMap), and the init container that holds a serving pod until the copy is complete.
 
@@ -15,12 +15,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ...plan.engine_args import DOWNLOAD_GIB_PER_S
-from ...plan.disk import weights_of
-from ...plan.pod_resources import STAGED_WAIT_INIT
-from ...plan.system_nodes import SYSTEM_GROUP
+from ...plan.serving.engine_args import DOWNLOAD_GIB_PER_S
+from ...plan.capacity.disk import weights_of
+from ...plan.capacity.pod_resources import STAGED_WAIT_INIT
+from ...plan.hardware.system_nodes import SYSTEM_GROUP
 from ...plan.types import ContainerResourcesPlan, FleetPlan, VllmModelPlan
-from ...plan.weights import STAGED_MARKER
+from ...plan.llm.weights import STAGED_MARKER
 from ..iam import s3_location
 from . import common as c
 

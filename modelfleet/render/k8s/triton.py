@@ -18,15 +18,15 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ...plan import disk
-from ...plan.engine_args import (
+from ...plan.capacity import disk
+from ...plan.serving.engine_args import (
     MODEL_REPOSITORY_DIR,
     TRITON_GRPC_PORT,
     TRITON_HTTP_PORT,
     TRITON_METRICS_PORT,
     startup_budget_s,
 )
-from ...plan.node_volume import repository_gib
+from ...plan.capacity.node_volume import repository_gib
 from ...plan.types import FleetPlan, PodPlan, TritonModelPlan, TritonServerPlan
 from ...spec.digest import DIGEST_PIPELINE
 from . import common as c
@@ -208,7 +208,7 @@ def autoscaling_metrics(server: TritonServerPlan, plan: FleetPlan) -> list[dict[
 
 def service(server: TritonServerPlan, plan: FleetPlan, ports: list[tuple[str, int]]) -> dict[str, Any]:
     """Its ClusterIP Service; a server of stateful models keeps each client IP on one pod, where its sequences
-    live (plan/sequences.py says why and for how long)."""
+    live (plan/triton/sequences.py says why and for how long)."""
     obj = c.service(server.kube_name, plan, "triton", ports, await_budget_s(server, plan))
     if server.session_affinity is not None:
         obj["spec"] |= {"sessionAffinity": "ClientIP", "sessionAffinityConfig": {

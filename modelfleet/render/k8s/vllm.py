@@ -13,10 +13,10 @@ import math
 import shlex
 from typing import Any
 
-from ...plan import disk
-from ...plan.disk import downloads_from_hub, from_hub, pod_reads_hub, staged, weights_of
-from ...plan.engine_args import HF_CACHE, VLLM_PORT, startup_budget_s
-from ...plan.node_volume import hf_cache_gib
+from ...plan.capacity import disk
+from ...plan.capacity.disk import downloads_from_hub, from_hub, pod_reads_hub, staged, weights_of
+from ...plan.serving.engine_args import HF_CACHE, VLLM_PORT, startup_budget_s
+from ...plan.capacity.node_volume import hf_cache_gib
 from ...plan.teams import TEAM_LABEL, team_of
 from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
@@ -53,7 +53,7 @@ def startup_s(model: VllmModelPlan, plan: FleetPlan) -> int:
     Hub model downloaded by the pod: the ``model-download`` init container has already put the checkpoint on
     the node's disk (outside the probes' clock), so each pod reads its pipeline stage back at its share of the
     disk. Streamed from S3 (an s3:// artifact, or a staged Hub checkpoint): runai_streamer streams it straight
-    to the GPUs, and the pod reads what plan/weights.py counts: its share when the replica's ranks split the
+    to the GPUs, and the pod reads what plan/llm/weights.py counts: its share when the replica's ranks split the
     reads (distributed streaming), the whole checkpoint per rank otherwise."""
     if not from_hub(model):
         return startup_budget_s(weights_of(model).pod_read_gib)
@@ -199,7 +199,7 @@ def autoscaling_metric(model: VllmModelPlan) -> dict[str, Any]:
 
 def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[str, Any]]:
     """Everything one vLLM model needs but its HF token Secret (a Pulumi secret, made by the component): a
-    staged checkpoint's Job first (plan/weights.py), then the serving objects."""
+    staged checkpoint's Job first (plan/llm/weights.py), then the serving objects."""
     multi_node = model.nodes_per_replica > 1
     kind, api = ("LeaderWorkerSet", LWS_API) if multi_node else ("Deployment", "apps/v1")
     leaders = c.selector(model.name) | ({"role": "leader"} if multi_node else {})

@@ -6,7 +6,7 @@ session's profile so far (the mean of every item embedding of the session) and h
 The state lives in this instance, keyed by the sequence id: the sequence batcher's ``direct`` strategy sends
 every request of a sequence to the same instance.
 
-The control inputs are the compiled ones (plan/sequences.py): START (1 on a session's first request: its
+The control inputs are the compiled ones (plan/triton/sequences.py): START (1 on a session's first request: its
 state starts afresh), END (1 on its last: its state is dropped), READY (1 for the batch rows that hold a
 request; a direct batch carries every slot of the instance) and CORRID (the session id).
 

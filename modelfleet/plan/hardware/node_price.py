@@ -1,0 +1,51 @@
+"""What one node costs, as the compiler ranks placements and as the cost model charges for them.
+
+One definition for both, so that the compiler's cheapest choice is the cheapest in the cost preview: the
+instance-hour at the stack's capacity type (a measured spot price, else the stack's ``spotPriceRatio`` of
+on-demand) plus the node's root volume (EBS gp3, billed per month). Ranking only the instance-hours let a
+packing onto more, cheaper nodes win by cents an hour while their volumes made it dearer a month, so adding a
+model could lower the monthly cost (found by tests/cost/test_monotone.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...spec.environment import EnvironmentSpec
+from .instances import InstanceCatalogue, InstanceType
+
+HOURS_PER_MONTH = 730.0  # AWS's month, as its pricing pages and the cost preview count it
+PRICE_REFERENCE_REGION = "us-east-1"  # ranks instance types when the stack's region has no price data
+GP3_BASELINE_MIBPS, GP3_BASELINE_IOPS = 125, 3000
+
+
+def estimate_node_price(instance: InstanceType | None, region: str, capacity_type: str,
+                        env: EnvironmentSpec) -> tuple[float | None, str]:
+    """USD per node-hour and where it came from; (None, why) when the table has no price for the region."""
+    if instance is None:
+        return None, "not in the price table"
+    on_demand = instance.price(region)
+    if capacity_type != "spot":
+        return (on_demand, "on-demand") if on_demand is not None else (None, f"no on-demand price for {region}")
+    spot = instance.spot_price(region)
+    if spot is not None:
+        return spot, "spot (measured)"
+    if on_demand is None:
+        return None, f"no spot or on-demand price for {region}"
+    ratio = env.cost.spot_price_ratio
+    return on_demand * ratio, f"spot assumed at {ratio:.0%} of on-demand {on_demand:.8g}"
+
+
+def ranking_usd_per_node_hour(catalogue: InstanceCatalogue, instance: InstanceType, env: EnvironmentSpec) -> float:
+    """One node's hour for choosing between placements: its price on this stack and its root volume at the
+    stack's floor size (``deploy.nodeDiskGib``, gp3 baseline), per hour. Priced in the reference region when
+    the stack's has no data (a choice must still be made; the cost preview then says "unknown"); ``inf``
+    when neither has a price."""
+    for region in (env.region, PRICE_REFERENCE_REGION):
+        hourly, _ = estimate_node_price(instance, region, env.capacity_type, env)
+        if hourly is not None:
+            gp3 = catalogue.ebs_gp3.get(region)
+            volume = 0.0 if gp3 is None else gp3.monthly(env.deploy.node_disk_gib, GP3_BASELINE_IOPS,
+                                                          GP3_BASELINE_MIBPS)
+            return hourly + volume / HOURS_PER_MONTH
+    return math.inf

@@ -1,0 +1,174 @@
+"""What the plan says about an LLM's layout: why this one, what binds, what the others would have done, and
+what a MoE, MLA or sliding-window architecture changes. Text only: every figure comes from llm/llm_fit."""
+
+from __future__ import annotations
+
+from ...errors import Issue
+from ...spec.environment import EnvironmentSpec
+from ...spec.models import LlmModelSpec
+from ...spec.units import format_param_count
+from ..hardware.instances import InstanceCatalogue, InstanceType
+from .candidate import LlmCandidate, Outcome, Sized
+from .shape import llm_weights_gib, model_params
+from .speed.load import Fit
+from ..rejection import CONTEXT, MEMORY, Rejection, closeness
+from ..sizing import tensor_parallel_ok
+from ..types import Alternative, Decision
+
+TP_SIZES = (1, 2, 4, 8)
+
+
+def decision_for(model: LlmModelSpec, chosen: LlmCandidate, shown: dict[str, Outcome | None],
+                 found: dict[str, list[Outcome]], single_node: bool) -> Decision:
+    others = [o for o in shown.values() if o is not None and o is not chosen]
+    priced = sorted((o for o in others if isinstance(o, LlmCandidate)), key=lambda c: c.usd_per_hour)
+    untimed = sorted((o for o in others if isinstance(o, Sized)), key=lambda s: s.floor_usd)
+    rejected = tuple(Alternative(option=c.label, reason=f"costs {c.usd_per_hour:.2f} USD/h for {c.replicas} replica(s) "
+                                 f"on {c.nodes} node(s) ({figures(c.fit)})", usd_per_hour=round(c.usd_per_hour, 4))
+                     for c in priced)
+    rejected += tuple(Alternative(option=s.label, reason=f"costs at least {s.floor_usd:.2f} USD/h at its replica "
+                                  f"floor, more than {chosen.usd_per_hour:.2f}: not timed", usd_per_hour=round(s.floor_usd, 4))
+                      for s in untimed)
+    misses = sorted((r for r in others if isinstance(r, Rejection)), key=closeness, reverse=True)  # nearest first
+    rejected += tuple(Alternative(option=r.option, reason=r.reason + _multi_node_note(r, chosen, single_node))
+                      for r in misses)
+    return Decision(choice=chosen.label, reason=reason(model, chosen), rejected=rejected)
+
+
+def figures(fit: Fit) -> str:
+    return (f"p99 TTFT {fit.ttft_p99_ms:,.0f} ms, TPOT {fit.tpot_ms:.1f} ms at {fit.sequences_per_replica} "
+            f"sequence(s) per replica")
+
+
+def reason(model: LlmModelSpec, chosen: LlmCandidate) -> str:
+    fit, sla = chosen.fit, model.sla
+    where = "one GPU" if chosen.tp * chosen.pp == 1 else (
+        f"{chosen.tp} GPUs of one node" if chosen.pp == 1 else
+        f"{chosen.pp} nodes of {chosen.tp} GPUs (no allowed single node serves it)")
+    tpot = f" <= p99 {sla.p99_tpot_ms:g} ms" if sla.p99_tpot_ms is not None else " (no p99_tpot_ms set)"
+    return (f"binding: {binding_text(model, chosen)}. Cheapest layout that meets the SLA at peak: "
+            f"{llm_weights_gib(model):.1f} GiB of {chosen.precision.weights} weights on {where}; estimated from "
+            f"{chosen.source}: one {sla.input_tokens():,}-token prompt prefills in {fit.prefill_ms:,.0f} ms on an idle "
+            f"replica; at peak, {fit.sequences_per_replica} sequence(s) per replica: p99 TTFT {fit.ttft_p99_ms:,.0f} ms "
+            f"<= {sla.p99_ttft_ms:,.0f} ms (waiting behind other prompts included), TPOT {fit.tpot_ms:.1f} ms{tpot}, "
+            f"{fit.output_tokens_per_s_per_replica:,.0f} output tokens/s per replica; max_num_seqs {fit.max_num_seqs}: "
+            f"{_seqs_text(model, chosen)}; --max-num-batched-tokens {fit.max_num_batched_tokens:,}; "
+            f"{chosen.replicas} replica(s) on {chosen.nodes} node(s) = {chosen.usd_per_hour:.2f} USD/h")
+
+
+def _seqs_text(model: LlmModelSpec, chosen: LlmCandidate) -> str:
+    fit, kv = chosen.fit, chosen.sized.kv_seqs
+    held = f"the KV cache holds {kv:,} sequences of {model.sla.context_tokens():,} tokens"
+    at_max = f"TPOT {fit.tpot_at_max_ms:.1f} ms with all {fit.max_num_seqs} running"
+    return {
+        "tpot": f"the most sequences whose TPOT stays within the p99 ({at_max}; {held})",
+        "memory": f"as many as fit: {held}; {at_max}",
+        "max_num_seqs cap": f"the stack's cap (vllm.maxNumSeqsCap); {held}; {at_max}",
+        "overrides.max_num_seqs": f"as overrides.max_num_seqs pins it; {held}; {at_max}",
+    }[fit.limits["seq_limit"]]
+
+
+def binding_text(model: LlmModelSpec, chosen: LlmCandidate) -> str:
+    fit, load = chosen.fit, _load_text(model)
+    capacity = fit.limits["capacity"]
+    per_replica = (f"{capacity:,.0f} sequence(s)" if model.sla.peak_requests_per_s is None and
+                   model.sla.peak_output_tokens_per_s is None else f"{capacity:,.2f} requests/s")
+    texts = {
+        "availability": f"availability ({fit.replicas} replicas for {model.sla.availability:g}%; the peak {load} "
+                        f"needs {fit.limits['needed']})",
+        "ttft": f"TTFT (a replica keeps its p99 TTFT up to {per_replica}; the peak is {load})",
+        "tpot": f"TPOT (max_num_seqs {fit.max_num_seqs} keeps the p99 TPOT; the peak is {load})",
+        "memory": f"memory (the KV cache holds {fit.max_num_seqs} sequences per replica; the peak is {load})",
+        "max_num_seqs cap": f"the stack's max_num_seqs cap ({fit.max_num_seqs} per replica; the peak is {load})",
+        "overrides.max_num_seqs": f"overrides.max_num_seqs ({fit.max_num_seqs} per replica; the peak is {load})",
+        "overrides.replicas": f"replicas pinned to {fit.replicas} (overrides.replicas)",
+        "single replica": "one replica (the stack's replicas.singleReplica)",
+    }
+    return texts[fit.binding] + (f"; WARNING: {fit.shortfall}" if fit.shortfall else "")
+
+
+def _load_text(model: LlmModelSpec) -> str:
+    sla = model.sla
+    if sla.peak_concurrent_sequences is not None:
+        return f"{sla.peak_concurrent_sequences:,} sequences"
+    if sla.peak_output_tokens_per_s is not None:
+        return f"{sla.peak_output_tokens_per_s:,g} output tokens/s"
+    return f"{sla.peak_requests_per_s:,g} requests/s"
+
+
+def _multi_node_note(rejection: Rejection, chosen: LlmCandidate, single_node: bool) -> str:
+    """Why a type whose one node is too small was not split over several: one node of another type holds it."""
+    if not single_node or rejection.stage not in (MEMORY, CONTEXT):
+        return ""
+    return (f"; pipeline parallelism across nodes is used only when no allowed single node serves the model, "
+            f"and {chosen.instance.name} does")
+
+
+def architecture_decision(model: LlmModelSpec, chosen: LlmCandidate, found: dict[str, list[Outcome]]) -> Decision | None:
+    """What a MoE, MLA or sliding-window architecture changes in the plan; None for a plain dense model."""
+    shape = chosen.sized.shape
+    parts = []
+    if shape.is_moe:
+        total, active = model_params(model), shape.params(active=True)
+        shared = " and a shared expert" if shape.shared_expert_intermediate else ""
+        parts.append(f"mixture of experts: GPU memory holds every expert ({format_param_count(total)} parameters, "
+                     f"{llm_weights_gib(model):,.1f} GiB), but a token runs {shape.experts_per_token} of "
+                     f"{shape.experts} routed experts{shared}: {format_param_count(active)} active parameters, which "
+                     f"prefill compute and each decode step's weight reads count")
+        parts.append(_expert_parallel_text(chosen, found))
+    if shape.is_mla:
+        mla = shape.kv_lora_rank + shape.qk_rope_head_dim
+        dense = 2 * shape.heads * shape.qk_head_dim
+        parts.append(f"MLA attention: the KV cache keeps one latent vector per token and layer, kv_lora_rank "
+                     f"{shape.kv_lora_rank} + qk_rope_head_dim {shape.qk_rope_head_dim} = {mla} elements "
+                     f"({shape.kv_bytes_per_token() / 1024:,.1f} KiB per token), whole on every GPU, instead of K and "
+                     f"V of {shape.heads} heads ({dense:,} elements per layer)")
+    if shape.sliding_window:
+        parts.append(f"sliding window: {shape.sliding_window_layers} of {shape.layers} layers attend to, and keep "
+                     f"in the KV cache, at most {shape.sliding_window:,} tokens")
+    if not parts:
+        return None
+    kinds = [k for k, on in (("MoE", shape.is_moe), ("MLA", shape.is_mla), ("sliding window", bool(shape.sliding_window))) if on]
+    return Decision(choice=f"{' + '.join(kinds)} architecture ({model.resolved_architecture().origin})",
+                    reason="; ".join(p for p in parts if p))
+
+
+def _expert_parallel_text(chosen: LlmCandidate, found: dict[str, list[Outcome]]) -> str:
+    if chosen.tp * chosen.pp == 1:
+        return "one GPU holds every expert, so expert parallelism does not apply"
+    other = next((o for o in found[chosen.instance.name] if _same_layout(o, chosen)), None)
+    ways = ("dealt out whole over the GPUs (--enable-expert-parallel)", "split over the GPUs (tensor parallel)")
+    mine, theirs = ways if chosen.expert_parallel else ways[::-1]
+    text = f"experts {mine}: {chosen.usd_per_hour:.2f} USD/h, {figures(chosen.fit)}"
+    if isinstance(other, LlmCandidate):
+        return f"{text}; {theirs} instead: {other.usd_per_hour:.2f} USD/h, {figures(other.fit)}"
+    if isinstance(other, Rejection):
+        return f"{text}; {theirs} instead: {other.reason}"
+    return f"{text}; {theirs} was not timed (its floor alone costs more)" if other else text
+
+
+def _same_layout(outcome: Outcome, chosen: LlmCandidate) -> bool:
+    label = outcome.option if isinstance(outcome, Rejection) else outcome.label
+    other = f"{chosen.instance.name} tp={chosen.tp} pp={chosen.pp}" + ("" if chosen.expert_parallel else " ep")
+    return label == other
+
+
+def override_problem(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, index: int,
+                     allowed: tuple[InstanceType, ...]) -> Issue | None:
+    """A pinned tensor_parallel_size vLLM would refuse for this model, or that no allowed node has."""
+    tp = model.overrides.tensor_parallel_size
+    if tp is None:
+        return None
+    arch = model.resolved_architecture()
+    path = f"models[{index}].overrides.tensor_parallel_size"
+    valid = [t for t in TP_SIZES if tensor_parallel_ok(arch, t)]
+    if not tensor_parallel_ok(arch, tp):
+        return Issue("", 0, 0, path, f"{model.name}: tensor_parallel_size {tp} does not fit the model's "
+                     f"{arch.attention_heads} attention heads and {arch.kv_heads} KV heads (vLLM: heads % tp == 0, "
+                     "and kv_heads % tp == 0, or tp % kv_heads == 0 when tp > kv_heads)",
+                     f"use {' or '.join(map(str, valid))}, or leave it to the compiler")
+    most = max((i.gpus for i in allowed), default=0)
+    if most and tp > most:
+        return Issue("", 0, 0, path, f"{model.name}: tensor_parallel_size {tp} needs {tp} GPUs in one node; the "
+                     f"allowed instance types have at most {most}", "lower it, or allow a family with larger nodes")
+    return None

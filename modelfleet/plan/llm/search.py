@@ -1,0 +1,282 @@
+"""Placing one LLM: instance type, tensor/pipeline/expert parallelism, max_num_seqs, max_num_batched_tokens and
+replicas, chosen by the whole SLA at peak load.
+
+Every (instance type, tp) on one node that the environment allows is sized for memory (weights, LoRA buffers,
+one full context of KV cache); a MoE model's layouts with tp > 1 are sized with and without expert
+parallelism. Each that fits is then fitted to the SLA (llm_fit: TTFT with queueing and TPOT at the batch,
+which set max_num_seqs and the replicas), cheapest first: a layout whose cost at its availability floor
+alone exceeds the best found is not timed (its lower bound is reported). Pipeline parallelism across nodes
+is sized only when no allowed single node serves the model: a model split over nodes pays cross-node latency
+and a larger blast radius. Candidates are priced at the nodes the node group will really have: the GPUs their
+pods take, and at least one node per zone the availability floor spreads replicas over.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...errors import Issue
+from ...spec.environment import EnvironmentSpec
+from ...spec.models import LlmModelSpec
+from ...spec.units import GIB
+from ..hardware.instances import GpuType, InstanceCatalogue, InstanceType
+from .fit import fit_layout
+from .infeasible import explain_infeasible
+from .shape import kv_bytes_per_sequence, llm_weights_gib, lora_gib_per_gpu, model_shape
+from .speed.load import Demand, Miss, Speed, SpeedCorrection, p99_wait_ms, prompt_chunk, speed_of
+from ..hardware.node_price import PRICE_REFERENCE_REGION
+from .speed.performance import Layout, LlmShape
+from .speed.calibration import gpu_for
+from .precision import Precision, precision_on, unsupported
+from ..rejection import CONTEXT, MEMORY, PRECISION, TPOT, TTFT, Rejection, closeness
+from ..sizing import LLM_RUNTIME_OVERHEAD_GIB_PER_GPU, MAX_PIPELINE_STAGES, availability_floor, nodes_for_pods, tensor_parallel_ok
+from .candidate import LlmCandidate, Outcome, Sized
+from .explain import decision_for, override_problem
+
+TP_SIZES = (1, 2, 4, 8)
+
+
+def demand_of(model: LlmModelSpec, env: EnvironmentSpec) -> Demand:
+    sla, policy = model.sla, env.replicas
+    load, amount = next((kind, float(value)) for kind, value in (
+        ("sequences", sla.peak_concurrent_sequences), ("output_tokens_per_s", sla.peak_output_tokens_per_s),
+        ("requests_per_s", sla.peak_requests_per_s)) if value is not None)
+    floor = 1 if policy.single_replica else availability_floor(sla.availability, policy.ha_availability,
+                                                                 policy.ha3_availability)
+    pinned = 1 if policy.single_replica else model.overrides.replicas
+    return Demand(sla.input_tokens(), sla.output_tokens(), sla.max_context_tokens - sla.output_tokens(),
+                  sla.p99_ttft_ms, sla.p99_tpot_ms, load, amount, floor, env.vllm.max_num_seqs_cap,
+                  model.overrides.max_num_seqs, pinned, model.overrides.max_num_batched_tokens,
+                  "single replica" if policy.single_replica else "overrides.replicas")
+
+
+def replica_bounds(model: LlmModelSpec, env: EnvironmentSpec, desired: int) -> tuple[int, int, int]:
+    """(min, desired, max) replicas: the availability floor, the peak, the environment's scale-out policy."""
+    policy = env.replicas
+    if policy.single_replica:
+        return 1, 1, 1
+    floor = availability_floor(model.sla.availability, policy.ha_availability, policy.ha3_availability)
+    # A pin below the availability floor is the user's call; min must not exceed it (as for Triton servers).
+    return min(floor, desired), desired, max(desired, math.ceil(desired * policy.max_scale_factor))
+
+
+def nodes_for_replicas(instance: InstanceType, tp: int, pp: int, min_replicas: int, replicas: int) -> int:
+    """Nodes ``replicas`` take, as the node group is sized (compiler._node_groups): their pods of ``tp``
+    GPUs packed onto nodes, and at least one node per zone the ``min_replicas`` spread over."""
+    spread = min_replicas * pp if min_replicas >= 2 else 0
+    return max(nodes_for_pods({tp: replicas * pp}, instance.gpus), spread)
+
+
+def price(instance: InstanceType, region: str) -> float:
+    return instance.price(region) or instance.price(PRICE_REFERENCE_REGION) or math.inf
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """What one replica holds on a GPU model at (tp, pp): the same on every instance type of that GPU."""
+
+    precision: Precision
+    shape: LlmShape
+    seqs: int = 0  # sequences of the average context the KV cache holds
+    kv_tokens: int = 0
+    kv_gib: float = 0.0  # per replica, all GPUs
+    lora: float = 0.0  # GiB per GPU
+    problem: tuple[str, int, float] | None = None  # (reason, rejection stage, figure) when it does not fit
+
+
+def gpu_memory(model: LlmModelSpec, env: EnvironmentSpec, gpu: GpuType, tp: int, pp: int) -> _Memory:
+    """Weights, LoRA buffers and one full context of KV cache within the budget of each GPU."""
+    precision = precision_on(model, gpu, model.image or env.vllm.image)
+    util = model.overrides.gpu_memory_utilization or env.vllm.gpu_memory_utilization
+    budget = gpu.memory_gib * util - LLM_RUNTIME_OVERHEAD_GIB_PER_GPU
+    shape = model_shape(model, precision)
+    weights = llm_weights_gib(model) / (tp * pp)
+    lora = lora_gib_per_gpu(model, shape, tp, pp)
+    if (weights + lora) * precision.load_factor >= budget:
+        return _Memory(precision, shape, problem=(_memory_reason(weights, lora, precision, budget), MEMORY,
+                                                  budget * tp * pp))
+    free = (budget - weights - lora) * GIB
+    context, average = model.sla.max_context_tokens, model.sla.context_tokens()
+    if kv_bytes_per_sequence(shape, context, tp, pp) > free:
+        tokens = int(free / kv_bytes_per_sequence(shape, 1, tp, pp))
+        return _Memory(precision, shape, problem=(f"KV cache holds {tokens} tokens, less than one {context}-token "
+                                                  "context", CONTEXT, tokens))
+    per_sequence = kv_bytes_per_sequence(shape, average, tp, pp)
+    return _Memory(precision, shape, int(free // per_sequence), int(free / per_sequence * average),
+                   (budget - weights - lora) * tp * pp, lora)
+
+
+def size_layout(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType, tp: int, pp: int,
+                ep: bool, demand: Demand, memo: dict | None = None) -> Sized | Rejection:
+    """Memory and context for one layout (gpu_memory, shared by the instance types of a GPU through ``memo``),
+    and its cost at the replica floor."""
+    label = f"{instance.name} tp={tp} pp={pp}" + (" ep" if ep else "")
+    key = (instance.gpu, tp, pp)
+    memory = memo.get(key) if memo is not None else None
+    if memory is None:
+        memory = gpu_memory(model, env, instance.gpu, tp, pp)
+        if memo is not None:
+            memo[key] = memory
+    if memory.problem is not None:
+        return Rejection(label, *memory.problem)
+    lo, floor, _ = replica_bounds(model, env, demand.pinned_replicas or demand.floor)
+    floor_usd = nodes_for_replicas(instance, tp, pp, lo, floor) * price(instance, env.region)
+    return Sized(instance, tp, pp, ep, memory.precision, memory.shape, memory.seqs, memory.kv_tokens, memory.kv_gib,
+                 memory.lora, floor_usd)
+
+
+def _memory_reason(weights: float, lora: float, precision: Precision, budget: float) -> str:
+    adapters = f" and {lora:.1f} GiB of LoRA buffers" if lora else ""
+    if weights + lora < budget:  # fits once quantized, not while the 16-bit checkpoint loads
+        return (f"loading the 16-bit checkpoint to quantize it takes {weights * precision.load_factor:.1f} GiB per "
+                f"GPU, more than the {budget:.1f} GiB budget (this vLLM release quantizes after loading)")
+    return f"weights {weights:.1f} GiB per GPU{adapters} exceed the {budget:.1f} GiB budget"
+
+
+def measured_correction(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue
+                        ) -> SpeedCorrection | None:
+    """Where a measured profile corrects the prediction: the factors on prompt and decode times that make the
+    model reproduce the measurement at its own point (GPU, tp, shape, sequences in flight), which every layout
+    then carries, with the profile as its source (llm_speed.SpeedCorrection). On another GPU the factors are
+    assumed to hold: what they correct, the engine's release and kernels against the calibration's, is not
+    the GPU's. None: no profile measured on a GPU (a CPU run of the tiny model says nothing about one).
+
+    Decode: measured median TPOT / predicted TPOT with ``concurrency`` sequences running. Prompts: the factor
+    whose predicted p99 TTFT at the measured load (closed loop: ``concurrency`` sequences, each request
+    followed by the next, so prompts arrive at the rate Little's law gives; the benchmark's prompts are all of
+    one length) equals the measured p99, found by bisection (the p99 grows with the factor)."""
+    profile = model.profile
+    gpu = next((i.gpu for i in catalogue.instances.values() if i.gpu.key == profile.measured_on), None)
+    if not profile.measured or gpu is None:
+        return None
+    shape = model_shape(model, precision_on(model, gpu, model.image or env.vllm.image))
+    layout, c = Layout(profile.tensor_parallel or 1, 1, False), profile.concurrency
+    chunk = prompt_chunk(profile.input_tokens)
+
+    def predicted(prefill: float, tpot: float) -> Speed:
+        return Speed(gpu_for(gpu), shape, layout, profile.input_tokens, profile.output_tokens,
+                     SpeedCorrection(prefill, tpot))
+    base = predicted(1.0, 1.0)
+    tpot = profile.tpot_median_ms / base.tpot(c)
+
+    def ttft_p99(factor: float) -> float:
+        speed = predicted(factor, tpot)
+        service = speed.service(c, chunk)
+        return service + p99_wait_ms(service, speed.rate(c, chunk), 0.0)
+    low, high = 0.01, 100.0
+    for _ in range(50):
+        mid = math.sqrt(low * high)
+        low, high = (mid, high) if ttft_p99(mid) < profile.ttft_p99_ms else (low, mid)
+    prefill, tpot = round(math.sqrt(low * high), 3), round(tpot, 3)
+    return SpeedCorrection(prefill=prefill, tpot=tpot, source=(
+        f"measured profile ({profile.measured_on} tp={profile.tensor_parallel}, {profile.measured_at}, {c} in "
+        f"flight): prompts x{prefill:.2f}, decode x{tpot:.2f} of the prediction ({gpu_for(gpu).source})"))
+
+
+def time_layout(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: Demand,
+                correction: SpeedCorrection | None = None) -> LlmCandidate | Rejection:
+    """Fit a sized layout to the SLA at peak (llm_fit): a priced candidate, or why no replica count serves.
+    ``correction``: a measured profile's ratios (measured_correction), else the calibrated prediction."""
+    gpu = gpu_for(sized.instance.gpu)
+    speed = speed_of(gpu, sized.shape, Layout(sized.tp, sized.pp, sized.expert_parallel), demand.input_tokens,
+                     demand.output_tokens, correction)
+    fit = fit_layout(speed, demand, sized.kv_seqs)
+    if isinstance(fit, Miss):
+        return Rejection(sized.label, f"{fit.reason} ({speed.source})", TTFT if fit.stage == "ttft" else TPOT,
+                         fit.figure_ms)
+    lo, desired, _ = replica_bounds(model, env, fit.replicas)
+    nodes = nodes_for_replicas(sized.instance, sized.tp, sized.pp, lo, desired)
+    return LlmCandidate(sized, fit, lo, nodes, nodes * price(sized.instance, env.region), speed.source)
+
+
+def layouts(model: LlmModelSpec, instance: InstanceType, multi_node: bool) -> list[tuple[int, int, bool]]:
+    """(tp, pp, expert parallel) to size: on one node any tp that fits the heads; across nodes whole nodes
+    only (tp = GPUs per node, pp = nodes); a MoE model with tp > 1 with and without expert parallelism."""
+    arch = model.resolved_architecture()
+    tps = [t for t in TP_SIZES if t <= instance.gpus and tensor_parallel_ok(arch, t)]
+    if model.overrides.tensor_parallel_size:
+        tps = [t for t in tps if t == model.overrides.tensor_parallel_size]
+    pinned = model.overrides.pipeline_parallel_size
+    if not multi_node:
+        pairs = [(t, 1) for t in tps] if pinned in (None, 1) else []
+    else:
+        stages = [pinned] if pinned else list(range(2, MAX_PIPELINE_STAGES + 1))
+        pairs = [(t, p) for p in stages if p > 1 for t in tps if t == instance.gpus]
+    eps = [model.overrides.expert_parallel] if model.overrides.expert_parallel is not None else [False, True]
+    return [(t, p, ep) for t, p in pairs for ep in (eps if arch.is_moe and t * p > 1 else [False])]
+
+
+def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceType, ...], multi_node: bool,
+           prune: bool = True, correction: SpeedCorrection | None = None) -> dict[str, list[Outcome]]:
+    """Every layout's outcome, by instance type: sized for memory, then timed cheapest floor first."""
+    demand, found = demand_of(model, env), {i.name: [] for i in instances}
+    waiting: list[Sized] = []
+    memo: dict = {}
+    for instance in instances:
+        problem = unsupported(model, instance.gpu)
+        if problem:
+            found[instance.name].append(Rejection(instance.name, problem, PRECISION))
+            continue
+        for tp, pp, ep in layouts(model, instance, multi_node):
+            result = size_layout(model, env, instance, tp, pp, ep, demand, memo)
+            (waiting if isinstance(result, Sized) else found[instance.name]).append(result)
+    best = math.inf
+    for sized in sorted(waiting, key=lambda s: (s.floor_usd, s.instance.gpus * s.pp, s.instance.name, s.tp,
+                                                s.expert_parallel)):
+        if prune and sized.floor_usd > best * (1 + 1e-9):
+            found[sized.instance.name].append(sized)
+            continue
+        result = time_layout(model, env, sized, demand, correction)
+        found[sized.instance.name].append(result)
+        if isinstance(result, LlmCandidate):
+            best = min(best, result.usd_per_hour)
+    return found
+
+
+def best_of(outcomes: list[Outcome]) -> Outcome | None:
+    """An instance type's showing: its cheapest candidate, else an untimed layout, else its closest miss."""
+    fits = [o for o in outcomes if isinstance(o, LlmCandidate)]
+    if fits:
+        # equal cost: the faster stream, then the faster first token
+        return min(fits, key=lambda c: (c.usd_per_hour, round(c.fit.tpot_ms, 1), round(c.fit.ttft_p99_ms), c.tp,
+                                        c.expert_parallel))
+    untimed = [o for o in outcomes if isinstance(o, Sized)]
+    if untimed:
+        return min(untimed, key=lambda s: s.floor_usd)
+    misses = [o for o in outcomes if isinstance(o, Rejection)]
+    return max(misses, key=closeness) if misses else None
+
+
+def choose_llm_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                      index: int) -> tuple[LlmCandidate, Decision, dict[str, list[Outcome]]] | Issue:
+    problem = override_problem(model, env, catalogue, index, allowed_instances(model, env, catalogue))
+    if problem is not None:
+        return problem
+    instances = allowed_instances(model, env, catalogue)
+    correction = measured_correction(model, env, catalogue)
+    found = search(model, env, instances, multi_node=False, correction=correction)
+    single_node = any(isinstance(o, LlmCandidate) for outs in found.values() for o in outs)
+    if not single_node:
+        found = {name: outs + more for (name, outs), more in zip(found.items(), search(
+            model, env, instances, multi_node=True, correction=correction).values())}
+    shown = {name: best_of(outs) for name, outs in found.items()}
+    fits = sorted((o for o in shown.values() if isinstance(o, LlmCandidate)),
+                  key=lambda c: (c.usd_per_hour, c.instance.gpus * c.pp, c.instance.name))
+    if not fits:
+        rejections = [o for o in shown.values() if isinstance(o, Rejection)]
+        return explain_infeasible(model, env, catalogue, rejections, index, lambda inst: _fits_anywhere(model, env, inst))
+    return fits[0], decision_for(model, fits[0], shown, found, single_node), found
+
+
+def allowed_instances(model: LlmModelSpec, env: EnvironmentSpec,
+                      catalogue: InstanceCatalogue) -> tuple[InstanceType, ...]:
+    if model.overrides.instance_type:
+        inst = catalogue.instances.get(model.overrides.instance_type)
+        return (inst,) if inst is not None and inst.family in env.instance_families else ()
+    return catalogue.in_families(env.instance_families)
+
+
+def _fits_anywhere(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType) -> bool:
+    return any(isinstance(o, LlmCandidate) for multi in (False, True)
+               for o in search(model, env, (instance,), multi, prune=False)[instance.name])

@@ -1,0 +1,1 @@
+"""Serving engines' command lines (vLLM, Triton) as the plan records them and the Deployments run them."""

@@ -1,0 +1,1 @@
+"""Classic models on Triton: GPU and CPU sizing, queue policy, priorities, sequences, pipelines, warmup."""

@@ -1,0 +1,1 @@
+"""Packing classic models onto shared GPUs: the instance type choice, first-fit seeding, branch and bound."""
