@@ -231,8 +231,8 @@ def _set_by_vllm(extra: list[str], baseline) -> set[str] | None:
     runs) sets away from their defaults from ``extra``; None when it refuses the list."""
     try:
         parsed = parse_vllm_serve_args(["serve", "m", *extra], strict=False)
-    except ValueError:
-        return None
+    except (ValueError, IndexError):  # IndexError: vLLM 0.32's own parser on a dotted flag with no value after
+        return None  # it (`-DPhttps://x.y` last): vLLM would not start
     return {dest for dest, value in vars(parsed).items() if getattr(baseline, dest, object()) != value}
 
 
