@@ -12,6 +12,7 @@ the catalogue as a value, so tests can hand it any table they like.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
@@ -58,10 +59,6 @@ class InstanceType:
     @property
     def gpu_memory_gib(self) -> float:
         return self.gpu.memory_gib
-
-    @property
-    def total_gpu_memory_gib(self) -> float:
-        return self.gpu.memory_gib * self.gpus
 
     def price(self, region: str) -> float | None:
         return self.usd_per_hour.get(region)
@@ -261,6 +258,17 @@ def _optional_float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
+# libyaml where PyYAML has it: the table is 300 lines of flow mappings, which the Python parser takes half a
+# second over, and every command reads it (some twice).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> InstanceCatalogue:
+    """One parse per table text: the catalogue is frozen, so every reader may share it."""
+    return catalogue_from_data(yaml.load(text, Loader=_LOADER))  # noqa: S506 (a safe loader)
+
+
 class _TableProblem(ValueError):
     def __init__(self, where: str, message: str, fix: str) -> None:
         super().__init__(f"{where}: {message}")
@@ -277,7 +285,7 @@ def load_instance_catalogue(path: str | None = None) -> InstanceCatalogue:
             text = handle.read()
     where = path or "modelfleet/data/instances.yaml"
     try:
-        return catalogue_from_data(yaml.safe_load(text))
+        return _parsed(text)
     except _TableProblem as problem:
         raise SpecError([Issue(where, 0, 0, problem.where, problem.message, problem.fix)]) from None
     except (KeyError, TypeError, ValueError, AttributeError, yaml.YAMLError) as exc:

@@ -84,7 +84,7 @@ def performance_table_from_data(data: Mapping[str, Any]) -> PerformanceTable:
 @functools.lru_cache(maxsize=1)
 def load_performance_table() -> PerformanceTable:
     text = resources.files("modelfleet").joinpath("data/llm_performance.yaml").read_text(encoding="utf-8")
-    return performance_table_from_data(yaml.safe_load(text))
+    return performance_table_from_data(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506
 
 
 def gpu_performance(table: PerformanceTable, gpu: GpuType, fp8: bool, memory_gbs: float) -> GpuPerformance:
