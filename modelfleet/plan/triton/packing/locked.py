@@ -15,7 +15,7 @@ from ....spec.lock import StackLock
 from ....spec.models import ClassicModelSpec
 from ....spec.pipelines import PipelineSpec
 from ...hardware.instances import InstanceCatalogue, InstanceType
-from ...names import stable_name
+from ...names import triton_server_name
 from ...rejection import Rejection
 from ..pipelines import PipelineSizing, together
 from ...types import Warning_
@@ -119,13 +119,13 @@ def _grouped(models: list[ClassicModelSpec], units: tuple[tuple[str, ...], ...],
 
 def _new_name(pool: str, taken: set[str]) -> str:
     """``triton-<pool>``, else ``triton-<pool>-<n>``, the smallest n from 2 no server has."""
-    first = stable_name("triton", pool)
+    first = triton_server_name(pool)
     if first not in taken:
         return first
     number = 2
-    while stable_name(f"triton-{pool}", str(number)) in taken:
+    while triton_server_name(pool, str(number)) in taken:
         number += 1
-    return stable_name(f"triton-{pool}", str(number))
+    return triton_server_name(pool, str(number))
 
 
 def locked_gpu_placements(models: list[ClassicModelSpec], pipelines: tuple[PipelineSpec, ...], env: EnvironmentSpec,
