@@ -283,9 +283,12 @@ def _read_ref(project: Project, ref: str, git: Git) -> Side:
 
 def _ref_lock(project: Project, ref: str, git: Git) -> PlacementLock | ModelfleetError | None:
     """The placement lock at ``ref``, beside its models.yaml (None: the ref has none)."""
-    rel = os.path.join(os.path.dirname(project_relative(project, project.models_path)), LOCK_FILE)
-    text = git(project.root, "show", f"{ref}:./{os.path.normpath(rel)}")
-    return None if text is None else _load(parse_lock, text, f"{ref}:{os.path.normpath(rel)}")
+    folder = os.path.dirname(project_relative(project, project.models_path)) or "."
+    if LOCK_FILE not in (git(project.root, "ls-tree", "--name-only", f"{ref}:./{folder}") or "").splitlines():
+        return None
+    rel = os.path.normpath(os.path.join(folder, LOCK_FILE))
+    text = git(project.root, "show", f"{ref}:./{rel}")
+    return None if text is None else _load(parse_lock, text, f"{ref}:{rel}")
 
 
 def _compiler_changes(project: Project, ref: str, git: Git) -> tuple[str, ...]:
