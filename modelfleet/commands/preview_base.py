@@ -138,10 +138,16 @@ def version_bumps(args: argparse.Namespace, base: Inputs, head: Inputs, stack: s
     from ..plan.changes import version_change
     from ..project import Project
 
+    from ..plan.compiler import models_in
+    from ..plan.lock import changed_models, touched_models
+
     try:
-        plans = [Project(root=project_from(args).root, models_file=side.models_path, prices_file=side.prices_path)
-                 .plan(stack) for side in (base, head)]
+        projects = [Project(root=project_from(args).root, models_file=side.models_path, prices_file=side.prices_path)
+                    for side in (base, head)]
+        plans = [p.plan(stack) for p in projects]
+        named = changed_models(*([m for _, m in models_in(p.fleet(), stack)] for p in projects))
     except ModelfleetError:
         return ()
     common = sorted({m.name for m in plans[0].models} & {m.name for m in plans[1].models})
-    return tuple(note for note in (version_change(name, *plans) for name in common) if note)
+    bumps = tuple(note for note in (version_change(name, *plans) for name in common) if note)
+    return bumps + touched_models(*plans, named)

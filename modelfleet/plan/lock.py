@@ -83,3 +83,37 @@ def _server_pool(models: tuple[str, ...], classic: dict[str, ClassicLock]) -> st
 def group_teams(plan: FleetPlan, group: str) -> tuple[str, ...]:
     """The teams whose models run on ``group``, sorted (a reviewer sees a team join in the lock's diff)."""
     return tuple(sorted({m.team or "unassigned" for m in plan.models if m.node_group == group}))
+
+
+def touched_models(before: FleetPlan, after: FleetPlan, named: frozenset[str]) -> tuple[str, ...]:
+    """What a change does to models: the ones it names (added, removed, changed), then every other model whose
+    Triton server changes membership (its pods roll), with the reason; for ``preview --base``."""
+    old, new = {m.name: m for m in before.models}, {m.name: m for m in after.models}
+    lines = [f"models this change names: {', '.join(sorted(named))}"] if named else []
+    for server in after.triton_servers:
+        was = next((s for s in before.triton_servers if s.name == server.name), None)
+        if was is None or set(was.models) == set(server.models):
+            continue
+        joined, left = sorted(set(server.models) - set(was.models)), sorted(set(was.models) - set(server.models))
+        why = "; ".join(part for part in (f"{', '.join(joined)} joins it" if joined else "",
+                                          f"{', '.join(left)} leaves it" if left else "") if part)
+        for name in sorted(set(server.models) & set(was.models) - named):
+            lines.append(f"{name} changes although this change does not name it: its server {server.name} rolls ({why})")
+    for name in sorted(set(old) & set(new) - named):
+        if placement_of(old[name]) != placement_of(new[name]):
+            lines.append(f"{name} moves although this change does not name it: {placement_of(old[name])} -> "
+                         f"{placement_of(new[name])}")
+    return tuple(lines)
+
+
+def placement_of(model: TritonModelPlan | VllmModelPlan) -> str:
+    if isinstance(model, TritonModelPlan):
+        return f"{model.server} on {model.instance_type}"
+    return (f"{model.instance_type} tp={model.tensor_parallel_size} pp={model.pipeline_parallel_size} "
+            f"{model.dtype}")
+
+
+def changed_models(before: list[ModelSpec], after: list[ModelSpec]) -> frozenset[str]:
+    """The models a change names: added, removed, or with another digest."""
+    old, new = {m.name: spec_digest(m) for m in before}, {m.name: spec_digest(m) for m in after}
+    return frozenset(n for n in set(old) | set(new) if old.get(n) != new.get(n))

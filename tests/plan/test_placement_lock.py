@@ -174,3 +174,22 @@ def test_repack_is_priced_named_in_the_cost_comment_and_accepting_it_gives_the_o
     capsys.readouterr()
     assert main([*project, "plan", "--stack", "dev", "--json"]) == 0
     assert capsys.readouterr().out == optimum
+
+
+def test_preview_names_the_models_a_change_touches(catalogue):
+    """A model that joins a locked server is named; its new neighbours are listed with the reason they roll."""
+    from modelfleet.plan.lock import changed_models, touched_models
+    from modelfleet.spec.load import parse_fleet_text
+
+    env = ENVIRONMENTS[0]
+    base = list(parse_fleet_text(TWO_MODELS).models)
+    small = [m for m in base if m.name == "small"]
+    joined = small + [small[0].model_copy(update={"name": "extra"})]
+    before = compile_fleet(FleetSpec(models=tuple(small)), env, catalogue)
+    after = compile_fleet(FleetSpec(models=tuple(joined)), env, catalogue, locked(before, small, env))
+    named = changed_models(small, joined)
+    assert named == {"extra"}
+    (server,) = after.triton_servers
+    assert touched_models(before, after, named) == (
+        "models this change names: extra",
+        f"small changes although this change does not name it: its server {server.name} rolls (extra joins it)")
