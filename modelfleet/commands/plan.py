@@ -67,7 +67,9 @@ def repack_line(project, stack: str, optimal) -> str:
         return "repack: a price is unknown, so the saving is not priced"
     before, after, saving = figures
     accept = f"accept it in its own pull request: modelfleet plan --stack {stack} --repack --write-lock"
-    if saving <= 0:
+    if abs(saving) < 0.005:
+        return f"repack: locked {before:,.2f} USD/month, re-solved the same: the locked placement costs what the optimum does"
+    if saving < 0:
         return (f"repack: locked {before:,.2f} -> re-solved {after:,.2f} USD/month: re-solving saves nothing "
                 f"({-saving:,.2f} more); keep the lock")
     return (f"repack: locked {before:,.2f} -> re-solved {after:,.2f} USD/month: saves {saving:,.2f} "
