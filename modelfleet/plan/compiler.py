@@ -62,6 +62,10 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         raise CompileError(unknown)
     issues: list[Issue] = []
     warnings: list[Warning_] = []
+    if fresh:  # placed afresh now, and again by every compile until the lock records them
+        warnings.append(Warning_(model="placement lock", message=f"{', '.join(sorted(fresh))}: new or changed since "
+                                 f"the lock was written; record the placement with `modelfleet plan --stack {env.name} "
+                                 "--write-lock` in this pull request, so that a later change keeps it"))
     pin_issues(models, env, issues, warnings)
     vllm_plans = []
     for index, model in llms:
