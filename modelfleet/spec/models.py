@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from .built_for import BuiltForSpec, check_built_for
 from .architecture import ArchitectureConfigSpec, ArchitectureSpec, ResolvedArchitecture, resolve
 from .llm_options import IMAGE, ExtraArgs, LoraSpec, check_extra_args
 from .pipelines import PipelineSpec
@@ -191,6 +192,9 @@ class ClassicModelSpec(Frozen):
     # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA
     # (plan/triton/devices.py). cpu takes an onnx, pytorch or python model (triton_options.CPU_FRAMEWORKS).
     device: Optional[Device] = None
+    # The GPU (and TensorRT release) a GPU-specific artifact was compiled for (spec/built_for.py): required for a
+    # TensorRT plan; None: the artifact runs on any GPU (ONNX, TorchScript, SavedModel, python).
+    built_for: Optional[BuiltForSpec] = None
     stateful: Optional[StatefulSpec] = None  # Triton's sequence batcher (triton_options.StatefulSpec)
     # A python-backend model that sends several responses per request (decoupled); its SLA is the first one.
     streaming: bool = False
@@ -201,6 +205,7 @@ class ClassicModelSpec(Frozen):
     @model_validator(mode="after")
     def _options(self) -> ClassicModelSpec:
         check_model_options(self)
+        check_built_for(self)
         return self
 
     @model_validator(mode="after")
