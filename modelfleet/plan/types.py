@@ -56,6 +56,15 @@ class TensorPlan(PlanModel):
     dims: tuple[int, ...]
 
 
+class WarmupSamplePlan(PlanModel):
+    """One input's warmup sample (spec/warmup.py), shipped as ``<model>/warmup/<input>`` (render/warmup.py)."""
+
+    input: str
+    file: str  # as models.yaml names it, beside models.yaml
+    sha256: str  # of the file as committed
+    content_base64: str  # the file's bytes
+
+
 class VolumePlan(PlanModel):
     """A node's root volume (EBS gp3) as capacity/node_volume.py sizes it; the node group records its three figures."""
 
@@ -237,6 +246,7 @@ class TritonModelPlan(PlanModel):
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
     version_sha256: str | None = None  # the pinned folder's content digest, checked by the pod (spec/versions.py)
     warmup_dims: tuple[tuple[int, ...], ...] = ()  # per input, the warmup request's dims (-1 at its typical size)
+    warmup_samples: tuple[WarmupSamplePlan, ...] = ()  # inputs warmed with a sample file instead of zeros
     # KIND_CPU: the vCPUs its instances keep busy in each replica (instance_count x vcpu_per_instance), which
     # its backend's thread count is set to per instance; 0 on a GPU.
     cpu_cores: int = 0

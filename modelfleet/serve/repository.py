@@ -34,6 +34,7 @@ from ..errors import CompileError, Issue
 from ..plan.types import FleetPlan, PipelinePlan, TritonModelPlan, TritonServerPlan
 from ..render.ensemble import ensemble_config
 from ..render.triton import model_config, render_config
+from ..render.warmup import warmup_files
 from ..spec.units import GIB
 from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
 
@@ -64,6 +65,7 @@ class LocalModel:
     compute_ms: float
     rps_per_instance: float
     response_cache: bool
+    files: tuple[tuple[str, bytes], ...] = ()  # beside config.pbtxt: the warmup samples its config reads
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,8 @@ def _local_model(model: TritonModelPlan, root: Path, available: frozenset[str]) 
     return LocalModel(name=model.name, server=model.server, backend=model.backend, source=source,
                       local_dir=local_dir, versions=versions, note=note,
                       config_text=render_config(local_model_config(model)), compute_ms=model.compute_ms,
-                      rps_per_instance=model.rps_per_instance, response_cache=model.response_cache)
+                      rps_per_instance=model.rps_per_instance, response_cache=model.response_cache,
+                      files=tuple(sorted(warmup_files(model).items())))
 
 
 def _local_ensemble(pipeline: PipelinePlan) -> LocalModel:
@@ -215,6 +218,9 @@ def write_local_repository(local: LocalRepository, repository: Path, backends: P
         target = repository / model.name
         target.mkdir(parents=True)
         (target / "config.pbtxt").write_text(model.config_text)
+        for relative, content in model.files:
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            (target / relative).write_bytes(content)
         for version in model.versions:
             _write_version(model, target / str(version), version)
     for name in local.python_based_backends:

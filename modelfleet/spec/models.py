@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from .built_for import BuiltForSpec, check_built_for
+from .warmup import WarmupSpec, check_warmup
 from .architecture import ArchitectureConfigSpec, ArchitectureSpec, ResolvedArchitecture, resolve
 from .llm_options import IMAGE, ExtraArgs, LoraSpec, check_extra_args
 from .pipelines import PipelineSpec
@@ -195,6 +196,9 @@ class ClassicModelSpec(Frozen):
     # The GPU (and TensorRT release) a GPU-specific artifact was compiled for (spec/built_for.py): required for a
     # TensorRT plan; None: the artifact runs on any GPU (ONNX, TorchScript, SavedModel, python).
     built_for: Optional[BuiltForSpec] = None
+    # Sample inputs Triton warms the model with (spec/warmup.py); None: zeros for every input, and no warmup
+    # at all for a model with a string input (zeros are no valid encoded value; the plan asks for a sample).
+    warmup: Optional[WarmupSpec] = None
     stateful: Optional[StatefulSpec] = None  # Triton's sequence batcher (triton_options.StatefulSpec)
     # A python-backend model that sends several responses per request (decoupled); its SLA is the first one.
     streaming: bool = False
@@ -206,6 +210,7 @@ class ClassicModelSpec(Frozen):
     def _options(self) -> ClassicModelSpec:
         check_model_options(self)
         check_built_for(self)
+        check_warmup(self)
         return self
 
     @model_validator(mode="after")

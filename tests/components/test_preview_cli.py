@@ -77,6 +77,7 @@ def test_preview_outside_a_pulumi_project_is_a_clean_error(capsys, tmp_path):
     """Defect 5: a project of models.yaml and stacks/ alone (no Pulumi program) crashed with a traceback."""
     (tmp_path / "models.yaml").write_text((ROOT / "models.yaml").read_text())
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     code = main(["--project", str(tmp_path), "preview", "--stack", "dev"])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""

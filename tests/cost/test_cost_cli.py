@@ -72,6 +72,7 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
     from tests.cost.test_diff import _creating_prod
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     _creating_prod(tmp_path)
     argv = ["--project", str(tmp_path), "cost", "--stack", "prod"]
     assert main(argv) == 0
