@@ -268,6 +268,9 @@ class PipelineStepPlan(PlanModel):
     output_map: tuple[tuple[str, str], ...]  # (the model's output, the ensemble tensor)
     budget_ms: float  # its share of the pipeline's p99 (plan/triton/pipelines.py)
     queue_timeout_us: int  # as compiled for the model (the tighter of its own p99 and this share)
+    # The version the ensemble calls (ensemble_scheduling's model_version): the step's, else the model's one
+    # pinned version; -1, Triton's "the latest", only for a model that pins none (spec/pipelines.py).
+    model_version: int = -1
 
 
 class PipelinePlan(PlanModel):

@@ -94,6 +94,19 @@ def _with_caller(caller: str, options: dict[str, Any]) -> dict[str, Any]:
     return {{"headers": {{CALLER_HEADER: caller}}, **options}}
 
 
+def _with_version(model: Any, version: int | None, options: dict[str, Any]) -> dict[str, Any]:
+    """infer's keyword arguments naming ``version`` (None: the server's choice, the version it serves or its
+    latest); a version the model does not serve in every stack is refused here, not by one stack's server."""
+    if version is None:
+        return options
+    served = model.versions
+    if isinstance(version, bool) or not isinstance(version, int) or version <= 0 or (
+            served is not None and version not in served):
+        expected = ", ".join(map(str, served)) if served is not None else "a positive version number"
+        raise ValueError(f"{{model.name}}: version {{version!r}}, expected {{expected or 'none (no version is served in every stack)'}}")
+    return {{**options, "model_version": str(version)}}
+
+
 def _dtype_ok(tensor: Tensor, value: np.ndarray) -> bool:
     if tensor.datatype == "BYTES":
         return value.dtype == np.object_ or value.dtype.kind == "S"
@@ -142,15 +155,17 @@ class {cls}:
     name: ClassVar[str] = "{name}"
     max_batch_size: ClassVar[int] = {max_batch}
     inputs: ClassVar[tuple[Tensor, ...]] = {inputs}
-    outputs: ClassVar[tuple[Tensor, ...]] = {outputs}{attributes}
+    outputs: ClassVar[tuple[Tensor, ...]] = {outputs}
+    # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
+    versions: ClassVar[tuple[int, ...] | None] = {versions}{attributes}
 
     @classmethod
-    def request(cls, {params}, *, caller: str, protocol: ModuleType = _http{option_params}) -> Request:
-        """{args_doc}"""
+    def request(cls, {params}, *, caller: str, version: int | None = None, protocol: ModuleType = _http{option_params}) -> Request:
+        """{args_doc}; version: the model version to call (default: the one the server serves)"""
         values = {values}
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, {option_values}))
+                       _with_caller(caller, _with_version(cls, version, {option_values})))
 
     @staticmethod
     def decode(result: Any) -> {cls}Result:
@@ -226,7 +241,14 @@ def _render_class(model: TritonModelPlan | PipelinePlan, kind: str, server: str,
                         max_batch=model.max_batch_size, inputs=_tensors(model.inputs), outputs=_tensors(model.outputs),
                         attributes=attributes, params=", ".join(f"{p}: np.ndarray" for p in params),
                         option_params=params_extra, option_values=values_expr, args_doc=docs, values=_tuple(params),
-                        fields=fields, decoded=decoded)
+                        fields=fields, decoded=decoded, versions=_versions_literal(model))
+
+
+def _versions_literal(model: TritonModelPlan | PipelinePlan) -> str:
+    """What ``versions`` holds: an ensemble's one folder (1); a model's pinned versions; None when it pins none."""
+    if isinstance(model, PipelinePlan):
+        return "(1,)"
+    return "None" if model.versions is None else _tuple([str(v) for v in model.versions]) if model.versions else "()"
 
 
 Item = TritonModelPlan | PipelinePlan
@@ -258,7 +280,16 @@ def _merged(name: str, entries: list[tuple[str, Item]]) -> tuple[Item, str, str]
     sla = next(iter(slas.values()), "") if len(set(slas.values())) <= 1 else "\n    ".join(
         textwrap.wrap(" ".join(f"{stack}: {doc}" for stack, doc in slas.items()), 110))
     served = "\n    ".join(textwrap.wrap(served, 100))
-    return entries[0][1].model_copy(update={"max_batch_size": strictest}), served, sla
+    return entries[0][1].model_copy(update={"max_batch_size": strictest, **_common_versions(entries)}), served, sla
+
+
+def _common_versions(entries: list[tuple[str, Item]]) -> dict[str, tuple[int, ...] | None]:
+    """The versions a request may name in every stack: those all pinning stacks serve (a stack that pins none
+    serves its latest, whatever it is); {} for a pipeline."""
+    if isinstance(entries[0][1], PipelinePlan):
+        return {}
+    pinned = [set(item.versions) for _, item in entries if isinstance(item, TritonModelPlan) and item.versions]
+    return {"versions": tuple(sorted(set.intersection(*pinned))) if pinned else None}
 
 
 def render_client(plans: Sequence[FleetPlan] | FleetPlan) -> str:
