@@ -56,6 +56,15 @@ class TensorPlan(PlanModel):
     dims: tuple[int, ...]
 
 
+class AbSplitPlan(PlanModel):
+    """A held split between two served versions (spec/versions.py AbSplitSpec): the generated client sends
+    ``candidate_share`` of the requests naming no version to ``candidate``, the rest to ``control``."""
+
+    control: int
+    candidate: int
+    candidate_share: float
+
+
 class WarmupSamplePlan(PlanModel):
     """One input's warmup sample (spec/warmup.py), shipped as ``<model>/warmup/<input>`` (render/warmup.py)."""
 
@@ -244,6 +253,7 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    ab_split: AbSplitPlan | None = None  # a held split between two of its versions; None: none
     version_sha256: str | None = None  # the pinned folder's content digest, checked by the pod (spec/versions.py)
     warmup_dims: tuple[tuple[int, ...], ...] = ()  # per input, the warmup request's dims (-1 at its typical size)
     warmup_samples: tuple[WarmupSamplePlan, ...] = ()  # inputs warmed with a sample file instead of zeros

@@ -59,6 +59,8 @@ its SLA allows and was rejected rather than answered late.
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -94,9 +96,23 @@ def _with_caller(caller: str, options: dict[str, Any]) -> dict[str, Any]:
     return {{"headers": {{CALLER_HEADER: caller}}, **options}}
 
 
-def _with_version(model: Any, version: int | None, options: dict[str, Any]) -> dict[str, Any]:
-    """infer's keyword arguments naming ``version`` (None: the server's choice, the version it serves or its
-    latest); a version the model does not serve in every stack is refused here, not by one stack's server."""
+def _split(model: Any, split_key: str | None) -> int:
+    """The version of a held A/B split (``ab_split``: control, candidate, candidate share) a request goes to: by
+    its key (the same key, the same version), else at random."""
+    control, candidate, share = model.ab_split
+    if split_key is None:
+        draw = random.random()
+    else:
+        draw = int.from_bytes(hashlib.sha256(f"{{model.name}}\\0{{split_key}}".encode()).digest()[:8], "big") / 2**64
+    return candidate if draw < share else control
+
+
+def _with_version(model: Any, version: int | None, options: dict[str, Any], split_key: str | None = None) -> dict[str, Any]:
+    """infer's keyword arguments naming ``version`` (None: the A/B split's choice, else the server's: the
+    version it serves or its latest); a version the model does not serve in every stack is refused here, not by
+    one stack's server."""
+    if version is None and getattr(model, "ab_split", None) is not None:
+        version = _split(model, split_key)
     if version is None:
         return options
     served = model.versions
@@ -157,15 +173,15 @@ class {cls}:
     inputs: ClassVar[tuple[Tensor, ...]] = {inputs}
     outputs: ClassVar[tuple[Tensor, ...]] = {outputs}
     # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
-    versions: ClassVar[tuple[int, ...] | None] = {versions}{attributes}
+    versions: ClassVar[tuple[int, ...] | None] = {versions}{ab_split}{attributes}
 
     @classmethod
-    def request(cls, {params}, *, caller: str, version: int | None = None, protocol: ModuleType = _http{option_params}) -> Request:
-        """{args_doc}; version: the model version to call (default: the one the server serves)"""
+    def request(cls, {params}, *, caller: str, version: int | None = None{split_param}, protocol: ModuleType = _http{option_params}) -> Request:
+        """{args_doc}; version: the model version to call (default: {version_default}){split_doc}"""
         values = {values}
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, _with_version(cls, version, {option_values})))
+                       _with_caller(caller, _with_version(cls, version, {option_values}{split_arg})))
 
     @staticmethod
     def decode(result: Any) -> {cls}Result:
@@ -241,7 +257,22 @@ def _render_class(model: TritonModelPlan | PipelinePlan, kind: str, server: str,
                         max_batch=model.max_batch_size, inputs=_tensors(model.inputs), outputs=_tensors(model.outputs),
                         attributes=attributes, params=", ".join(f"{p}: np.ndarray" for p in params),
                         option_params=params_extra, option_values=values_expr, args_doc=docs, values=_tuple(params),
-                        fields=fields, decoded=decoded, versions=_versions_literal(model))
+                        fields=fields, decoded=decoded, versions=_versions_literal(model), **_split_parts(model))
+
+
+def _split_parts(model: TritonModelPlan | PipelinePlan) -> dict[str, str]:
+    """The template's A/B parts: a class attribute and a ``split_key`` parameter, for a model with a split."""
+    split = model.ab_split if isinstance(model, TritonModelPlan) else None
+    if split is None:
+        return {"ab_split": "", "split_param": "", "split_doc": "", "split_arg": "",
+                "version_default": "the one the server serves"}
+    return {"ab_split": f"\n    # a held A/B split: (control, candidate, the candidate's share of requests naming no version)"
+                        f"\n    ab_split: ClassVar[tuple[int, int, float] | None] = ({split.control}, {split.candidate}, "
+                        f"{split.candidate_share!r})",
+            "split_param": ", split_key: str | None = None",
+            "split_doc": "; split_key: the same key always gets the same side of the split (default: at random)",
+            "split_arg": ", split_key", "version_default": (f"the A/B split's: {split.candidate_share:.0%} version "
+                                                            f"{split.candidate}, the rest {split.control}")}
 
 
 def _versions_literal(model: TritonModelPlan | PipelinePlan) -> str:

@@ -40,7 +40,7 @@ from .rollout import RolloutSpec
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype, format_param_count
-from .versions import TritonVersion, revision_problem
+from .versions import AbSplitSpec, TritonVersion, ab_split_problem, revision_problem
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
     MAX_DIM,
@@ -183,6 +183,8 @@ class ClassicModelSpec(Frozen):
     version: Optional[TritonVersion] = None
     # How a change ships (spec/rollout.py); None: the stack's modelfleet:rollout, else rolling.
     rollout: Optional[RolloutSpec] = None
+    # A held A/B split between two of its versions (spec/versions.py); None: no split.
+    ab_split: Optional[AbSplitSpec] = None
     team: Team = None  # None: the cost report's and the labels' 'unassigned'
     # Models of one pool share Triton servers only with each other, and the servers are named after it
     # (triton-<pool>); without one, a model is in its instance type's pool (triton-g5-xlarge). A pool of its
@@ -223,6 +225,8 @@ class ClassicModelSpec(Frozen):
         if self.version is not None and self.versions is not None:
             raise FieldProblem(("version",), "give version (the one pinned folder) or versions (several served at "
                                "once), not both", "keep version: N to pin one folder")
+        if problem := ab_split_problem(self.ab_split, self.versions):
+            raise problem
         if self.overrides.response_cache and not self.deterministic:
             raise FieldProblem(("overrides", "response_cache"),
                                "response_cache: true contradicts deterministic: false (cached answers would be stale)",

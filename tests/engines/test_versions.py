@@ -1,5 +1,6 @@
-"""Versions on the real tritonserver: the generated client calls a named version, and an ensemble calls the
-version its step pins (not the newest), with a model serving versions 1 and 2 at once (``versions: [1, 2]``).
+"""Versions on the real tritonserver: the generated client calls a named version, an ensemble calls the
+version its step pins (not the newest), and a held A/B split sends its share to the second version, counted
+per version by Triton's own metrics; with a model serving versions 1 and 2 at once (``versions: [1, 2]``).
 
 versioned-scaler version N answers N x its input (tests/engines/artifacts/versioned-scaler), so every answer
 says which version computed it."""
@@ -30,6 +31,7 @@ MODEL = """
     framework: python
     artifact: s3://modelfleet-tests/versioned-scaler
     versions: [1, 2]
+    ab_split: {versions: [1, 2], share: 0.25}
     size: {memory_gib: 0.1}
     deterministic: false
     handles_cancellation: true
@@ -73,7 +75,6 @@ def test_the_client_calls_the_version_it_names(versions) -> None:
     assert client.VersionedScaler.versions == (1, 2)
     assert call(server, client.VersionedScaler, 3.0, version=1) == 3.0
     assert call(server, client.VersionedScaler, 3.0, version=2) == 6.0
-    assert call(server, client.VersionedScaler, 3.0) == 6.0  # unnamed: Triton's choice, the newest served
     with pytest.raises(ValueError, match=r"version 3, expected 1, 2"):
         client.VersionedScaler.request(np.array([[1.0]], np.float32), caller="version-test", version=3)
 
@@ -102,3 +103,70 @@ def test_an_ensemble_over_a_model_of_several_versions_must_name_one() -> None:
     with pytest.raises(SpecError) as exc:
         parse_fleet_text(PIPELINE.replace("version: 1", "version: 5") + "models:" + MODEL)
     assert any(i.path == "pipelines[0].steps[0].version" and "not 5" in i.message for i in exc.value.issues)
+
+
+SPLIT_REQUESTS = 200
+
+
+def test_a_held_split_sends_its_share_to_the_second_version_counted_per_version(versions, project) -> None:
+    """200 requests naming no version, each with its own split key: each key's side is fixed by its hash, so
+    the count on version 2 is known before sending (about 25%); Triton's per-version counters and the A/B row
+    of the server's dashboard see exactly it."""
+    server, client = versions
+    model = client.VersionedScaler
+    assert model.ab_split == (1, 2, 0.25)
+    keys = [f"user-{i}" for i in range(SPLIT_REQUESTS)]
+    answers = [call(server, model, 1.0, split_key=key) for key in keys]
+    expected = [2.0 if client._split(model, key) == 2 else 1.0 for key in keys]
+    assert answers == expected and answers == [call(server, model, 1.0, split_key=k) for k in keys[:20]] + answers[20:]
+    on_candidate = answers.count(2.0)
+    assert 0.15 * SPLIT_REQUESTS < on_candidate < 0.35 * SPLIT_REQUESTS, on_candidate  # the share, 25% +- 5 sigma-ish
+    metrics = scrape(server)
+    success = {v: metric(metrics, "nv_inference_request_success", version=v) for v in ("1", "2")}
+    # the 20 repeated keys and the 6 calls of the other tests also count
+    assert success["2"] >= on_candidate and success["1"] >= SPLIT_REQUESTS - on_candidate
+
+
+def test_the_ab_row_of_the_dashboard_asks_for_series_the_real_server_exports(versions, project) -> None:
+    from modelfleet.render.observability.dashboards import triton_server_dashboard
+    from tests.observability.metric_names import by_source, exported, names_in
+
+    server, _ = versions
+    plan = compile_fleet(parse_fleet_text(PIPELINE + "models:" + MODEL), project.environment("dev"),
+                         project.catalogue())
+    (triton,) = [s for s in plan.triton_servers if "versioned-scaler" in s.models]
+    dashboard = triton_server_dashboard(plan, triton)
+    (row,) = [r for r in dashboard.rows if "A/B" in r.title]
+    assert row.title == "versioned-scaler: A/B, version 1 vs 2 (25%)"
+    used = by_source(names_in(q.expr for p in row.panels for q in p.queries))["triton"]
+    assert used and used - exported(scrape(server)) == set()
+    assert all('version="1"' in p.queries[0].expr and 'version="2"' in p.queries[1].expr for p in row.panels)
+
+
+def scrape(server) -> str:
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(server.metrics_url, timeout=10) as response:
+        return response.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples carrying ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.mark.parametrize("split, words", [
+    ("{versions: [1, 3], share: 0.1}", "version 3 is not served"),
+    ("{versions: [2, 2], share: 0.1}", "both sides are version 2"),
+    ("{versions: [1, 2], share: 1.0}", "less than 1"),
+])
+def test_a_split_the_model_cannot_hold_is_a_located_error(split, words) -> None:
+    text = "models:" + MODEL.replace("{versions: [1, 2], share: 0.25}", split)
+    with pytest.raises(SpecError) as exc:
+        parse_fleet_text(text)
+    assert any(i.path.startswith("models[0].ab_split") and words in i.message for i in exc.value.issues), exc.value

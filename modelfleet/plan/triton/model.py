@@ -10,7 +10,7 @@ from ...spec.models import ClassicModelSpec
 from .scheduling import scheduling
 from .tensors import tensors
 from .policy import BACKENDS, ClassicSizing, check_budget, triton_decision
-from ..types import Decision, TritonModelPlan, Warning_
+from ..types import AbSplitPlan, Decision, TritonModelPlan, Warning_
 from .warmup import unwarmable, warmup_dims, warmup_samples
 
 
@@ -103,7 +103,9 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: Server, sizin
         max_queue_delay_us=sizing.max_queue_delay_us, max_queue_size=sizing.max_queue_size,
         response_cache=_cache(model, server, warnings),
         versions=(model.version.number,) if model.version else model.versions,
-        version_sha256=model.version.sha256 if model.version else None, warmup_dims=warmup_dims(model),
+        version_sha256=model.version.sha256 if model.version else None,
+        ab_split=None if model.ab_split is None else AbSplitPlan(
+            control=model.ab_split.control, candidate=model.ab_split.candidate, candidate_share=model.ab_split.share), warmup_dims=warmup_dims(model),
         warmup_samples=warmup_samples(model),
         inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),

@@ -23,6 +23,8 @@ its SLA allows and was rejected rather than answered late.
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -58,9 +60,23 @@ def _with_caller(caller: str, options: dict[str, Any]) -> dict[str, Any]:
     return {"headers": {CALLER_HEADER: caller}, **options}
 
 
-def _with_version(model: Any, version: int | None, options: dict[str, Any]) -> dict[str, Any]:
-    """infer's keyword arguments naming ``version`` (None: the server's choice, the version it serves or its
-    latest); a version the model does not serve in every stack is refused here, not by one stack's server."""
+def _split(model: Any, split_key: str | None) -> int:
+    """The version of a held A/B split (``ab_split``: control, candidate, candidate share) a request goes to: by
+    its key (the same key, the same version), else at random."""
+    control, candidate, share = model.ab_split
+    if split_key is None:
+        draw = random.random()
+    else:
+        draw = int.from_bytes(hashlib.sha256(f"{model.name}\0{split_key}".encode()).digest()[:8], "big") / 2**64
+    return candidate if draw < share else control
+
+
+def _with_version(model: Any, version: int | None, options: dict[str, Any], split_key: str | None = None) -> dict[str, Any]:
+    """infer's keyword arguments naming ``version`` (None: the A/B split's choice, else the server's: the
+    version it serves or its latest); a version the model does not serve in every stack is refused here, not by
+    one stack's server."""
+    if version is None and getattr(model, "ab_split", None) is not None:
+        version = _split(model, split_key)
     if version is None:
         return options
     served = model.versions
