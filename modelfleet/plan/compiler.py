@@ -12,6 +12,7 @@ from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmMode
 from .triton.classic import compile_classic
 from .serving.engine_args import LoraArgs, lora_source, vllm_serve_args, vllm_shm_gib
 from .capacity.fit import check_fit, with_requested, zone_warnings
+from .hardware.gpus import unknown_gpu_issues
 from .hardware.instances import InstanceCatalogue
 from .hardware.kubelet import memory_share_gib
 from .capacity.node_groups import size_node_groups
@@ -49,6 +50,8 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     models = models_in(fleet, env.name)
     classic = [(i, m) for i, m in models if isinstance(m, ClassicModelSpec)]
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
+    if unknown := unknown_gpu_issues(models, catalogue):  # every later step looks these GPUs up
+        raise CompileError(unknown)
     issues: list[Issue] = []
     warnings: list[Warning_] = []
     pin_issues(models, env, issues, warnings)

@@ -68,13 +68,6 @@ def revision_problem(revision: str, artifact: str) -> FieldProblem | None:
                         "`huggingface_hub.model_info(ID).sha`)")
 
 
-def version_text(version: VersionSpec | None, versions: tuple[int, ...] | None) -> str:
-    """How a pin reads in plan and diffs: ``2``, ``2 (sha256 0123abcd…)``, ``1, 2``, or ``unpinned``."""
-    if version is not None:
-        return str(version.number) + (f" (sha256 {version.sha256[:12]})" if version.sha256 else "")
-    return ", ".join(map(str, versions)) if versions else "unpinned"
-
-
 class AbSplitSpec(Frozen):
     """A held split between two versions a model serves (``versions: [1, 2]``), for comparison: the generated
     client sends ``share`` of its requests that name no version to the second, the rest to the first (by a

@@ -149,3 +149,10 @@ def test_the_stack_image_is_kept_when_it_is_the_matching_release():
     assert image_for("10.7", "nvcr.io/nvidia/tritonserver:24.12-py3") == "nvcr.io/nvidia/tritonserver:24.12-py3"
     assert image_for("10.7", "nvcr.io/nvidia/tritonserver:24.05-py3") == "nvcr.io/nvidia/tritonserver:24.12-py3"
     assert image_for(None, "mirror.example/tritonserver:x") == "mirror.example/tritonserver:x"
+
+
+def test_a_gpu_the_instance_table_does_not_know_is_an_error():
+    with pytest.raises(CompileError) as exc:
+        compile_text(model(built_for="{gpu: b200, tensorrt: 10.7.0}", measured_on="b200"))
+    issue = next(i for i in exc.value.issues if i.path == "models[0].built_for.gpu")
+    assert "'b200' is not a GPU of the instance table" in issue.message
