@@ -42,7 +42,14 @@ from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
 LOCAL_CACHE_CAP_BYTES = 256 * 1024**2
 # Flags of the compiled command line that a local server sets itself (LocalTritonServer: loopback, free ports).
 LOCAL_OWNED_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=", "--cache-config=",
-                     "--trace-config=")  # the stack's tracing exports to the cluster's collector
+                     "--trace-config=",  # the stack's tracing exports to the cluster's collector
+                     "--model-load-thread-count=")
+# One model loads at a time here. Measured on this shared 2-core machine (load average 10 to 15): with
+# Triton's default of 4 at once, the whole dev fleet failed to start in 2 of 11 runs, the image-preprocessor's
+# warmup failing with "Stub process 'image-preprocessor_0_0' is not healthy" (a python stub starved of CPU by
+# the others starting beside it misses the python backend's health check, and a failed warmup fails the
+# load); one at a time, none of 6 failed (tests/engines/test_warmup.py).
+LOCAL_LOAD_THREADS = 1
 
 Source = Literal["artifact", "onnx-runner", "synthetic", "ensemble"]
 # The file each backend loads from a version folder (Triton's default_model_filename), see REFERENCE.md.
@@ -137,7 +144,10 @@ def local_server_args(servers: tuple[TritonServerPlan, ...], caching: bool,
     args: list[str] = []
     for server in servers:
         args += [a for a in server.args[1:] if not a.startswith(LOCAL_OWNED_FLAGS) and a not in args]
-    notes = []
+    args.append(f"--model-load-thread-count={LOCAL_LOAD_THREADS}")
+    notes = [f"models load one at a time (--model-load-thread-count={LOCAL_LOAD_THREADS}): a python model's warmup "
+             "starved of CPU by the others loading beside it can miss the python backend's health check, which "
+             "fails its load"]
     if any(a.startswith("--trace-config=") for server in servers for a in server.args):
         notes.append("OpenTelemetry tracing (modelfleet:triton.tracing): off here, its collector is the cluster's")
     planned = max((s.cache_size_bytes for s in servers), default=0)
