@@ -198,7 +198,9 @@ class BucketDeploy(DeployModel):
 class S3ObjectDeploy(DeployModel):
     name: str
     key: str
-    content: str
+    content: str  # the text itself, or (encoding base64) the bytes of a binary file, e.g. a warmup sample
+    # utf-8: a config, uploaded as text; base64: bytes that are not UTF-8 text (Pulumi's contentBase64)
+    encoding: Literal["utf-8", "base64"] = "utf-8"
     # Kept in the bucket when a later revision no longer lists it: a pod of the old revision may still read it.
     retain_on_delete: bool = False
 

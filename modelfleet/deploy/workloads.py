@@ -17,6 +17,8 @@ What waits for what (each object names its dependencies; nothing waits for a GPU
 
 from __future__ import annotations
 
+import base64
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -152,6 +154,16 @@ def cluster_objects(manifests: Mapping[str, list[dict[str, Any]]]) -> tuple[Appl
     return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=waits(o)) for o in objects)
 
 
+def s3_object(key: str, content: bytes) -> S3ObjectDeploy:
+    """One object of a revision: text as text (configs), other bytes (a warmup sample) base64-encoded."""
+    name = key.removeprefix("triton/").replace("/", "-")
+    try:
+        return S3ObjectDeploy(name=name, key=key, content=content.decode(), retain_on_delete=True)
+    except UnicodeDecodeError:
+        return S3ObjectDeploy(name=name, key=key, content=base64.b64encode(content).decode(), encoding="base64",
+                              retain_on_delete=True)
+
+
 def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpec, files: Mapping[str, bytes],
                   manifests: Sequence[dict[str, Any]], ctx: Context) -> TritonDeploy:
     """Its configs as S3 objects under this revision's prefix (kept when a later revision replaces them), a
@@ -161,9 +173,7 @@ def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpe
     are those it was deployed with, so nothing is replaced; in one that does not, its configs are a new revision
     like any other change (the old one is kept for pods still reading it)."""
     bucket, prefix = model_repository_bucket(plan, env.deploy), model_repository_prefix(server)
-    objects = tuple(S3ObjectDeploy(name=key.removeprefix("triton/").replace("/", "-"), key=key, content=content.decode(),
-                                   retain_on_delete=True)
-                    for key, content in sorted(repository_objects(files, server).items()))
+    objects = tuple(s3_object(key, content) for key, content in sorted(repository_objects(files, server).items()))
     identity = PodIdentityDeploy(name=server.name, namespace=plan.namespace, service_account=server.kube_name,
                                  policy=triton_read_policy(plan, server, bucket, prefix),
                                  trust_policy=pod_identity_trust_policy(), aliases=server.former_names)

@@ -56,6 +56,24 @@ class TensorPlan(PlanModel):
     dims: tuple[int, ...]
 
 
+class AbSplitPlan(PlanModel):
+    """A held split between two served versions (spec/versions.py AbSplitSpec): the generated client sends
+    ``candidate_share`` of the requests naming no version to ``candidate``, the rest to ``control``."""
+
+    control: int
+    candidate: int
+    candidate_share: float
+
+
+class WarmupSamplePlan(PlanModel):
+    """One input's warmup sample (spec/warmup.py), shipped as ``<model>/warmup/<input>`` (render/warmup.py)."""
+
+    input: str
+    file: str  # as models.yaml names it, beside models.yaml
+    sha256: str  # of the file as committed
+    content_base64: str  # the file's bytes
+
+
 class VolumePlan(PlanModel):
     """A node's root volume (EBS gp3) as capacity/node_volume.py sizes it; the node group records its three figures."""
 
@@ -235,8 +253,10 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    ab_split: AbSplitPlan | None = None  # a held split between two of its versions; None: none
     version_sha256: str | None = None  # the pinned folder's content digest, checked by the pod (spec/versions.py)
     warmup_dims: tuple[tuple[int, ...], ...] = ()  # per input, the warmup request's dims (-1 at its typical size)
+    warmup_samples: tuple[WarmupSamplePlan, ...] = ()  # inputs warmed with a sample file instead of zeros
     # KIND_CPU: the vCPUs its instances keep busy in each replica (instance_count x vcpu_per_instance), which
     # its backend's thread count is set to per instance; 0 on a GPU.
     cpu_cores: int = 0
@@ -258,6 +278,9 @@ class PipelineStepPlan(PlanModel):
     output_map: tuple[tuple[str, str], ...]  # (the model's output, the ensemble tensor)
     budget_ms: float  # its share of the pipeline's p99 (plan/triton/pipelines.py)
     queue_timeout_us: int  # as compiled for the model (the tighter of its own p99 and this share)
+    # The version the ensemble calls (ensemble_scheduling's model_version): the step's, else the model's one
+    # pinned version; -1, Triton's "the latest", only for a model that pins none (spec/pipelines.py).
+    model_version: int = -1
 
 
 class PipelinePlan(PlanModel):

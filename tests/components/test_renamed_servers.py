@@ -145,6 +145,7 @@ def test_a_former_name_that_matches_no_server_is_said(tmp_path):
 
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     path = tmp_path / "stacks" / "Pulumi.prod.yaml"
     data = yaml.safe_load(path.read_text())
     data["config"]["modelfleet:deploy"]["formerServerNames"] = ["triton-image-preprocesor"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -72,6 +73,7 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
     from tests.cost.test_diff import _creating_prod
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     _creating_prod(tmp_path)
     argv = ["--project", str(tmp_path), "cost", "--stack", "prod"]
     assert main(argv) == 0
@@ -116,6 +118,7 @@ def test_cost_base_names_a_version_bump_as_the_only_change(tmp_path, capsys):
     text = (ROOT / "models.yaml").read_text()
     assert text.count(pinned) == 1
     (tmp_path / "models.yaml").write_text(text.replace(pinned, pinned.replace("version: 1", "version: 2")))
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     out = _run(capsys, "cost", "--stack", "prod", "--models", str(tmp_path / "models.yaml"),
                "--base", str(ROOT / "models.yaml"))
     server = Project(root=str(ROOT)).plan("prod").model("fraud-scorer").server

@@ -31,6 +31,7 @@ def pull_request(root: Path, change: str = ADDITION) -> Path:
     """The example committed on main, then the PR's edit to models.yaml in the working tree."""
     shutil.copy(ROOT / "models.yaml", root / "models.yaml")
     shutil.copytree(ROOT / "stacks", root / "stacks", dirs_exist_ok=True)
+    shutil.copytree(ROOT / "samples", root / "samples")  # warmup samples models.yaml names
     git(root, "init", "-q", "-b", "main")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "base")
@@ -107,6 +108,7 @@ def _base_and_head(tmp_path: Path) -> tuple[Path, Path]:
     base.mkdir()
     shutil.copy(ROOT / "models.yaml", base / "models.yaml")
     shutil.copytree(ROOT / "stacks", base / "stacks")
+    shutil.copytree(ROOT / "samples", base / "samples")  # warmup samples models.yaml names
     head = tmp_path / "head"
     shutil.copytree(base, head)
     return base, head
@@ -257,6 +259,7 @@ def _changed(tmp_path: Path, old: str, new: str, stack: str = "prod"):
     root = tmp_path / "head"
     root.mkdir()
     shutil.copytree(ROOT / "stacks", root / "stacks")
+    shutil.copytree(ROOT / "samples", root / "samples")  # warmup samples models.yaml names
     text = (ROOT / "models.yaml").read_text()
     assert old in text
     (root / "models.yaml").write_text(text.replace(old, new, 1))

@@ -120,6 +120,7 @@ def test_a_per_sequence_decode_rate_no_longer_prices_tokens(tmp_path):
     assert old in text
     (tmp_path / "models.yaml").write_text(text.replace(old, old + "    profile: {output_tokens_per_s_per_sequence: 45}\n"))
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     costed = Project(root=str(tmp_path)).costed("prod")
     before = Project(root=str(ROOT)).costed("prod").cost.model("llama-3-3-70b-instruct").unit_cost
     assert costed.cost.model("llama-3-3-70b-instruct").unit_cost == before
@@ -283,6 +284,7 @@ def test_a_stack_cannot_name_a_system_family_for_models(tmp_path):
 
     from modelfleet.errors import SpecError
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     path = tmp_path / "stacks" / "Pulumi.dev.yaml"
     path.write_text(path.read_text().replace("modelfleet:instanceFamilies: [", "modelfleet:instanceFamilies: [m5, "))

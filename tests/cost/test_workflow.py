@@ -95,6 +95,7 @@ def clone_with_pr(tmp_path: Path, change: str = ADDITION, codeowners: bool = Tru
     for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, origin / name)
     shutil.copytree(ROOT / "stacks", origin / "stacks")
+    shutil.copytree(ROOT / "samples", origin / "samples")  # warmup samples models.yaml names
     (origin / ".github").mkdir()
     shutil.copy(ROOT / ".github" / "CODEOWNERS", origin / ".github" / "CODEOWNERS")
     for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "base"]):
@@ -241,7 +242,7 @@ def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes
     # account, program, policy and write role among them) with its PrometheusRule and
     # dashboard; the fleet overview dashboard updated (it lists every model); the rest unchanged, the CPU server that
     # fraud-scorer runs on (with its rule, dashboard and canary analysis) among them
-    assert "| prod | 20 | 3 | 0 | 0 | 0 | 107 |" in preview
+    assert "| prod | 20 | 3 | 0 | 0 | 0 | 108 |" in preview
     assert "| ➕ | k8s:Deployment `modelfleet/llama-3-1-70b-support` | created |" in preview
     assert ("| 🔄 | aws:eks:NodeGroup `gpu-p4d-24xlarge-od` | `scalingConfig.maxSize: 6 -> 10`; "
             "`scalingConfig.minSize: 2 -> 4`;") in preview
