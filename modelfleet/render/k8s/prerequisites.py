@@ -17,7 +17,9 @@ from typing import Any
 
 import yaml
 
+from ...plan.hardware.system_nodes import SYSTEM_GROUP
 from ...plan.types import FleetPlan, VllmModelPlan
+from .common import NODE_GROUP_LABEL
 from .triton import PENDING_METRIC
 from .vllm import WAITING_METRIC
 
@@ -42,8 +44,21 @@ PROMETHEUS_STACK = Chart("kube-prometheus-stack", "kube-prometheus-stack", "77.1
                          "https://prometheus-community.github.io/helm-charts", MONITORING_NAMESPACE)
 PROMETHEUS_ADAPTER = Chart("prometheus-adapter", "prometheus-adapter", "5.3.0",
                            "https://prometheus-community.github.io/helm-charts", MONITORING_NAMESPACE)
+# Karpenter's chart (its CRDs included); the version is the stack's (nodes.karpenterVersion), this one the default.
+KARPENTER = Chart("karpenter", "oci://public.ecr.aws/karpenter/karpenter", "1.6.0", None, "kube-system")
+KARPENTER_SERVICE_ACCOUNT = "karpenter"
 CLUSTER_AUTOSCALER = Chart("cluster-autoscaler", "cluster-autoscaler", "9.50.1", "https://kubernetes.github.io/autoscaler",
                            "kube-system")
+
+
+def karpenter_values(cluster_name: str, queue: str | None) -> dict[str, Any]:
+    """The controller on the system nodes (it must not run on nodes it manages), reading the stack's
+    interruption queue when a pool uses spot."""
+    settings: dict[str, Any] = {"clusterName": cluster_name}
+    if queue:
+        settings["interruptionQueue"] = queue
+    return {"settings": settings, "serviceAccount": {"name": KARPENTER_SERVICE_ACCOUNT},
+            "nodeSelector": {NODE_GROUP_LABEL: SYSTEM_GROUP}, "replicas": 2}
 
 
 def needs_lws(plan: FleetPlan) -> bool:

@@ -158,7 +158,7 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
     pod: dict[str, Any] = {
         "serviceAccountName": server.kube_name, "automountServiceAccountToken": False,
         "securityContext": c.pod_security(TRITON_UID),
-        **(c.cpu_placement if server.device == "cpu" else c.gpu_placement)(group.instance_type, group.capacity_type),
+        **(c.cpu_placement if server.device == "cpu" else c.gpu_placement)(group),
         "initContainers": [_init_container(sync_script(bucket, server, plan, revision), aws_cli_image, plan.region,
                                            server.pod)],
         "containers": [_container(server, plan, server.pod)],
@@ -185,7 +185,8 @@ def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_i
                repository: Mapping[str, bytes]) -> dict[str, Any]:
     skips = c.checkov_skips(SKIPS | c.image_skips(server.image))
     meta = c.metadata(server.kube_name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
-    annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository)}
+    annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository),
+                   **c.disruption_annotations(plan.node_group(server.node_group))}
     template = {"metadata": {"labels": c.labels(server.kube_name, "triton"), "annotations": annotations},
                 "spec": _pod(server, plan, bucket, aws_cli_image, revision_prefix(server, repository))}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,

@@ -135,7 +135,7 @@ def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role:
         volumes.append({"name": "hf-token", "secret": {"secretName": hf_secret_name(model), "defaultMode": 0o400}})
     pod: dict[str, Any] = {
         "serviceAccountName": model.name, "automountServiceAccountToken": False,
-        "securityContext": c.pod_security(None), **c.gpu_placement(group.instance_type, group.capacity_type),
+        "securityContext": c.pod_security(None), **c.gpu_placement(group),
         "containers": [container], "volumes": volumes,
         "terminationGracePeriodSeconds": c.PRE_STOP_S + 60,  # the preStop pause, then in-flight requests finish
     }
@@ -156,8 +156,9 @@ def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role:
 def _template(model: VllmModelPlan, plan: FleetPlan, command: list[str], role: str | None) -> dict[str, Any]:
     labels = c.labels(model.name, "vllm") | ({"role": role} if role else {})
     pod = _pod(model, plan, _container(model, plan, command, leader=role != "worker"), role)
-    return {"metadata": {"labels": labels, "annotations": c.checkov_skips(SKIPS | c.image_skips(model.image))},
-            "spec": pod}
+    annotations = c.checkov_skips(SKIPS | c.image_skips(model.image)) | c.disruption_annotations(
+        plan.node_group(model.node_group))
+    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod}
 
 
 def await_budget_s(model: VllmModelPlan, plan: FleetPlan) -> int:
