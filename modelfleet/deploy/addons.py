@@ -61,4 +61,6 @@ def releases(plan: FleetPlan, env: EnvironmentSpec) -> tuple[HelmReleaseDeploy, 
     ]
     if p.needs_lws(plan):
         charts.append(_release(p.LWS, {}))
+    if p.needs_keda(plan):
+        charts.append(_release(p.KEDA, {}))
     return tuple(charts)

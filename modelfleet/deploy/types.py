@@ -284,6 +284,8 @@ class KarpenterDeploy(DeployModel):
     queue_policy: str | None  # lets EventBridge (and SQS's own service) send to it
     rules: tuple[EventRuleDeploy, ...]
     objects: tuple[AppliedObject, ...]  # EC2NodeClasses, then NodePools
+    # (plan group, logical name of a NodePool serving it): what a workload waiting for its node group waits for
+    pools: tuple[tuple[str, str], ...] = ()
 
 
 class DeployPlan(DeployModel):

@@ -36,7 +36,7 @@ from ...render.iam import node_trust_policy, NODE_POLICY_ARNS
 from ...render.k8s.common import GPU_RESOURCE, MANAGED_BY, NODE_GROUP_LABEL
 from ...spec.environment import EnvironmentSpec
 from ..cluster import cluster_name
-from ..types import AppliedObject, EventRuleDeploy, KarpenterDeploy, RoleDeploy
+from ..types import AppliedObject, EventRuleDeploy, KarpenterDeploy, RoleDeploy, object_key
 
 NODEPOOL_API, NODECLASS_API = "karpenter.sh/v1", "karpenter.k8s.aws/v1"
 GPU_LABEL, STACK_TAG = "modelfleet.io/gpu", "modelfleet.io/stack"
@@ -141,8 +141,9 @@ def karpenter_deploy(plan: FleetPlan, env: EnvironmentSpec, waits_for: tuple[str
     """Every plan group as an EC2NodeClass and its NodePool(s); the node role; the queue when a pool uses spot."""
     cluster = cluster_name(env)
     classes = [_applied(node_class(g, env), waits_for) for g in plan.node_groups]
-    pools = [_applied(p, (*waits_for, f"object:EC2NodeClass-{g.name}"))
+    owned = [(g.name, _applied(p, (*waits_for, object_key(f"EC2NodeClass-{g.name}"))))
              for g in plan.node_groups for p in node_pools(plan, g, env)]
+    pools = [pool for _, pool in owned]
     spot = any("spot" in g.capacity_types for g in plan.node_groups)
     queue = interruption_queue_name(cluster, env.name) if spot else None
     rules = tuple(EventRuleDeploy(name=f"karpenter-{kind}", event_pattern=json.dumps(pattern, sort_keys=True))
@@ -151,7 +152,8 @@ def karpenter_deploy(plan: FleetPlan, env: EnvironmentSpec, waits_for: tuple[str
                            node_role=RoleDeploy(name="karpenter-node", trust_policy=node_trust_policy(),
                                                 policy_arns=NODE_POLICY_ARNS),
                            queue_name=queue, queue_policy=queue_policy(f"arn:aws:sqs:{env.region}:*:{queue}") if queue else None,
-                           rules=rules, objects=tuple(classes + pools))
+                           rules=rules, objects=tuple(classes + pools),
+                           pools=tuple((group, pool.name) for group, pool in owned))
 
 
 def joined_cluster_notes(env: EnvironmentSpec, deploy: KarpenterDeploy) -> list[str]:

@@ -22,6 +22,10 @@ POD_SECURITY = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.
 # before the model even starts loading.
 NODE_AND_IMAGE_S = 900
 AWAIT_TIMEOUT = "pulumi.com/timeoutSeconds"
+# The Prometheus a created cluster runs (render/k8s/prerequisites.py), which HPAs (through the adapter) and KEDA read.
+MONITORING_NAMESPACE = "monitoring"
+PROMETHEUS_URL = f"http://kube-prometheus-stack-prometheus.{MONITORING_NAMESPACE}.svc"  # its fullnameOverride
+PROMETHEUS_PORT = 9090
 
 
 def labels(name: str, component: str) -> dict[str, str]:

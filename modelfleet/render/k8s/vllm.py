@@ -20,6 +20,7 @@ from ...plan.capacity.node_volume import hf_cache_gib
 from ...plan.teams import TEAM_LABEL, team_of
 from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
+from . import keda
 from .rollouts import canary_objects, is_canary
 from .staging import HF_TOKEN_DIR, stage_objects, wait_container
 
@@ -204,8 +205,11 @@ def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[st
     multi_node = model.nodes_per_replica > 1
     kind, api = ("LeaderWorkerSet", LWS_API) if multi_node else ("Deployment", "apps/v1")
     leaders = c.selector(model.name) | ({"role": "leader"} if multi_node else {})
-    scaler = c.autoscaler(model.name, plan, {"apiVersion": api, "kind": kind, "name": model.name},
-                          [autoscaling_metric(model)], (model.min_replicas, model.max_replicas))
+    target = {"apiVersion": api, "kind": kind, "name": model.name}
+    scaler = (keda.scaled_object(model.name, plan, target, [keda.trigger(
+        keda.queue_query(WAITING_METRIC, plan.namespace, model.name), model.max_num_seqs // 4, "waiting")],
+        model.max_replicas) if model.min_replicas == 0 else
+        c.autoscaler(model.name, plan, target, [autoscaling_metric(model)], (model.min_replicas, model.max_replicas)))
     staging = stage_objects(plan, model, DOWNLOAD_PATTERNS, hf_secret_name(model)) if staged(model) else []
     objects = [*staging, c.service_account(model.name, plan), workload(model, plan),
                c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, cold_start_s(model, plan)), leaders),
