@@ -304,7 +304,7 @@ def with_mix(group: NodeGroupCost, plan_group: NodeGroupPlan, on_demand: float |
                     "idle_saving_usd_per_hour": round(idle_nodes * (price + volume / HOURS_PER_MONTH), 4)}
     if group.capacity_type == "spot" and cheapest is not None and on_demand is not None:
         low, name = cheapest
-        update["monthly_range_usd"] = (round(monthly(group.nodes[1], low), 2), round(monthly(group.nodes[1], od), 2))
+        update["monthly_range_usd"] = (monthly(group.nodes[1], low), monthly(group.nodes[1], od))
         update["range_basis"] = (f"from every spot node on {name} at {low:.4g} USD/h (the cheapest allowed type's spot) "
                                  f"to every one on the on-demand fallback {group.instance_type} at {od:.4g} USD/h")
     return group.model_copy(update=update)

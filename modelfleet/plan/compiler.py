@@ -57,7 +57,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     pin_issues(models, env, issues, warnings)
     vllm_plans = []
     unreserved = env  # the reservations the models placed so far have not taken (capacity/reservations.py)
-    for index, model in llms:
+    for index, model in reservation_order(llms, env):
         chosen = choose_llm_layout(model, unreserved, catalogue, index)
         if isinstance(chosen, Issue):
             issues.append(chosen)
@@ -101,6 +101,14 @@ def idle_at_zero(servers: list[TritonServerPlan], llms: list[VllmModelPlan],
     groups are sized (whose minimum then follows)."""
     return ([s.model_copy(update={"min_replicas": 0}) if scales_to_zero(env, s.min_replicas) else s for s in servers],
             [p.model_copy(update={"min_replicas": 0}) if scales_to_zero(env, p.min_replicas) else p for p in llms])
+
+
+def reservation_order(llms: list[Indexed], env: EnvironmentSpec) -> list[Indexed]:
+    """The LLMs in the order they are placed: by name, or, when the stack has reservations, the largest
+    weights first, so reserved nodes go to the models that save most on them (the plan is sorted by name after)."""
+    if not env.capacity_reservations:
+        return llms
+    return sorted(llms, key=lambda pair: (-llm_weights_gib(pair[1]), pair[1].name))  # type: ignore[arg-type]
 
 
 def gpus_in_use(llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:
