@@ -7,7 +7,7 @@ import pytest
 
 from modelfleet.cli import main
 from modelfleet.deploy import compile_deploy_plan
-from modelfleet.plan.capacity.provisioning import _variant_fits as variant_fits  # noqa: F401  (see below)
+from modelfleet.plan.capacity.provisioning import variant_fits
 from modelfleet.plan.hardware.node_price import ranking_usd_per_node_hour
 from modelfleet.plan.types import VllmModelPlan
 from tests.capacity.fleets import BLOCK, KARPENTER, SCALE_TO_ZERO, project_with, stack_config

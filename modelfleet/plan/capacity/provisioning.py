@@ -56,7 +56,7 @@ def _candidates(group: NodeGroupPlan, chosen: InstanceType, env: EnvironmentSpec
     return sorted(same, key=lambda i: (ranking_usd_per_node_hour(catalogue, i, env), i.name))
 
 
-def _variant_fits(plan: FleetPlan, group: NodeGroupPlan, instance: InstanceType, env: EnvironmentSpec,
+def variant_fits(plan: FleetPlan, group: NodeGroupPlan, instance: InstanceType, env: EnvironmentSpec,
                   catalogue: InstanceCatalogue) -> bool:
     """The group on ``instance`` instead: its pods' writes where they were, its volume no larger, and every pod
     and node passing the fit check."""
@@ -76,7 +76,7 @@ def equivalent_types(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec
     if chosen is None:  # a CPU group: its one type
         return (group.instance_type,)
     fits = [i.name for i in _candidates(group, chosen, env, catalogue, kinds)
-            if i.name == chosen.name or _variant_fits(plan, group, i, env, catalogue)]
+            if i.name == chosen.name or variant_fits(plan, group, i, env, catalogue)]
     return tuple(fits) if chosen.name in fits else (chosen.name, *fits)
 
 
