@@ -65,7 +65,7 @@ def _minor(version: str) -> int:
 
 
 def _uses(plan: FleetPlan, what: str) -> list[str]:
-    workloads = [*plan.triton_servers, *(m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm")]
+    workloads = [*plan.triton_servers, *(m for m in plan.models if isinstance(m, VllmModelPlan))]
     if what == "multi-node":
         return sorted(w.name for w in workloads if getattr(w, "nodes_per_replica", 1) > 1)
     return sorted(w.name for w in workloads if w.spread_zones)

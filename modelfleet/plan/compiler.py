@@ -15,6 +15,7 @@ from .capacity.cold_start import scales_to_zero, with_cold_starts
 from .capacity.fit import check_fit, with_requested, zone_warnings
 from .capacity.provisioning import with_provisioning
 from .capacity.reservations import consume, with_reservations
+from .hardware.gpus import unknown_gpu_issues
 from .hardware.instances import InstanceCatalogue
 from .hardware.kubelet import memory_share_gib
 from .capacity.node_groups import size_node_groups
@@ -52,6 +53,8 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     models = models_in(fleet, env.name)
     classic = [(i, m) for i, m in models if isinstance(m, ClassicModelSpec)]
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
+    if unknown := unknown_gpu_issues(models, catalogue):  # every later step looks these GPUs up
+        raise CompileError(unknown)
     issues: list[Issue] = []
     warnings: list[Warning_] = []
     pin_issues(models, env, issues, warnings)

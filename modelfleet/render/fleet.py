@@ -14,7 +14,7 @@ Layout of ``render --out DIR``::
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
@@ -68,14 +68,16 @@ def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
 
 def render_vllm_settings(plan: FleetPlan) -> dict[str, bytes]:
     return {f"vllm/{m.name}.json": to_json(m.model_dump(mode="json"))
-            for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"}
+            for m in plan.models if isinstance(m, VllmModelPlan)}
 
 
-def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = (), cost: FleetCost | None = None) -> dict[str, bytes]:
+def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = (), cost: FleetCost | None = None,
+                 repositories: Mapping[str, bytes] | None = None) -> dict[str, bytes]:
     """Every artifact of one environment. ``extra`` renderers (e.g. Kubernetes manifests) add files;
-    with ``cost``, plan.json carries the monthly costs as ``plan --json`` does."""
+    with ``cost``, plan.json carries the monthly costs as ``plan --json`` does; ``repositories``: the Triton
+    repositories when the caller rendered them already (the manifests embed them too)."""
     files = {"plan.json": to_json(plan_document(plan, cost))}
-    files.update(render_triton_repositories(plan))
+    files.update(render_triton_repositories(plan) if repositories is None else repositories)
     files.update(render_vllm_settings(plan))
     for renderer in extra:
         files.update(renderer(plan))

@@ -531,7 +531,3 @@ class FleetSpec(Frozen):
 
     def model(self, name: str) -> ClassicModelSpec | LlmModelSpec:
         return next(m for m in self.models if m.name == name)
-
-
-def is_llm(model: ClassicModelSpec | LlmModelSpec) -> bool:
-    return isinstance(model, LlmModelSpec)

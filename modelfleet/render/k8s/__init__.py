@@ -47,7 +47,7 @@ def model_repository_bucket(plan: FleetPlan, deploy: DeploySettings) -> str:
 
 def vllm_models(plan: FleetPlan) -> list[VllmModelPlan]:
     """LLMs served by vLLM itself (one served by Triton's vLLM backend belongs to its Triton server)."""
-    return [m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"]
+    return [m for m in plan.models if isinstance(m, VllmModelPlan)]
 
 
 def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories: Mapping[str, bytes] | None = None, *,
@@ -88,10 +88,13 @@ def _observability(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan, 
 
 
 def render_kubernetes(plan: FleetPlan, deploy: DeploySettings, *, docs_url: str | None = None,
-                      dashboards: DashboardBuilder | None = None, cost: FleetCost | None = None) -> dict[str, bytes]:
+                      dashboards: DashboardBuilder | None = None, cost: FleetCost | None = None,
+                      repositories: Mapping[str, bytes] | None = None) -> dict[str, bytes]:
     """``kubernetes/<workload>.yaml``: one multi-document file per workload, objects in apply order, keys
-    sorted; and ``prerequisites/``: the prometheus-adapter values a platform team installs for the HPAs."""
-    manifests = render_fleet_manifests(plan, deploy, docs_url=docs_url, dashboards=dashboards, cost=cost)
+    sorted; and ``prerequisites/``: the prometheus-adapter values a platform team installs for the HPAs.
+    ``repositories``: the rendered Triton repositories, when the caller has them (rendered here otherwise)."""
+    manifests = render_fleet_manifests(plan, deploy, repositories, docs_url=docs_url, dashboards=dashboards,
+                                       cost=cost)
     files = {f"kubernetes/{name}.yaml": dump_yaml(objects) for name, objects in sorted(manifests.items())}
     return files | {ADAPTER_VALUES_FILE: render_adapter_values()}
 

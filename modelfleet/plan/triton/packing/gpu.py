@@ -38,7 +38,7 @@ from ...rejection import Rejection
 from ...names import stable_name
 from ...hardware.node_price import ranking_usd_per_node_hour
 from ..pipelines import PipelineSizing, StepBudget, size_on, together
-from ...sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor, nodes_for_pods
+from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor
 from ..policy import ClassicSizing, within_budget
 
 # Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
@@ -102,18 +102,14 @@ def host_capacity_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
 
 def _need(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
     """Replicas a model asks of any server it is on: its pin, else its availability floor."""
-    policy = env.replicas
-    if policy.single_replica:
+    if env.replicas.single_replica:
         return 1
-    return model.overrides.replicas or availability_floor(model.sla.availability, policy.ha_availability,
-                                                          policy.ha3_availability)
+    return model.overrides.replicas or _floor(model, env)
 
 
 def _floor(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
-    """Replicas a model's availability alone asks (1 where the environment runs single replicas)."""
-    policy = env.replicas
-    return 1 if policy.single_replica else availability_floor(model.sla.availability, policy.ha_availability,
-                                                               policy.ha3_availability)
+    """Replicas a model's availability alone asks (sizing.replica_floor)."""
+    return replica_floor(env, model.sla.availability)
 
 
 def replicas_asked(model: ClassicModelSpec, env: EnvironmentSpec) -> tuple[int, int]:
