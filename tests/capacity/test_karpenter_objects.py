@@ -161,6 +161,7 @@ def test_created_cluster_installs_karpenter_not_the_autoscaler(tmp_path):
     assert all("release:karpenter" in o.waits_for for o in pools)
 
 
+@pytest.mark.slow
 def test_offline_preview_shows_node_pools(tmp_path, capsys):
     project_with(tmp_path, "prod", CASES["prod"])
     assert main(["--project", str(tmp_path), "preview", "--stack", "prod"]) == 0
@@ -169,6 +170,7 @@ def test_offline_preview_shows_node_pools(tmp_path, capsys):
     assert "KarpenterNodes" in out and "aws:sqs:Queue" in out
 
 
+@pytest.mark.slow
 def test_the_program_under_mocks_registers_pools_for_every_workload():
     result = run("dev", config=stack_config("dev", **CASES["dev"]))
     objects = k8s_objects(result)
