@@ -196,3 +196,16 @@ def test_the_cost_preview_shows_the_idle_saving(tmp_path, capsys):
     _, cost = project_with(tmp_path / "c" if (tmp_path / "c").mkdir() is None else tmp_path, "dev",
                            SCALE_TO_ZERO).plan_and_cost("dev")
     assert cost.monthly_usd.min < cost.monthly_usd.desired and cost.idle_saving_usd_per_hour > 0
+
+
+def test_the_plan_states_each_cold_start_and_the_karpenter_pools(tmp_path, capsys):
+    project = project_with(tmp_path, "dev", SCALE_TO_ZERO | {"modelfleet:nodes": {"provisioner": "karpenter"}})
+    plan = project.plan("dev")
+    assert main(["--project", str(tmp_path), "plan", "--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    for model in (m for m in plan.models if isinstance(m, VllmModelPlan)):
+        c = model.cold_start
+        assert (f"scales to zero; a cold start takes {c.total_s} s: node launch {c.node_launch_s} s, image "
+                f"{c.image_pull_s} s, weights {c.weights_s} s, engine start {c.engine_start_s} s") in out
+    for group in plan.node_groups:
+        assert f"Karpenter NodePool: {', '.join(group.allowed_types)} (cost order, each fit-checked)" in out
