@@ -59,8 +59,9 @@ def _reduced(group: NodeGroupPlan, held: int) -> NodeGroupPlan:
     if not held:
         return group
     if group.zonal:  # the floors are the first zones' replicas: each zone keeps its share above its own floor
-        zonal = tuple(ZoneSizePlan(zone=z.zone, min_size=0, desired_size=max(0, z.desired_size - z.min_size),
-                                   max_size=max(1, z.max_size - z.min_size)) for z in group.zonal)
+        zonal = tuple(ZoneSizePlan(zone=z.zone, min_size=0, desired_size=z.desired_size - z.min_size,
+                                   max_size=z.max_size - z.min_size) for z in group.zonal
+                      if z.max_size > z.min_size)  # a zone whose floor is its whole room needs no spot group
         return group.model_copy(update={"zonal": zonal})
     return group.model_copy(update={"min_size": max(0, group.min_size - held),
                                     "desired_size": max(0, group.desired_size - held),
