@@ -209,3 +209,27 @@ def test_the_plan_states_each_cold_start_and_the_karpenter_pools(tmp_path, capsy
                 f"{c.image_pull_s} s, weights {c.weights_s} s, engine start {c.engine_start_s} s") in out
     for group in plan.node_groups:
         assert f"Karpenter NodePool: {', '.join(group.allowed_types)} (cost order, each fit-checked)" in out
+
+
+def test_managed_spot_groups_keep_the_floor_on_on_demand_groups(tmp_path):
+    from modelfleet.deploy.types import LiveCluster, LiveSubnet
+
+    changes = {"modelfleet:capacityType": "spot"}
+    project = project_with(tmp_path, "prod", changes)
+    deployment = project.deployment("prod", stack_config("prod", **changes))
+    subnets = tuple(LiveSubnet(id=f"subnet-{i}", zone=f"us-east-1{z}") for i, z in enumerate("abc"))
+    fleet = compile_deploy_plan(deployment, cluster=LiveCluster(kubernetes_version="1.33", subnets=subnets))
+    groups = {g.name: g for g in fleet.node_groups}
+    for group in deployment.plan.node_groups:
+        base = [g for g in groups.values() if g.plan_group == group.name and g.capacity_type == "ON_DEMAND"]
+        assert sum(g.scaling.desired_size for g in base) == group.on_demand_base_nodes > 0
+        assert all(g.scaling.min_size == g.scaling.max_size for g in base)  # always up
+        spot = [g for g in groups.values() if g.capacity_type == "SPOT" and (g.plan_group or g.name) == group.name]
+        # with the base, the group still reaches its max (HPA max plus surge)
+        assert sum(g.scaling.max_size for g in spot) + group.on_demand_base_nodes >= group.max_size
+        if group.zonal:  # a multi-node replica's floor: whole replicas per zone, on that zone's subnets only
+            assert all(g.zone and len(g.subnet_ids) == 1 for g in base)
+    for model in fleet.vllm_models:
+        workload = next(o.manifest for o in model.manifests if o.manifest["kind"] in ("Deployment", "LeaderWorkerSet", "Rollout"))
+        spec = workload["spec"].get("template") or workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+        assert set(spec["spec"]["nodeSelector"]) == {"modelfleet.io/node-group"}
