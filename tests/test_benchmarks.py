@@ -25,7 +25,7 @@ SMALLEST = {
                     (pytest.mark.engine,)),
     "trace_crash.py": (["--servers", "1", "--seconds", "1", "--clients", "4", "--conditions", "untraced",
                         "--out", "{out}"], "untraced", (pytest.mark.engine,)),
-    "perf_model_error.py": (["--points", "4", "--cache", "{out}/aic.json", "--out", "{out}/error.md"],
+    "perf_model_error.py": (["--points", "1", "--cache", "{out}/aic.json", "--out", "{out}/error.md"],
                             "median", ()),
 }
 HELPERS = {"synthetic.py"}  # imported by the scripts, not run

@@ -19,7 +19,8 @@ from .hardware.gpus import unknown_gpu_issues
 from .hardware.instances import InstanceCatalogue
 from .hardware.kubelet import memory_share_gib
 from .capacity.node_groups import size_node_groups
-from .llm.search import LlmCandidate, choose_llm_layout, replica_bounds
+from .llm.search import LlmCandidate, replica_bounds
+from .llm.precision_choice import choose_precision
 from .llm.explain import architecture_decision
 from .llm.measured import with_measurement
 from .llm.speed.load import Fit
@@ -61,14 +62,15 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     vllm_plans = []
     unreserved = env  # the reservations the models placed so far have not taken (capacity/reservations.py)
     for index, model in reservation_order(llms, env):
-        chosen = choose_llm_layout(model, unreserved, catalogue, index)
+        chosen = choose_precision(model, unreserved, catalogue, index)
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
-        candidate, decision, found = chosen
+        model, (candidate, decision, found), picked = chosen
         unreserved = consume(unreserved, candidate.instance.name, candidate.nodes)
         extra = architecture_decision(model, candidate, found)
-        decisions = (decision, _precision_decision(candidate)) + ((extra,) if extra else ())
+        decisions = (decision, _precision_decision(candidate)) + ((picked,) if picked else ()) + (
+            (extra,) if extra else ())
         vllm_plans.append(_vllm_plan(model, env, candidate, decisions, warnings=warnings, issues=issues, index=index))
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
@@ -162,7 +164,8 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         max_num_batched_tokens=fit.max_num_batched_tokens, expert_parallel=chosen.expert_parallel,
         lora_adapters=tuple(a.name for a in model.lora.adapters) if model.lora else (),
         lora_downloads=lora_downloads(model),
-        lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen))
+        lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen),
+        hub_token_required=model.hub_gated()[0])
     # the sequences in flight at peak, as the plan spreads them (a rate load's too): what a measurement is held to
     return with_measurement(plan, model, chosen.instance.gpu.key, fit.sequences_per_replica * desired, index, issues,
                             warnings)
