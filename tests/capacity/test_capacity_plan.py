@@ -28,7 +28,7 @@ def costed(tmp_path, stack, changes):
 # ------------------------------------------------------------------------------------------------ spot
 @pytest.mark.parametrize("stack, changes", [("dev", {}), ("prod", {"modelfleet:capacityType": "spot"})])
 def test_spot_costs_come_from_the_dated_table_with_a_range(tmp_path, stack, changes):
-    project, (plan, cost) = costed(tmp_path, stack, changes)
+    project, (_, cost) = costed(tmp_path, stack, changes)
     catalogue = project.catalogue()
     assert not any("ASSUMED" in line for line in cost.price_basis)
     assert any(line.startswith("spot us-east-1: ") and "as of 2026-07-20" in line for line in cost.price_basis)

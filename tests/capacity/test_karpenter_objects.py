@@ -63,7 +63,7 @@ def test_every_object_validates_against_the_real_crds(karpenter):
 
 
 def test_each_plan_group_has_a_class_and_pools_sized_from_the_plan(karpenter):
-    for stack, (_, deployment, fleet) in karpenter.items():
+    for _, deployment, fleet in karpenter.values():
         objects = {(o.manifest["kind"], o.manifest["metadata"]["name"]): o.manifest for o in fleet.karpenter.objects}
         for group in deployment.plan.node_groups:
             node_class = objects[("EC2NodeClass", group.name)]["spec"]
@@ -84,7 +84,7 @@ def test_each_plan_group_has_a_class_and_pools_sized_from_the_plan(karpenter):
 
 
 def test_allowed_types_are_equivalents_that_pass_the_fit_check_in_cost_order(karpenter):
-    for stack, (project, deployment, _) in karpenter.items():
+    for project, deployment, _ in karpenter.values():
         plan, env, catalogue = deployment.plan, deployment.env, project.catalogue()
         for group in plan.node_groups:
             chosen = catalogue.node_type(group.instance_type)

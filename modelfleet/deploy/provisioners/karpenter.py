@@ -32,7 +32,7 @@ from typing import Any
 
 from ...plan.names import base_pool_name, interruption_queue_name, karpenter_node_role_name
 from ...plan.types import FleetPlan, NodeGroupPlan, VllmModelPlan
-from ...render.iam import node_trust_policy, NODE_POLICY_ARNS
+from ...render.iam import NODE_POLICY_ARNS, node_trust_policy
 from ...render.k8s.common import GPU_RESOURCE, MANAGED_BY, NODE_GROUP_LABEL
 from ...spec.environment import EnvironmentSpec
 from ..cluster import cluster_name
@@ -162,6 +162,6 @@ def joined_cluster_notes(env: EnvironmentSpec, deploy: KarpenterDeploy) -> list[
         return []
     queue = (f"; its settings.interruptionQueue must be {deploy.queue_name} (created here) for spot interruptions "
              "to drain nodes before EC2 takes them") if deploy.queue_name else ""
-    return [f"nodes.provisioner is karpenter: cluster {cluster_name(env)} must run Karpenter {deploy.version} or later "
-            "(karpenter.sh/v1 NodePools; Capacity Blocks need 1.6) with its controller allowed to pass role "
-            f"{deploy.node_role_name}{queue}; `pulumi up` applies NodePools the cluster must have the CRDs for"]
+    return [(f"nodes.provisioner is karpenter: cluster {cluster_name(env)} must run Karpenter {deploy.version} or "
+             "later (karpenter.sh/v1 NodePools; Capacity Blocks need 1.6) with its controller allowed to pass role "
+             f"{deploy.node_role_name}{queue}; `pulumi up` applies NodePools the cluster must have the CRDs for")]

@@ -28,8 +28,8 @@ import math
 
 from ...spec.environment import EnvironmentSpec
 from ..serving.engine_args import DOWNLOAD_GIB_PER_S
-from . import disk
 from ..types import ColdStartPlan, FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
+from . import disk
 
 NODE_LAUNCH_S = 180  # assumed: EC2 launch to a Ready GPU node with its GPUs registered
 IMAGE_PULL_GIB = 10.0  # a serving image's compressed layers (about 20 GB unpacked: capacity/node_volume.IMAGE_GIB)

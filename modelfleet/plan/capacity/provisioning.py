@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections import Counter
 
 from ...spec.environment import EnvironmentSpec
-from .fit import check_fit, with_requested
 from ..hardware.instances import InstanceCatalogue, InstanceType
 from ..hardware.node_price import ranking_usd_per_node_hour
-from .node_disks import node_disks
 from ..sizing import nodes_for_pods
 from ..types import FleetPlan, NodeGroupPlan, VllmModelPlan
+from .fit import check_fit, with_requested
+from .node_disks import node_disks
 
 
 def forbidden(env: EnvironmentSpec, family: str, capacity_type: str) -> bool:
