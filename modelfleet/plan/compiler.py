@@ -24,6 +24,7 @@ from .llm.precision_choice import choose_precision
 from .llm.explain import architecture_decision
 from .llm.measured import with_measurement
 from .llm.speed.load import Fit
+from .name_checks import name_issues
 from .names import node_group_name
 from .capacity.node_disks import with_node_disks
 from .triton.pipelines import pipelines_in
@@ -92,8 +93,10 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
     plan = with_session_affinity(plan)
-    if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):
-        raise CompileError(fit)
+    where = {m.name: f"models[{i}]" for i, m in models}
+    named_by = {m.name: f"models[{i}].{'pool' if getattr(m, 'pool', None) else 'name'}" for i, m in models}
+    if problems := name_issues(plan, named_by) + check_fit(plan, where):
+        raise CompileError(problems)
     if zones := zone_warnings(plan):
         plan = plan.model_copy(update={"warnings": tuple(sorted((*plan.warnings, *zones), key=lambda w: (w.model, w.message)))})
     plan = with_reservations(with_provisioning(plan, env, catalogue), env, catalogue)

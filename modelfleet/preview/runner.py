@@ -166,9 +166,9 @@ def _program_context(project_dir: str, environ: dict[str, str]) -> Iterator[dict
 
 
 class _Outputs:
-    """Stands in for the SDK's list of pending outputs (``SETTINGS.outputs``, a deque): the SDK removes every
-    resolved output from it by a linear scan, quadratic in the program's outputs (at 1,000 models most of
-    the preview's time). Same operations, each O(1): removal only forgets the item, and ``popleft`` skips
+    """Stands in for the SDK's list of pending outputs (``SETTINGS.outputs``, a deque in SDKs before 3.23x; later
+    ones keep a set): such an SDK removes every resolved output from it by a linear scan, quadratic in the
+    program's outputs (at 1,000 models most of the preview's time). Same operations, each O(1): removal only forgets the item, and ``popleft`` skips
     what was forgotten."""
 
     def __init__(self) -> None:
@@ -210,7 +210,8 @@ def run_program(project_dir: str, stack: str, config: dict[str, Any], secrets: d
     pulumi.runtime.set_all_config({**stack_config_strings(config), **(secrets or {})}, list(secrets or {}))
     pulumi.runtime.set_mocks(mocks, project="modelfleet", stack=stack, preview=dry_run, logger=_logger(result),
                              monitor=RecordingMonitor(mocks, result))
-    SETTINGS.outputs = _Outputs()
+    if not isinstance(SETTINGS.outputs, set):  # a deque (SDKs up to 3.22x); later ones keep a set, already O(1)
+        SETTINGS.outputs = _Outputs()
     with _program_context(os.path.abspath(project_dir), environ or {}) as exports:
         try:
             _run(os.path.join(os.path.abspath(project_dir), "__main__.py"), exports, result)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...cost.fleet import FleetCost
-from ...plan.names import stable_name
+from ...plan.names import CLUSTER, stable_name
 from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 from . import slo_queries as q
 from .alerts import QUEUE_NEAR
@@ -224,4 +224,4 @@ def fleet_dashboard(plan: FleetPlan, cost: FleetCost) -> Dashboard:
                  (Query(q.gpus_requested(plan.namespace, ".+"), "GPUs"),), "short", width=8)
     rows = (_attainment(plan), Row("GPUs and cost", (_plan_table(plan, cost), gpus)))
     return Dashboard(dashboard_uid(plan.environment, "fleet"), f"modelfleet {plan.environment}: fleet overview",
-                     "cluster", ("modelfleet", plan.environment), rows)
+                     CLUSTER, ("modelfleet", plan.environment), rows)

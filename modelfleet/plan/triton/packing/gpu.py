@@ -35,7 +35,7 @@ from .binpacking import Item, Objective, pack_optimally
 from ...hardware.instances import InstanceCatalogue, InstanceType
 from ...hardware.kubelet import memory_share_gib
 from ...rejection import Rejection
-from ...names import stable_name
+from ...names import stable_name, triton_server_name
 from ...hardware.node_price import ranking_usd_per_node_hour
 from ..pipelines import PipelineSizing, StepBudget, size_on, together
 from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor
@@ -288,7 +288,7 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
     # of small models is packed like one, however much compute it sums to (the packing sets its replicas).
     alone = [u for u in units if any(sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu for m in u)]
     shared = [u for u in units if not any(u is a for a in alone)]
-    groups = [(u, stable_name(f"triton-{pool}", u[0].name)) for u in alone]
+    groups = [(u, triton_server_name(pool, u[0].name)) for u in alone]
     held = placed + [s for s in (_server(g, sizings, asks, env, instance, n) for g, n in groups)
                      if isinstance(s, PackedServer)]
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in held),
@@ -299,8 +299,8 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
                   key=lambda names: min(asks.rank[n] for n in names))
     for index, names in enumerate(bins):
         anchor = min(names, key=lambda n: asks.rank[n])
-        groups.append(([by_name[n] for n in names], stable_name("triton", pool) if index == 0 else
-                       stable_name(f"triton-{pool}", anchor)))
+        groups.append(([by_name[n] for n in names], triton_server_name(pool) if index == 0 else
+                       triton_server_name(pool, anchor)))
     servers = [_server(members, sizings, asks, env, instance, name) for members, name in groups]
     rejected = next((s for s in servers if isinstance(s, Rejection)), None)
     return rejected or servers  # type: ignore[return-value]
