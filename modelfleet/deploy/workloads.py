@@ -112,12 +112,14 @@ def _waits(obj: Mapping[str, Any], own: Mapping[str, str], node_group: str, iden
         waits += _workload_waits(kind, name, own, node_group, identity, ctx)
     elif kind == "Job":
         waits += _job_waits(obj, name, identity, ctx)
-    elif kind in ("Service", "HorizontalPodAutoscaler"):
+    elif kind in ("Service", "HorizontalPodAutoscaler", "ScaledObject"):
         waits.append(object_key(workload))
     if kind in ("ServiceMonitor", "PrometheusRule") and p.PROMETHEUS_STACK.release in ctx.releases:
         waits.append(release_key(p.PROMETHEUS_STACK.release))
     if kind == "HorizontalPodAutoscaler" and p.PROMETHEUS_ADAPTER.release in ctx.releases:
         waits.append(release_key(p.PROMETHEUS_ADAPTER.release))
+    if kind == "ScaledObject" and p.KEDA.release in ctx.releases:
+        waits.append(release_key(p.KEDA.release))
     return tuple(waits)
 
 
@@ -125,7 +127,7 @@ def applied(objects: Sequence[dict[str, Any]], node_group: str, identity: bool, 
             name: str) -> tuple[AppliedObject, ...]:
     """One workload's objects. An autoscaled workload's replicas are set at creation, then left to its HPA."""
     scaled = {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
-              for o in objects if o["kind"] == "HorizontalPodAutoscaler"}
+              for o in objects if o["kind"] in ("HorizontalPodAutoscaler", "ScaledObject")}
     # kind -> the workload's own object of that kind: its first Service (not a canary's), else the last one (a
     # staged checkpoint's Job and its account come first: the workload's account is the later one)
     own = {o["kind"]: logical_name(o) for o in objects if o["kind"] != "Service" or "Service" not in
