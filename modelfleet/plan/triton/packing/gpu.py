@@ -39,6 +39,7 @@ from ...names import stable_name, triton_server_name
 from ...hardware.node_price import ranking_usd_per_node_hour
 from ..pipelines import PipelineSizing, StepBudget, size_on, together
 from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor
+from ..built_for import pool_suffix, wrong_gpu
 from ..policy import ClassicSizing, within_budget
 
 # Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
@@ -248,7 +249,10 @@ def checked_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: 
                instance: InstanceType, sizing_cache: dict[str, PipelineSizing] | None = None,
                pipelines: tuple[PipelineSpec, ...] = ()) -> tuple[PipelineSizing, Asks] | Rejection:
     """The models sized on ``instance``'s GPU, and what each asks of a server; a Rejection names the first
-    model too large for its GPU or too slow for its p99 there."""
+    model too large for its GPU or too slow for its p99 there (or built for another GPU)."""
+    wrong = wrong_gpu(models, instance)
+    if wrong is not None:
+        return wrong
     capacity = capacity_of(instance)
     cache = sizing_cache if sizing_cache is not None else {}
     if instance.gpu.key not in cache:  # sizing depends on the GPU model only, not on the instance size
@@ -288,11 +292,17 @@ def default_pool(instance: InstanceType) -> str:
 
 
 def _pools(models: list[ClassicModelSpec], instance: InstanceType) -> list[tuple[str, list[ClassicModelSpec]]]:
-    """Models by pool, pools in name order; a declared pool equal to the default one is the default pool."""
+    """Models by pool, pools in name order; a declared pool equal to the default one is the default pool. The
+    default pool is split by TensorRT version (plan/triton/built_for.py: a server runs one)."""
     pools: dict[str, list[ClassicModelSpec]] = {}
     for model in models:
-        pools.setdefault(model.pool or default_pool(instance), []).append(model)
+        pools.setdefault(pool_of(model, instance), []).append(model)
     return sorted(pools.items())
+
+
+def pool_of(model: ClassicModelSpec, instance: InstanceType) -> str:
+    """The model's declared pool, else the default one (split by TensorRT version)."""
+    return model.pool or default_pool(instance) + pool_suffix(model)
 
 
 def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks,

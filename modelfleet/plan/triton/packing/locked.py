@@ -19,8 +19,8 @@ from ...names import triton_server_name
 from ...rejection import Rejection
 from ..pipelines import PipelineSizing, together
 from ...types import Warning_
-from .gpu import (Asks, ClassicPlacement, capacity_of, checked_on, default_pool, gpu_placements, host_capacity_gib,
-                  pack_bins, packed_server, placement_of, server_replicas)
+from .gpu import (Asks, ClassicPlacement, capacity_of, checked_on, gpu_placements, host_capacity_gib, pack_bins,
+                  packed_server, placement_of, pool_of, server_replicas)
 from .binpacking import Objective
 
 
@@ -67,7 +67,7 @@ def _join(model: ClassicModelSpec, groups: dict[str, list[ClassicModelSpec]], po
     goes where its pipeline's other steps are, or nowhere locked."""
     if _dedicated(model, sized):
         return None
-    pool = model.pool or default_pool(instance)
+    pool = pool_of(model, instance)
     partners = {n for u in units if model.name in u for n in u if n != model.name}
     options = [name for name, ms in groups.items() if name in pools and pools[name] == pool and ms
                and not any(_dedicated(m, sized) for m in ms)]
@@ -92,7 +92,7 @@ def _new_servers(left: list[ClassicModelSpec], sized: PipelineSizing, asks: Asks
     out: list[tuple[str, list[ClassicModelSpec]]] = []
     by_pool: dict[str, list[ClassicModelSpec]] = {}
     for model in left:
-        by_pool.setdefault(model.pool or default_pool(instance), []).append(model)
+        by_pool.setdefault(pool_of(model, instance), []).append(model)
     for pool, models in sorted(by_pool.items()):
         alone = [m for m in models if _dedicated(m, sized)]
         out += [(pool, [m]) for m in alone]
