@@ -20,8 +20,9 @@ ModelSpec = ClassicModelSpec | LlmModelSpec
 
 
 def spec_digest(model: ModelSpec) -> str:
-    """What the compiler reads of a model, hashed: a model whose digest changes was changed."""
-    return hashlib.sha256(model.model_dump_json().encode()).hexdigest()[:16]
+    """What the compiler reads of a model, hashed: a model whose digest changes was changed. Defaults are left
+    out, so a release that adds a key with a default changes no digest (and re-places nothing)."""
+    return hashlib.sha256(model.model_dump_json(exclude_defaults=True).encode()).hexdigest()[:16]
 
 
 def fresh_models(models: list[ModelSpec], lock: StackLock) -> frozenset[str]:
