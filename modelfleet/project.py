@@ -18,6 +18,7 @@ from .render.k8s import render_fleet_manifests, render_kubernetes
 from .render.observability import DashboardBuilder
 from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
 from .spec.load import load_fleet_document, locate_issues, parse_fleet
+from .spec.lock import StackLock, load_lock, lock_path
 from .spec.models import FleetSpec
 from .spec.yaml_source import Document, load_yaml, parse_path, parse_yaml
 
@@ -66,6 +67,15 @@ class Project:
     def environment(self, stack: str) -> EnvironmentSpec:
         return load_environment(self.stacks_dir, stack, self.catalogue().families())
 
+    @property
+    def lock_path(self) -> str:
+        return lock_path(self.models_path)
+
+    def lock(self, stack: str) -> StackLock | None:
+        """The stack's section of the placement lock beside models.yaml (None: no lock, or no section)."""
+        lock = load_lock(self.models_path)
+        return lock.stack(stack) if lock is not None else None
+
     def catalogue(self) -> InstanceCatalogue:
         return load_instance_catalogue(self.prices_file)
 
@@ -73,11 +83,13 @@ class Project:
         """Compile one stack and enforce its policies and budget; errors are located at their lines."""
         return self.plan_and_cost(stack)[0]
 
-    def plan_and_cost(self, stack: str) -> tuple[FleetPlan, FleetCost]:
-        """:meth:`plan` and what it costs (for ``plan --json`` and ``render``)."""
+    def plan_and_cost(self, stack: str, locked: bool = True) -> tuple[FleetPlan, FleetCost]:
+        """:meth:`plan` and what it costs (for ``plan --json`` and ``render``); ``locked=False`` ignores the
+        placement lock (the global optimum: ``plan --repack``)."""
         fleet, doc = self.fleet_source()
         try:
-            return compile_with_guardrails(fleet, self.environment(stack), self.catalogue())
+            return compile_with_guardrails(fleet, self.environment(stack), self.catalogue(),
+                                           self.lock(stack) if locked else None)
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
 
@@ -102,7 +114,7 @@ class Project:
         env = parse_environment(stack, config, families=self.catalogue().families())
         fleet, doc = self.fleet_source()
         try:
-            plan, cost = compile_with_guardrails(fleet, env, self.catalogue())
+            plan, cost = compile_with_guardrails(fleet, env, self.catalogue(), self.lock(stack))
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
         files = render_fleet(plan, cost=cost)
@@ -113,7 +125,7 @@ class Project:
     def costed(self, stack: str, source: FleetSource | None = None) -> CostedPlan:
         """Compile and price one stack (of ``source``, default models.yaml) without enforcing guardrails."""
         fleet, doc = source or self.fleet_source()
-        return cost_environment(fleet, doc, self.environment(stack), self.catalogue())
+        return cost_environment(fleet, doc, self.environment(stack), self.catalogue(), self.lock(stack))
 
     def _locate(self, error: ModelfleetError, doc: Document, stack: str) -> ModelfleetError:
         """Model issues at their models.yaml lines; stack-level ones (``config.*``) at the stack file's."""

@@ -151,7 +151,7 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
     from tests.cost.test_diff import git
 
     (model,) = _yaml_blocks(README.read_text())
-    for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
+    for name in ("models.yaml", "modelfleet.lock.yaml", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, tmp_path / name)
     for name in ("stacks", "samples"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -166,10 +166,10 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1].replace(str(tmp_path), ".") in text
     assert main([*project, "plan", "--stack", "dev"]) == 0
     plan = capsys.readouterr().out
-    assert "review-sentiment [triton on triton-g5-xlarge-review-sentiment, g5.xlarge x1] batch 16" in plan
+    assert "review-sentiment [triton on triton-g5-xlarge, g5.xlarge x1] batch 16" in plan
     assert main([*project, "cost", "--base", "HEAD", "--stack", "dev"]) == 0
     cost = capsys.readouterr().out
-    for line in ("dev (spot, dated table): 4,392.10 -> 4,392.10 (0.00)", "team search: 54.72 -> 188.49 (+133.77)"):
+    for line in ("dev (spot, dated table): 4,392.10 -> 4,392.10 (0.00)", "team search: 54.72 -> 98.38 (+43.66)"):
         assert line in cost and line in text
     assert main([*project, "preview", "--base", "HEAD", "--stack", "dev"]) == 0
     preview = capsys.readouterr().out

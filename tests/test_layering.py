@@ -18,7 +18,7 @@
 
 4. Inside ``plan/``, sub-packages by concern, in order (a module imports its own sub-package and those before):
 
-       base (types, names, sizing, rejection) < hardware < serving < capacity < llm.speed < llm < triton < top
+       base (types, names, sizing, rejection, lock) < hardware < serving < capacity < llm.speed < llm < triton < top
 
    ``top`` is the compiler and the checks over a whole plan (compiler, changes, pins, teams).
 5. No module imports another module's private (``_``) names.
@@ -177,7 +177,7 @@ def test_no_module_imports_a_later_stage():
 
 # plan/'s sub-packages (and its top-level modules) in order: each imports only its own and the ones before.
 PLAN_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("types", "names", "sizing", "rejection", "__init__")),
+    ("base", ("types", "names", "sizing", "rejection", "lock", "__init__")),
     ("hardware", ("hardware",)),
     ("serving", ("serving",)),
     ("capacity", ("capacity",)),

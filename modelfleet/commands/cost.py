@@ -30,7 +30,7 @@ from ..cost.report import (
 )
 from ..errors import EXIT_USER_ERROR, Issue, SpecError
 from . import project_from
-from .cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head
+from .cost_sources import Side, compare_stack, compiler_caveats, price_stack, read_base, read_head, repack_note
 
 NAME = "cost"
 HELP = ("monthly cost per node group, model and environment (min/desired/max), unit costs at peak, budget and "
@@ -77,11 +77,22 @@ def run(args: argparse.Namespace) -> int:
         base = read_base(project, args.base, head, run_git)
         sides = {s: compare_stack(base, head, s) for s in _selected(args.stack, head, base)}
         priced = {s: c.head for s, c in sides.items() if c.head is not None}
-        sys.stdout.write(render_diff(compute_fleet_diff(
-            sides, base_label=base.label, head_label=os.path.relpath(project.models_path, project.root),
-            sources=base.sources, caveats=compiler_caveats(base))))
+        diff = compute_fleet_diff(sides, base_label=base.label,
+                                  head_label=os.path.relpath(project.models_path, project.root),
+                                  sources=base.sources, caveats=compiler_caveats(base))
+        sys.stdout.write(render_diff(with_repack_notes(diff, head, priced)))
     sys.stdout.flush()
     return _exit_code(priced, args.fail_on)
+
+
+def with_repack_notes(diff, head: Side, priced: Mapping[str, StackCost]):
+    """Each locked stack's diff, with one note when re-solving its placement would save more than its
+    ``placement.repackSavingPercent`` of the monthly cost (and the command that accepts it)."""
+    envs = []
+    for env in diff.environments:
+        note = repack_note(head, env.environment, priced.get(env.environment))
+        envs.append(env.model_copy(update={"notes": env.notes + (note,)}) if note else env)
+    return diff.model_copy(update={"environments": tuple(envs)})
 
 
 def run_git(root: str, *args: str) -> str | None:

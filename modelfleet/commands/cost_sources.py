@@ -26,12 +26,13 @@ from typing import Any, TypeVar
 import yaml
 
 from ..cost.diff import CAUSES, StackCost, StackFailure, StackSides, Step, describe_config_changes
-from ..cost.policy import cost_environment
+from ..cost.policy import CostedPlan, cost_environment
 from ..errors import Issue, ModelfleetError, SpecError
 from ..plan.hardware.instances import InstanceCatalogue, catalogue_from_data
 from ..project import FleetSource, Project
 from ..spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
 from ..spec.load import ConfigReader, SampleReader, disk_reader, parse_fleet
+from ..spec.lock import LOCK_FILE, PlacementLock, load_lock, parse_lock
 from ..spec.yaml_source import Document, load_yaml, parse_yaml
 
 PRICE_TABLE = "modelfleet/data/instances.yaml"  # the shipped table, for labels
@@ -52,6 +53,8 @@ class Side:
     # Files of the compiler (the modelfleet package, its price data aside) that differ between a base git ref
     # and the working tree: both sides are compiled by the working tree's code, so their effect is not priced.
     compiler_changes: tuple[str, ...] = ()
+    # The placement lock beside its models.yaml (spec/lock.py); None: none, every stack solved afresh.
+    lock: PlacementLock | ModelfleetError | None = None
 
 
 # ---------------------------------------------------------------------------------------------- pricing
@@ -64,9 +67,33 @@ def price_stack(side: Side, stack: str) -> StackCost | None:
             raise side.models
         fleet, doc = side.models
         env = environment_from(side.stacks[stack], stack, side.catalogue.families())
-        return cost_environment(fleet, doc, env, side.catalogue)
+        if isinstance(side.lock, ModelfleetError):
+            raise side.lock
+        return cost_environment(fleet, doc, env, side.catalogue, side.lock.stack(stack) if side.lock else None)
     except ModelfleetError as exc:
         return StackFailure(stack, exc.issues)
+
+
+def repack_note(side: Side, stack: str, locked: StackCost | None) -> str | None:
+    """One line when the stack has a placement lock and re-solving it saves more than the stack's
+    ``placement.repackSavingPercent`` a month at desired replicas; None otherwise."""
+    if not isinstance(locked, CostedPlan) or not isinstance(side.lock, PlacementLock) or locked.env is None:
+        return None
+    if side.lock.stack(stack) is None or isinstance(side.models, ModelfleetError):
+        return None
+    try:
+        fresh = cost_environment(*side.models, locked.env, side.catalogue)
+    except ModelfleetError:
+        return None
+    before, after = locked.cost.monthly_usd, fresh.cost.monthly_usd
+    if before is None or after is None or before.desired <= 0:
+        return None
+    saving = before.desired - after.desired
+    if 100 * saving / before.desired <= locked.env.placement.repack_saving_percent:
+        return None
+    return (f"re-packing {stack} would save {saving:,.2f} USD/month ({100 * saving / before.desired:.1f}%, more than "
+            f"placement.repackSavingPercent {locked.env.placement.repack_saving_percent:g}%): accept it in its own "
+            f"pull request with `modelfleet plan --stack {stack} --repack --write-lock`")
 
 
 def environment_from(doc: Document | ModelfleetError, stack: str, families: tuple[str, ...]) -> EnvironmentSpec:
@@ -203,7 +230,7 @@ def read_head(project: Project) -> Side:
     models = _load(project.fleet_source)
     return Side("working tree", models, stacks, project.catalogue(),
                 (f"models.yaml: {project_relative(project, project.models_path)}", "stacks: stacks/",
-                 f"price table: {project.prices_file or PRICE_TABLE}"))
+                 f"price table: {project.prices_file or PRICE_TABLE}"), lock=_load(load_lock, project.models_path))
 
 
 def read_base(project: Project, base: str, head: Side, git: Git) -> Side:
@@ -232,7 +259,7 @@ def _read_directory(project: Project, base: str, head: Side) -> Side:
         return parse_fleet(doc, tuple(stacks) or None), doc
     models = _load(parse)
     where = stacks_dir if os.path.isdir(stacks_dir) else "the working tree's"
-    return replace(head, label=base, models=models, stacks=stacks,
+    return replace(head, label=base, models=models, stacks=stacks, lock=_load(load_lock, path),
                    sources=(f"models.yaml: {os.path.join(base, 'models.yaml')}", f"stacks: {where}",
                             "price table: the working tree's"))
 
@@ -252,7 +279,17 @@ def _read_ref(project: Project, ref: str, git: Git) -> Side:
                                    ref_sample_reader(project, ref)),
                 stacks, catalogue,
                 (f"models.yaml: {ref}:{models_rel}", f"stacks: {ref}:stacks/", f"price table: {table_source}"),
-                _compiler_changes(project, ref, git))
+                _compiler_changes(project, ref, git), _ref_lock(project, ref, git))
+
+
+def _ref_lock(project: Project, ref: str, git: Git) -> PlacementLock | ModelfleetError | None:
+    """The placement lock at ``ref``, beside its models.yaml (None: the ref has none)."""
+    folder = os.path.dirname(project_relative(project, project.models_path)) or "."
+    if LOCK_FILE not in (git(project.root, "ls-tree", "--name-only", f"{ref}:./{folder}") or "").splitlines():
+        return None
+    rel = os.path.normpath(os.path.join(folder, LOCK_FILE))
+    text = git(project.root, "show", f"{ref}:./{rel}")
+    return None if text is None else _load(parse_lock, text, f"{ref}:{rel}")
 
 
 def _compiler_changes(project: Project, ref: str, git: Git) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from ..plan.types import (Decision, FleetPlan, NodeGroupPlan, NodeResourcesPlan,
                           VllmModelPlan)
 from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
+from .lock import repack_saving, write_stack_lock
 
 NAME = "plan"
 # Cheaper alternatives re-plan each model several times (about 50 ms a model here): named for every model of a
@@ -23,11 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the whole plan as JSON")
     parser.add_argument("--model", action="append", default=None, metavar="NAME",
                         help="show only this model, with its node group and Triton server (repeatable)")
+    parser.add_argument("--write-lock", action="store_true",
+                        help="record the plan's placement in modelfleet.lock.yaml beside models.yaml (atomically)")
+    parser.add_argument("--repack", action="store_true",
+                        help="ignore the placement lock: the globally optimal placement, and its monthly saving "
+                             "against the locked one (with --write-lock: accept it)")
 
 
 def run(args: argparse.Namespace) -> int:
     project = project_from(args)
-    plan, cost = project.plan_and_cost(args.stack)
+    plan, cost = project.plan_and_cost(args.stack, locked=not args.repack)
+    if args.repack:
+        print(repack_line(project, args.stack, cost), file=sys.stderr)
     names = _selected(plan, args.model)
     alternatives = ()
     if names is not None or len(plan.models) <= ALTERNATIVES_FOR_UP_TO:
@@ -44,7 +52,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_plan(plan, alternatives))
     print_warnings(plan)
+    if args.write_lock:
+        full, _ = (plan, cost) if names is None else project.plan_and_cost(args.stack, locked=not args.repack)
+        print(f"wrote {write_stack_lock(project, args.stack, full)}", file=sys.stderr)
     return 0
+
+
+def repack_line(project, stack: str, optimal) -> str:
+    """What the global optimum saves against the locked placement, a month at desired replicas."""
+    if project.lock(stack) is None:
+        return f"repack: {stack} has no placement lock: this plan is the global optimum already"
+    _, locked = project.plan_and_cost(stack)
+    figures = repack_saving(locked, optimal)
+    if figures is None:
+        return "repack: a price is unknown, so the saving is not priced"
+    before, after, saving = figures
+    accept = f"accept it in its own pull request: modelfleet plan --stack {stack} --repack --write-lock"
+    if abs(saving) < 0.005:
+        return f"repack: locked {before:,.2f} USD/month, re-solved the same: the locked placement costs what the optimum does"
+    if saving < 0:
+        return (f"repack: locked {before:,.2f} -> re-solved {after:,.2f} USD/month: re-solving saves nothing "
+                f"({-saving:,.2f} more); keep the lock")
+    return (f"repack: locked {before:,.2f} -> re-solved {after:,.2f} USD/month: saves {saving:,.2f} "
+            f"({100 * saving / before:.1f}%); {accept}")
 
 
 def _selected(plan: FleetPlan, asked: list[str] | None) -> tuple[str, ...] | None:

@@ -19,6 +19,7 @@ import yaml
 
 from ..errors import Issue, SpecError
 from ..spec.environment import list_stacks, stack_path
+from ..spec.lock import LOCK_FILE
 from ..spec.yaml_source import load_yaml
 from . import project_from
 from .cost import run_git
@@ -68,6 +69,11 @@ def _ref_inputs(project, ref: str, scratch: str) -> Inputs:
     models = os.path.join(scratch, "models.yaml")
     with open(models, "w", encoding="utf-8") as handle:
         handle.write(text)
+    lock_rel = os.path.normpath(os.path.join(os.path.dirname(models_rel), LOCK_FILE))
+    lock = run_git(project.root, "show", f"{ref}:./{lock_rel}")
+    if lock is not None:  # the base compiles against its own lock, as the program finds it beside models.yaml
+        with open(os.path.join(scratch, LOCK_FILE), "w", encoding="utf-8") as handle:
+            handle.write(lock)
     _ref_samples(project, ref, text, scratch)
     stacks = {}
     for name in ref_stacks(project.root, ref, run_git):
@@ -146,10 +152,16 @@ def version_bumps(args: argparse.Namespace, base: Inputs, head: Inputs, stack: s
     from ..plan.changes import version_change
     from ..project import Project
 
+    from ..plan.compiler import models_in
+    from ..plan.lock import changed_models, touched_models
+
     try:
-        plans = [Project(root=project_from(args).root, models_file=side.models_path, prices_file=side.prices_path)
-                 .plan(stack) for side in (base, head)]
+        projects = [Project(root=project_from(args).root, models_file=side.models_path, prices_file=side.prices_path)
+                    for side in (base, head)]
+        plans = [p.plan(stack) for p in projects]
+        named = changed_models(*([m for _, m in models_in(p.fleet(), stack)] for p in projects))
     except ModelfleetError:
         return ()
     common = sorted({m.name for m in plans[0].models} & {m.name for m in plans[1].models})
-    return tuple(note for note in (version_change(name, *plans) for name in common) if note)
+    bumps = tuple(note for note in (version_change(name, *plans) for name in common) if note)
+    return bumps + touched_models(*plans, named)

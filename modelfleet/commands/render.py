@@ -5,6 +5,7 @@ import argparse
 from ..grafana import dashboard_builder
 from ..render.outputs import MARKER, write_tree
 from . import add_project_arguments, print_warnings, project_from
+from .lock import write_stack_lock
 
 NAME = "render"
 HELP = ("write Triton model repositories, vLLM settings, Kubernetes manifests (alert rules and dashboards "
@@ -24,7 +25,8 @@ def run(args: argparse.Namespace) -> int:
     plan, files = project.rendered(args.stack, dashboards=dashboard_builder())
     keep = {project.root: "the project directory", project.models_path: "the catalogue",
             project.stacks_dir: "the stacks directory", **({project.prices_file: "the price table"} if project.prices_file else {})}
-    write_tree(files, args.out, keep=keep)
+    write_tree(files, args.out, keep=keep | {project.lock_path: "the placement lock"})
+    write_stack_lock(project, args.stack, plan)
     print_warnings(plan)
     print(f"wrote {len(files)} files to {args.out}")
     return 0

@@ -17,6 +17,7 @@ from ..plan.llm.precision import LAYERWISE_ONLINE_QUANTIZATION_SINCE, vllm_versi
 from ..plan.types import FleetPlan, PlanModel, TritonModelPlan, VllmModelPlan, Warning_
 from ..spec.environment import EnvironmentSpec, ForbidRule
 from ..spec.load import locate_issues
+from ..spec.lock import StackLock
 from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 from ..spec.yaml_source import Document
 from .dtype_check import with_dtype_warnings
@@ -215,13 +216,47 @@ def enforce_guardrails(plan: FleetPlan, cost: FleetCost, fleet: FleetSpec, env: 
                                                             key=lambda w: (w.model, w.message)))})
 
 
-def compile_with_guardrails(fleet: FleetSpec, env: EnvironmentSpec,
-                            catalogue: InstanceCatalogue) -> tuple[FleetPlan, FleetCost]:
+def compile_with_guardrails(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                            lock: StackLock | None = None) -> tuple[FleetPlan, FleetCost]:
     """compile_fleet, priced, with the environment's policies and budget enforced: what ``plan``, ``render``
-    and the Pulumi program all run, so ``pulumi up`` can never deploy a plan that ``plan`` refuses."""
-    plan = with_dtype_warnings(compile_fleet(fleet, env, catalogue), fleet, env, catalogue)
+    and the Pulumi program all run, so ``pulumi up`` can never deploy a plan that ``plan`` refuses. With a
+    ``lock`` whose placement breaks the fit check, a policy or the budget, the fleet is solved afresh (and the
+    plan says why); the fresh plan's own problems are then the ones raised."""
+    if lock is not None:
+        try:
+            return _guarded(fleet, env, catalogue, lock)
+        except CompileError as locked:
+            plan, cost = _guarded(fleet, env, catalogue, None)
+            return with_warning(plan, _unlocked(locked)), cost
+    return _guarded(fleet, env, catalogue, None)
+
+
+def _guarded(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+             lock: StackLock | None) -> tuple[FleetPlan, FleetCost]:
+    plan = with_dtype_warnings(compile_fleet(fleet, env, catalogue, lock), fleet, env, catalogue)
     cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
     return enforce_guardrails(plan, cost, fleet, env), cost
+
+
+def _unlocked(error: CompileError) -> Warning_:
+    return Warning_(model="placement lock", message="the locked placement fails, so every model was placed afresh: "
+                    + error.issues[0].message + (f" (and {len(error.issues) - 1} more)" if len(error.issues) > 1 else ""))
+
+
+def with_warning(plan: FleetPlan, warning: Warning_) -> FleetPlan:
+    return plan.model_copy(update={"warnings": tuple(sorted(plan.warnings + (warning,),
+                                                            key=lambda w: (w.model, w.message)))})
+
+
+def compile_locked(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                   lock: StackLock | None) -> FleetPlan:
+    """compile_fleet with the lock, or afresh (with the reason) when the locked placement fails to compile."""
+    if lock is not None:
+        try:
+            return compile_fleet(fleet, env, catalogue, lock)
+        except CompileError as locked:
+            return with_warning(compile_fleet(fleet, env, catalogue), _unlocked(locked))
+    return compile_fleet(fleet, env, catalogue)
 
 
 @dataclass(frozen=True)
@@ -240,10 +275,10 @@ class CostedPlan:
 
 
 def cost_environment(fleet: FleetSpec, doc: Document, env: EnvironmentSpec,
-                     catalogue: InstanceCatalogue) -> CostedPlan:
+                     catalogue: InstanceCatalogue, lock: StackLock | None = None) -> CostedPlan:
     """Compile and price one environment without enforcing guardrails; compile errors located in ``doc``."""
     try:
-        plan = with_dtype_warnings(compile_fleet(fleet, env, catalogue), fleet, env, catalogue)
+        plan = with_dtype_warnings(compile_locked(fleet, env, catalogue, lock), fleet, env, catalogue)
     except CompileError as exc:
         raise locate_issues(exc, doc) from None
     cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))

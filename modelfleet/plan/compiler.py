@@ -6,6 +6,7 @@ import math
 
 from ..errors import CompileError, Issue
 from ..spec.environment import EnvironmentSpec
+from ..spec.lock import LlmLock, StackLock
 from ..spec.load import apply_environment
 from ..spec.units import format_param_count
 from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmModelSpec
@@ -26,6 +27,7 @@ from .llm.measured import with_measurement
 from .llm.speed.load import Fit
 from .name_checks import name_issues
 from .names import node_group_name
+from .lock import fresh_models, pinned_llm
 from .capacity.node_disks import with_node_disks
 from .triton.pipelines import pipelines_in
 from .capacity.pod_resources import with_pods
@@ -50,20 +52,29 @@ def models_in(fleet: FleetSpec, environment: str) -> list[Indexed]:
     return sorted(out, key=lambda pair: pair[1].name)
 
 
-def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> FleetPlan:
-    """Decide everything for one environment; every infeasibility is collected and raised once."""
+def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                  lock: StackLock | None = None) -> FleetPlan:
+    """Decide everything for one environment; every infeasibility is collected and raised once. ``lock``: the
+    stack's placement lock (plan/lock.py): the models the change does not name keep their placements; None
+    solves the whole placement afresh (the global optimum)."""
     models = models_in(fleet, env.name)
+    fresh = fresh_models([m for _, m in models], lock) if lock else frozenset()
     classic = [(i, m) for i, m in models if isinstance(m, ClassicModelSpec)]
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
     if unknown := unknown_gpu_issues(models, catalogue):  # every later step looks these GPUs up
         raise CompileError(unknown)
     issues: list[Issue] = []
     warnings: list[Warning_] = []
+    if fresh:  # placed afresh now, and again by every compile until the lock records them
+        warnings.append(Warning_(model="placement lock", message=f"{', '.join(sorted(fresh))}: new or changed since "
+                                 f"the lock was written; record the placement with `modelfleet plan --stack {env.name} "
+                                 "--write-lock` in this pull request, so that a later change keeps it"))
     pin_issues(models, env, issues, warnings)
     vllm_plans = []
     unreserved = env  # the reservations the models placed so far have not taken (capacity/reservations.py)
     for index, model in reservation_order(llms, env):
-        chosen = choose_precision(model, unreserved, catalogue, index)
+        entry = lock.llms.get(model.name) if lock and model.name not in fresh else None
+        chosen = _locked_precision(model, entry, unreserved, catalogue, index, warnings)
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
@@ -76,7 +87,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
     triton_models, servers, pipeline_plans = compile_classic(classic, pipelines, env, catalogue, issues, warnings,
-                                                             gpus_in_use(vllm_plans))
+                                                             gpus_in_use(vllm_plans), lock, fresh)
     if issues:
         raise CompileError(issues)
     servers, vllm_plans = idle_at_zero(servers, vllm_plans, env)
@@ -117,6 +128,28 @@ def reservation_order(llms: list[Indexed], env: EnvironmentSpec) -> list[Indexed
     if not env.capacity_reservations:
         return llms
     return sorted(llms, key=lambda pair: (-llm_weights_gib(pair[1]), pair[1].name))  # type: ignore[arg-type]
+
+
+def _locked_precision(model: LlmModelSpec, entry: LlmLock | None, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                      index: int, warnings: list[Warning_]):
+    """choose_precision, kept at the lock's instance type and layout when the fresh search would move an
+    unchanged LLM and the locked one still meets its SLA (else re-placed, with the reason)."""
+    chosen = choose_precision(model, env, catalogue, index)
+    if entry is None or isinstance(chosen, Issue) or _kept(chosen, entry):
+        return chosen
+    locked = choose_precision(pinned_llm(model, entry), env, catalogue, index)
+    if isinstance(locked, Issue) or not _kept(locked, entry):
+        warnings.append(Warning_(model=model.name, message=f"re-placed despite the placement lock: its locked "
+                                 f"{entry.instance_type} tp={entry.tp} pp={entry.pp} {entry.precision} no longer "
+                                 "meets its SLA, the fit check or the stack's instance families"))
+        return chosen
+    return locked
+
+
+def _kept(chosen, entry: LlmLock) -> bool:
+    _, (candidate, _, _), _ = chosen
+    return (candidate.instance.name, candidate.tp, candidate.pp, candidate.expert_parallel,
+            candidate.precision.weights) == (entry.instance_type, entry.tp, entry.pp, entry.ep, entry.precision)
 
 
 def gpus_in_use(llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:

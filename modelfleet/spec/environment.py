@@ -293,6 +293,13 @@ class CostSettings(EnvFrozen):
                                low_inclusive=False, optional=True) = None
 
 
+class PlacementSettings(EnvFrozen):
+    # The PR cost comment names `plan --repack` when re-solving the placement the lock keeps would save more
+    # than this share of the stack's monthly cost: 10% is worth a pull request that rolls servers; less is not.
+    repack_saving_percent: _bounded(0.0, 100.0, "percent of the stack's monthly cost, 0 to 100",
+                                    low_inclusive=True) = 10.0
+
+
 class BudgetSettings(EnvFrozen):
     monthly_usd: _bounded(0, 1e9, "USD per month, above 0, at most 1,000,000,000", low_inclusive=False)
     # fail: the compile fails when over budget; warn: a warning is printed and the plan goes ahead.
@@ -355,6 +362,7 @@ class EnvironmentSpec(EnvFrozen):
     protect: bool = False
     observability: ObservabilitySettings = ObservabilitySettings()
     cost: CostSettings = CostSettings()
+    placement: PlacementSettings = PlacementSettings()  # the placement lock's re-pack hint (docs/operations/placement-lock.md)
     budget: BudgetSettings | None = None  # None: no budget for this environment
     policies: PolicySettings = PolicySettings()
     # Every model must pin what it serves (a Triton version, an LLM revision): off by default so that a first

@@ -9,6 +9,7 @@ import math
 
 from ...errors import Issue
 from ...spec.environment import EnvironmentSpec
+from ...spec.lock import StackLock
 from ...spec.models import ClassicModelSpec
 from ...spec.pipelines import PipelineSpec
 from .bounds import elsewhere
@@ -19,6 +20,8 @@ from ..names import node_group_name
 from .cpu_classic import compile_cpu
 from .devices import choose_devices
 from .packing.gpu import PYTHON_SHM_BYTES, ClassicPlacement, gpu_placements, pack_on
+from .packing.locked import locked_gpu_placements
+from ..lock import pinned_device
 from .pipelines import binding_pipelines, budget_decision, pipeline_plan, size_on, step_decision
 from .rate_limiter import SERVER_FLAGS as RATE_LIMIT_FLAGS
 from .rate_limiter import rate_limit
@@ -54,7 +57,8 @@ Compiled = tuple[list[TritonModelPlan], list[TritonServerPlan], list[PipelinePla
 
 def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], env: EnvironmentSpec,
                     catalogue: InstanceCatalogue, issues: list[Issue], warnings: list[Warning_],
-                    in_use: dict[str, tuple[int, int]]) -> Compiled:
+                    in_use: dict[str, tuple[int, int]], lock: StackLock | None = None,
+                    fresh: frozenset[str] = frozenset()) -> Compiled:
     """The CPU models on their CPU node group, the others packed onto GPUs; a pipeline runs where its steps do."""
     if not classic:
         return [], [], []
@@ -63,14 +67,34 @@ def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], en
         issues.extend(problems)
         return [], [], []
     devices = choose_devices(classic, [p for _, p in pipelines], env, catalogue, in_use, issues)
+    if lock is not None and _devices_moved(devices.cpu, classic, lock, fresh, catalogue):
+        # a model the change does not name stays on the side (CPU or GPU nodes) the lock has it
+        classic = [(i, m if m.name in fresh else pinned_device(m, lock, catalogue.cpu_instances)) for i, m in classic]
+        devices = choose_devices(classic, [p for _, p in pipelines], env, catalogue, in_use, issues)
     on_cpu = [(i, m) for i, m in classic if m.name in devices.cpu]
     cpu_pipes = [(i, p) for i, p in pipelines if set(p.step_models()) <= devices.cpu]
     gpu = _compile_gpu([(i, m) for i, m in classic if m.name not in devices.cpu],
                        [ip for ip in pipelines if ip not in cpu_pipes], env, catalogue, issues, warnings, in_use,
-                       devices.decisions)
-    cpu = compile_cpu(on_cpu, cpu_pipes, env, catalogue, issues, warnings, devices)
+                       devices.decisions, lock, fresh)
+    cpu = compile_cpu(on_cpu, cpu_pipes, env, catalogue, issues, warnings, devices,
+                      _locked_cpu_type(on_cpu, lock, fresh, catalogue) if lock else None)
     _unmatched_former_names(gpu[1] + cpu[1], env, warnings)
     return gpu[0] + cpu[0], gpu[1] + cpu[1], gpu[2] + cpu[2]
+
+
+def _locked_cpu_type(on_cpu: list[Indexed], lock: StackLock, fresh: frozenset[str],
+                     catalogue: InstanceCatalogue) -> str | None:
+    """The CPU type the lock has most of the unchanged CPU models on (then by name); None: none is locked."""
+    types = [lock.classic[m.name].instance_type for _, m in on_cpu if m.name in lock.classic and m.name not in fresh]
+    types = [t for t in types if t in catalogue.cpu_instances]
+    return min(set(types), key=lambda t: (-types.count(t), t)) if types else None
+
+
+def _devices_moved(cpu: frozenset[str], classic: list[Indexed], lock: StackLock, fresh: frozenset[str],
+                   catalogue: InstanceCatalogue) -> bool:
+    locked = {m.name: lock.classic[m.name].instance_type in catalogue.cpu_instances for _, m in classic
+              if m.name in lock.classic and m.name not in fresh}
+    return any((name in cpu) != on_cpu for name, on_cpu in locked.items())
 
 
 def _unmatched_former_names(servers: list[TritonServerPlan], env: EnvironmentSpec, warnings: list[Warning_]) -> None:
@@ -87,17 +111,54 @@ def _unmatched_former_names(servers: list[TritonServerPlan], env: EnvironmentSpe
 
 def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: EnvironmentSpec,
                  catalogue: InstanceCatalogue, issues: list[Issue], warnings: list[Warning_],
-                 in_use: dict[str, tuple[int, int]], chosen_devices: dict[str, Decision]) -> Compiled:
+                 in_use: dict[str, tuple[int, int]], chosen_devices: dict[str, Decision],
+                 lock: StackLock | None = None, fresh: frozenset[str] = frozenset()) -> Compiled:
     if not classic:
         return [], [], []
     specs = [m for _, m in classic]
     pipes = tuple(p for _, p in pipelines)
     fits, results = gpu_placements(specs, pipes, env, catalogue, in_use)
-    if not fits:
+    locked = locked_gpu_placements(specs, pipes, env, catalogue, in_use, lock, fresh, warnings) if lock else None
+    if locked is not None and not (fits and _same_servers(locked, fits[0])):
+        placements = [(p, _locked_choice(p)) for p in locked]
+    elif not fits:
         issues.extend(_classic_infeasible(classic, pipelines, env, catalogue, results))
         return [], [], []
-    chosen = fits[0]
-    decision = _choice(chosen, fits, results, env)
+    else:  # no lock, or it keeps what a fresh solve chooses: the fresh plan, with its reasons
+        placements = [(fits[0], _choice(fits[0], fits, results, env))]
+    plans: list[TritonModelPlan] = []
+    servers: list[TritonServerPlan] = []
+    for chosen, decision in placements:
+        on = {n for s in chosen.servers for n in s.models}
+        mine = [(i, m) for i, m in classic if m.name in on]
+        more_plans, more_servers = _servers_on(chosen, decision, mine, [ip for ip in pipelines if set(
+            ip[1].step_models()) <= on], env, issues, warnings, chosen_devices)
+        plans += more_plans
+        servers += more_servers
+    chosen = placements[0][0]
+    on = {n for s in chosen.servers for n in s.models}
+    mine_pipes = [ip for ip in pipelines if set(ip[1].step_models()) <= on]
+    return plans, servers, _pipeline_plans(mine_pipes, chosen, [m for m in specs if m.name in on], env, catalogue,
+                                           in_use, plans, issues)
+
+
+def _same_servers(locked: list[ClassicPlacement], fresh: ClassicPlacement) -> bool:
+    return len(locked) == 1 and locked[0].instance.name == fresh.instance.name and [
+        (s.name, s.models) for s in locked[0].servers] == [(s.name, s.models) for s in fresh.servers]
+
+
+def _locked_choice(chosen: ClassicPlacement) -> Decision:
+    return Decision(choice=chosen.instance.name,
+                    reason=f"kept by the placement lock (modelfleet.lock.yaml): {len(chosen.servers)} server(s) on "
+                           f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h; the models a change names "
+                           "join them where they fit; `modelfleet plan --repack` shows the global optimum")
+
+
+def _servers_on(chosen: ClassicPlacement, decision: Decision, classic: list[Indexed],
+                pipelines: list[IndexedPipeline], env: EnvironmentSpec, issues: list[Issue],
+                warnings: list[Warning_], chosen_devices: dict[str, Decision]) -> tuple[list, list]:
+    """Each model's plan and each server's, for the servers of one placement."""
+    pipes = tuple(p for _, p in pipelines)
     group = node_group_name(chosen.instance.name, env.capacity_type)
     plans, servers = [], []
     index = {m.name: i for i, m in classic}
@@ -132,7 +193,7 @@ def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: 
                                      (packed.min_replicas, packed.replicas, packed.max_replicas),
                                      replica_floor(env, max(own[n].sla.availability for n in packed.models)),
                                      1, chosen.instance.name)))
-    return plans, servers, _pipeline_plans(pipelines, chosen, specs, env, catalogue, in_use, plans, issues)
+    return plans, servers
 
 
 def _extra(*decisions: Decision | None) -> tuple[Decision, ...]:

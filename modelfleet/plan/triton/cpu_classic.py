@@ -70,16 +70,28 @@ def _server_plan(server: CpuServer, chosen: CpuPlacement, group: str, decision: 
 
 def compile_cpu(cpu: list[Indexed], pipelines: list[IndexedPipeline], env: EnvironmentSpec,
                 catalogue: InstanceCatalogue, issues: list[Issue], warnings: list[Warning_],
-                devices: Devices) -> tuple[list[TritonModelPlan], list[TritonServerPlan], list[PipelinePlan]]:
+                devices: Devices, locked: str | None = None) -> tuple[list[TritonModelPlan], list[TritonServerPlan],
+                                                                    list[PipelinePlan]]:
+    """``locked``: the CPU instance type the placement lock keeps the CPU models on, while it holds them all."""
     if not cpu:
         return [], [], []
     fits, rejected = cpu_placements([m for _, m in cpu], [p for _, p in pipelines], env, catalogue)
     if not fits:
         issues.extend(_infeasible(cpu, rejected))
         return [], [], []
-    chosen = fits[0]
+    kept = next((f for f in fits if f.instance.name == locked), None)
+    if locked is not None and kept is None:
+        why = next((r.reason for r in rejected if r.option == locked), f"{locked} is no longer allowed")
+        warnings.extend(Warning_(model=m.name, message=f"re-placed despite the placement lock: the CPU models no "
+                                 f"longer fit their locked {locked} ({why}); on {fits[0].instance.name} now")
+                        for _, m in cpu)
+    chosen = kept or fits[0]
     group = node_group_name(chosen.instance.name, env.capacity_type, cpu=True)
-    decision, where = _choice(chosen, fits, rejected, env), Where(chosen.instance.name, 0.0, group)
+    decision = _choice(chosen, fits, rejected, env) if chosen is fits[0] else Decision(
+        choice=chosen.instance.name, reason=f"kept by the placement lock (modelfleet.lock.yaml): {chosen.nodes[1]} "
+        f"node(s) = {chosen.usd_per_hour:.2f} USD/h, where {fits[0].instance.name} would cost "
+        f"{fits[0].usd_per_hour:.2f}; `modelfleet plan --repack` shows the global optimum")
+    where = Where(chosen.instance.name, 0.0, group)
     index, own = {m.name: i for i, m in cpu}, {m.name: m for _, m in cpu}
     binding = binding_pipelines(pipelines, chosen.specs, chosen.budgets)
     plans, servers = [], []

@@ -119,7 +119,7 @@ def replicas_asked(model: ClassicModelSpec, env: EnvironmentSpec) -> tuple[int, 
 
 
 @dataclass(frozen=True)
-class _Asks:
+class Asks:
     """What each model asks of a server on one GPU type: its packing rank (see packing_rank), need and
     availability floor, worked out once per packing rather than in every sort and server (78,000 times for
     1,000 models over the allowed instance types)."""
@@ -130,12 +130,12 @@ class _Asks:
 
     @classmethod
     def of(cls, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], capacity: float,
-           env: EnvironmentSpec) -> _Asks:
+           env: EnvironmentSpec) -> Asks:
         rank = {m.name: packing_rank(m, sizings, capacity, env) for m in models}
         return cls(rank, {name: -r[0] for name, r in rank.items()}, {m.name: _floor(m, env) for m in models})
 
 
-def _bins(units: list[list[ClassicModelSpec]], sizings: dict[str, ClassicSizing], asks: _Asks, capacity: float,
+def pack_bins(units: list[list[ClassicModelSpec]], sizings: dict[str, ClassicSizing], asks: Asks, capacity: float,
           host_capacity: float, objective: Objective) -> list[list[str]]:
     """Shared servers, packed optimally (triton/packing/binpacking.py: GPU memory and host RAM bound a server, its compute
     sets its replicas; first-fit decreasing is not monotone, so adding a model could lower the cost).
@@ -160,7 +160,7 @@ def _sizes(sizing: ClassicSizing) -> tuple[float, float, float]:
 
 
 def _units(models: list[ClassicModelSpec], together: tuple[tuple[str, ...], ...],
-           asks: _Asks) -> list[list[ClassicModelSpec]]:
+           asks: Asks) -> list[list[ClassicModelSpec]]:
     """The models as packing units: each group of ``together`` present here is one, every other model its
     own; each unit's members in packing order (the first is its anchor)."""
     by_name = {m.name: m for m in models}
@@ -183,7 +183,7 @@ def loading_gib(names: list[str], sizings: dict[str, ClassicSizing]) -> float:
     return sum(sorted((sizings[n].weights_gib for n in names), reverse=True)[:MODEL_LOAD_THREADS])
 
 
-def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks,
+def server_replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks,
               env: EnvironmentSpec) -> tuple[int, int, int]:
     """(min, desired, max) server replicas: enough for every member. A pinned ``overrides.replicas`` decides
     its own model's need only; it never cuts the replicas a neighbour's availability or load requires."""
@@ -199,11 +199,11 @@ def _replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing]
     return lowest, desired, max(desired, math.ceil(desired * policy.max_scale_factor))
 
 
-def _server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks, env: EnvironmentSpec,
+def packed_server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks, env: EnvironmentSpec,
             instance: InstanceType, name: str) -> PackedServer | Rejection:
     names = sorted(m.name for m in members)
     anchor = min(members, key=lambda m: asks.rank[m.name])
-    lo, desired, hi = _replicas(members, sizings, asks, env)
+    lo, desired, hi = server_replicas(members, sizings, asks, env)
     host = TRITON_HOST_BASE_GIB + sum(sizings[n].host_gib for n in names) + loading_gib(names, sizings)
     shm = sum(PYTHON_SHM_BYTES * sizings[m.name].instance_count for m in members if m.framework == "python")
     spare = server_ram_gib(instance, env) - host - shm / GIB
@@ -231,6 +231,25 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
     standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost.
     ``pipelines``: their steps' load and p99 shares (plan/triton/pipelines.py), and their steps kept on one server
     (unless ``keep_together`` is false: the plan prices what the constraint costs that way)."""
+    checked = checked_on(models, env, catalogue, instance, sizing_cache, pipelines)
+    if isinstance(checked, Rejection):
+        return checked
+    sized, asks = checked
+    servers: list[PackedServer] = []
+    groups = together(list(pipelines)) if keep_together else ()
+    for pool, members in _pools(models, instance):
+        packed = _pack_pool(pool, members, sized.sizings, asks, env, instance, in_use, servers, groups)
+        if isinstance(packed, Rejection):
+            return packed
+        servers += packed
+    return placement_of(servers, sized, env, catalogue, instance, in_use)
+
+
+def checked_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: InstanceCatalogue,
+               instance: InstanceType, sizing_cache: dict[str, PipelineSizing] | None = None,
+               pipelines: tuple[PipelineSpec, ...] = ()) -> tuple[PipelineSizing, Asks] | Rejection:
+    """The models sized on ``instance``'s GPU, and what each asks of a server; a Rejection names the first
+    model too large for its GPU or too slow for its p99 there (or built for another GPU)."""
     wrong = wrong_gpu(models, instance)
     if wrong is not None:
         return wrong
@@ -252,20 +271,19 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
                "which with its queue overrides exceeds its p99")
         return Rejection(instance.name, f"{too_slow[0]}: a full batch takes {slow.compute_ms:.1f} ms on a "
                                         f"{instance.gpu.name}, {why}")
-    asks = _Asks.of(models, sizings, capacity, env)
-    servers: list[PackedServer] = []
-    groups = together(list(pipelines)) if keep_together else ()
-    for pool, members in _pools(models, instance):
-        packed = _pack_pool(pool, members, sizings, asks, env, instance, in_use, servers, groups)
-        if isinstance(packed, Rejection):
-            return packed
-        servers += packed
-    servers.sort(key=lambda s: s.name)
+    return sized, Asks.of(models, sizings, capacity, env)
+
+
+def placement_of(servers: list[PackedServer], sized: PipelineSizing, env: EnvironmentSpec,
+                 catalogue: InstanceCatalogue, instance: InstanceType, in_use: tuple[int, int]) -> ClassicPlacement:
+    """The servers on ``instance`` with the nodes they take and what they add to its node group."""
+    servers = sorted(servers, key=lambda s: s.name)
     nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
                   for attr in ("min_replicas", "replicas", "max_replicas"))
     price = ranking_usd_per_node_hour(catalogue, instance, env)
-    return ClassicPlacement(instance, tuple(servers), sizings, nodes,  # type: ignore[arg-type]
-                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price, specs, sized.budgets)
+    return ClassicPlacement(instance, tuple(servers), sized.sizings, nodes,  # type: ignore[arg-type]
+                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price, sized.specs,
+                            sized.budgets)
 
 
 def default_pool(instance: InstanceType) -> str:
@@ -278,11 +296,16 @@ def _pools(models: list[ClassicModelSpec], instance: InstanceType) -> list[tuple
     default pool is split by TensorRT version (plan/triton/built_for.py: a server runs one)."""
     pools: dict[str, list[ClassicModelSpec]] = {}
     for model in models:
-        pools.setdefault(model.pool or default_pool(instance) + pool_suffix(model), []).append(model)
+        pools.setdefault(pool_of(model, instance), []).append(model)
     return sorted(pools.items())
 
 
-def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: _Asks,
+def pool_of(model: ClassicModelSpec, instance: InstanceType) -> str:
+    """The model's declared pool, else the default one (split by TensorRT version)."""
+    return model.pool or default_pool(instance) + pool_suffix(model)
+
+
+def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks,
                env: EnvironmentSpec, instance: InstanceType, in_use: tuple[int, int],
                placed: list[PackedServer], together: tuple[tuple[str, ...], ...] = ()) -> list[PackedServer] | Rejection:
     """One pool's servers: a server per unit (a model, or a pipeline's steps) with a member that needs a GPU
@@ -294,19 +317,19 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
     alone = [u for u in units if any(sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu for m in u)]
     shared = [u for u in units if not any(u is a for a in alone)]
     groups = [(u, triton_server_name(pool, u[0].name)) for u in alone]
-    held = placed + [s for s in (_server(g, sizings, asks, env, instance, n) for g, n in groups)
+    held = placed + [s for s in (packed_server(g, sizings, asks, env, instance, n) for g, n in groups)
                      if isinstance(s, PackedServer)]
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in held),
                           max([in_use[1]] + [s.min_replicas for s in held if s.spread_zones]),
                           1 if env.replicas.single_replica else math.inf)
     by_name = {m.name: m for u in shared for m in u}
-    bins = sorted(_bins(shared, sizings, asks, capacity_of(instance), host_capacity_gib(instance, env), objective),
+    bins = sorted(pack_bins(shared, sizings, asks, capacity_of(instance), host_capacity_gib(instance, env), objective),
                   key=lambda names: min(asks.rank[n] for n in names))
     for index, names in enumerate(bins):
         anchor = min(names, key=lambda n: asks.rank[n])
         groups.append(([by_name[n] for n in names], triton_server_name(pool) if index == 0 else
                        triton_server_name(pool, anchor)))
-    servers = [_server(members, sizings, asks, env, instance, name) for members, name in groups]
+    servers = [packed_server(members, sizings, asks, env, instance, name) for members, name in groups]
     rejected = next((s for s in servers if isinstance(s, Rejection)), None)
     return rejected or servers  # type: ignore[return-value]
 
