@@ -26,8 +26,8 @@ def decision_for(model: LlmModelSpec, chosen: LlmCandidate, shown: dict[str, Out
     rejected = tuple(Alternative(option=c.label, reason=f"costs {c.usd_per_hour:.2f} USD/h for {c.replicas} replica(s) "
                                  f"on {c.nodes} node(s) ({figures(c.fit)})", usd_per_hour=round(c.usd_per_hour, 4))
                      for c in priced)
-    rejected += tuple(Alternative(option=s.label, reason=f"costs at least {s.floor_usd:.2f} USD/h at its replica "
-                                  f"floor, more than {chosen.usd_per_hour:.2f}: not timed", usd_per_hour=round(s.floor_usd, 4))
+    rejected += tuple(Alternative(option=s.label, reason=f"costs at least {s.floor_usd:.2f} USD/h {s.bound}, "
+                                  f"more than {chosen.usd_per_hour:.2f}: not timed", usd_per_hour=round(s.floor_usd, 4))
                       for s in untimed)
     misses = sorted((r for r in others if isinstance(r, Rejection)), key=closeness, reverse=True)  # nearest first
     rejected += tuple(Alternative(option=r.option, reason=r.reason + _multi_node_note(r, chosen, single_node))

@@ -49,6 +49,15 @@ class GridStepTime:
         return value
 
     def __call__(self, prefill_tokens: int, prefill_context: float, decodes: int, decode_context: float) -> float:
+        if not prefill_tokens:  # decode-only steps, most of a simulation's: two axes
+            d0, d1, wd = bracket(decodes)
+            c0, c1, wc = bracket(decode_context)
+            exact = self.exact
+            low = exact(0, 0, d0, c0) + wc * (exact(0, 0, d0, c1) - exact(0, 0, d0, c0)) if wc else exact(0, 0, d0, c0)
+            if not wd:
+                return low
+            high = exact(0, 0, d1, c0) + wc * (exact(0, 0, d1, c1) - exact(0, 0, d1, c0)) if wc else exact(0, 0, d1, c0)
+            return low + wd * (high - low)
         axes = (bracket(prefill_tokens), bracket(max(0.0, prefill_context - prefill_tokens)) if prefill_tokens
                 else (0, 0, 0.0), bracket(decodes), bracket(decode_context) if decodes else (0, 0, 0.0))
         total = 0.0
