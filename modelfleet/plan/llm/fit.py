@@ -79,8 +79,9 @@ def fit_layout(speed: Speed, demand: Demand, kv_seqs: int, kv_tokens: int | None
     verdict, binding, shortfall = chosen
     seqs, chunk, result = verdict.max_num_seqs, verdict.max_num_batched_tokens, verdict.result
     batch, rate, short = _at_peak(speed, demand, seqs, chunk, verdict.replicas)
+    below = verifier.verdicts.get(verdict.replicas - 1)
     limits = {"seq_limit": guess.seq_limit if seqs == guess.options[0] else "simulation", "capacity": guess.capacity,
-              "needed": guess.needed, "kv_seqs": kv_seqs}
+              "needed": guess.needed, "kv_seqs": kv_seqs, "below": below}
     # The figures as the plan keeps them (0.1 ms, TPOT 0.01 ms, 0.1 token/s), so every text quoting them agrees.
     return Fit(max_num_seqs=seqs, max_num_batched_tokens=chunk, replicas=verdict.replicas, sequences_per_replica=batch,
                prefill_ms=round(speed.prefill_ms, 1), ttft_p99_ms=round(result.ttft_p99_ms, 1),

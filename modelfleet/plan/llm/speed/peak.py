@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ....spec.models import LlmSlaSpec
 from ....spec.traffic import LengthSpec
+from ...types import LengthsPlan, TrafficPlan
 from .load import Speed
 from .performance import Step, step_ms
 from .simulation import SimulationResult, simulate
@@ -31,6 +32,7 @@ from .workload import Lengths, Workload, lognormal_cv_for_p99
 # Measured requests per simulation: the p99's interval then spans the 0.99 n -/+ 1.96 sqrt(0.0099 n) order
 # statistics, about p98.6 to p99.4 at 2,000 (plus a fifth as many warm-up requests, not measured).
 SIMULATED_REQUESTS = 2000
+SIMULATION_SOURCE = "simulation of vLLM's V1 scheduler (each p99 held to the SLA at its 95% upper bound)"
 SCREEN_REQUESTS = SIMULATED_REQUESTS // 4  # a first, short run that fails clear misses cheaply
 
 
@@ -127,3 +129,18 @@ def _lengths(spec: LengthSpec | None, mean: int, maximum: int) -> Lengths:
 def clearly_misses(result: SimulationResult, ttft_ms: float, tpot_ms: float | None) -> bool:
     """Even the lower bound of a p99's interval is above its target."""
     return result.ttft_p99_low_ms > ttft_ms or (tpot_ms is not None and result.tpot_p99_low_ms > tpot_ms)
+
+
+def traffic_plan(traffic: Traffic, replicas: int) -> TrafficPlan:
+    """The simulated traffic as the plan states it: per replica, and the lengths' mean, p99 and cap."""
+    def lengths(spec: Lengths) -> LengthsPlan:
+        if traffic.trace_path is not None:
+            return LengthsPlan(trace=traffic.trace_path)
+        return LengthsPlan(distribution=spec.distribution, mean=round(spec.expected(), 1),
+                           p99=round(spec.quantile(0.99), 1), max=spec.maximum)
+    if traffic.arrivals == "closed":
+        share = dict(users_per_replica=round(traffic.users / replicas, 2), think_time_s=traffic.think_time_s)
+    else:
+        share = dict(requests_per_s_per_replica=round(traffic.rate_per_s / replicas, 4),
+                     cv=traffic.cv if traffic.arrivals == "bursty" else None)
+    return TrafficPlan(arrivals=traffic.arrivals, input=lengths(traffic.input), output=lengths(traffic.output), **share)
