@@ -11,6 +11,7 @@ from ..hardware.instances import InstanceCatalogue, InstanceType
 from .candidate import LlmCandidate, Outcome, Sized
 from .shape import llm_weights_gib, model_params
 from .speed.load import Fit
+from .verify import miss_phrase
 from ..rejection import CONTEXT, MEMORY, Rejection, closeness
 from ..sizing import tensor_parallel_ok
 from ..types import Alternative, Decision
@@ -41,11 +42,12 @@ def figures(fit: Fit) -> str:
             f"{fit.max_num_seqs}")
 
 
-def versus(value: float, bound: float, target: float, unit_format: str = ",.0f") -> str:
-    """``p99 X ms (95% bound B) <= T ms`` when the bound meets the target, else ``... misses T ms``: never a
-    false comparison."""
-    figure = f"{value:{unit_format}} ms (95% bound {bound:{unit_format}})"
-    return f"{figure} <= {target:{unit_format}} ms" if bound <= target else f"{figure}, which misses {target:{unit_format}} ms"
+def versus(value: float, bound: float, target: float, digits: str = ",.0f") -> str:
+    """``X ms (95% bound B) <= T ms`` when the bound meets the target, else what misses: never a false
+    comparison."""
+    if bound <= target:
+        return f"{value:{digits}} ms (95% bound {bound:{digits}}) <= {target:{digits}} ms"
+    return miss_phrase(value, bound, target, digits)
 
 
 def reason(model: LlmModelSpec, chosen: LlmCandidate) -> str:
@@ -108,12 +110,11 @@ def _below_text(model: LlmModelSpec, fit: Fit) -> str:
     if below.result is None:
         return f"{below.replicas} replica(s) cannot keep up with it"
     sim, sla = below.result, model.sla
+    runs = f"with {below.replicas} replica(s) ({sim.simulated_requests:,} simulated requests) the p99"
     if below.miss == "ttft":
-        return (f"with {below.replicas} replica(s) the simulated p99 TTFT is {sim.ttft_p99_ms:,.0f} ms (95% bound "
-                f"{sim.ttft_p99_high_ms:,.0f}), which misses {sla.p99_ttft_ms:,.0f} ms")
+        return f"{runs} TTFT is {miss_phrase(sim.ttft_p99_ms, sim.ttft_p99_high_ms, sla.p99_ttft_ms)}"
     if below.miss == "tpot":
-        return (f"with {below.replicas} replica(s) the simulated p99 TPOT is {sim.tpot_p99_ms:.1f} ms (95% bound "
-                f"{sim.tpot_p99_high_ms:.1f}), which misses {sla.p99_tpot_ms:g} ms")
+        return f"{runs} TPOT is {miss_phrase(sim.tpot_p99_ms, sim.tpot_p99_high_ms, sla.p99_tpot_ms, ',.1f')}"
     return f"{below.replicas} replica(s) would already meet the SLA in simulation"
 
 

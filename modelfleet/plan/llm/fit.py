@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from .speed.load import Demand, Fit, Miss, Speed, batched_tokens, largest, p99_wait_ms, smallest
-from .verify import MAX_REPLICAS, Verdict, Verifier, fixed_traffic, replicas_lower_bound
+from .verify import MAX_REPLICAS, Verdict, Verifier, fixed_traffic, miss_phrase, replicas_lower_bound
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,9 @@ def first_guess(speed: Speed, demand: Demand, kv_seqs: int) -> Guess | Miss:
     batch, rate, _ = _at_peak(speed, demand, seqs, chunk, guess)
     top = max(1, min(kv_seqs, demand.seqs_cap))
     options = (seqs,) if demand.pinned_seqs is not None or seqs >= top else (seqs, top)
-    least = max(demand.floor, replicas_lower_bound(speed, demand, demand.traffic or fixed_traffic(demand), top))
+    # With a TPOT target, more than `seqs` running at once (on average) would break it: the throughput bound
+    least = max(demand.floor, replicas_lower_bound(speed, demand, demand.traffic or fixed_traffic(demand),
+                                                   seqs if demand.tpot_ms is not None else top))
     return Guess(seqs, seq_limit, chunk, capacity, ttft_binds, guess, binding, needed,
                  _ttft(speed, demand, batch, chunk, rate), options, least)
 
@@ -69,7 +71,8 @@ def fit_layout(speed: Speed, demand: Demand, kv_seqs: int, kv_tokens: int | None
     guess = first_guess(speed, demand, kv_seqs)
     if isinstance(guess, Miss):
         return guess
-    verifier = Verifier(speed, demand, guess.options, kv_tokens or kv_seqs * (demand.input_tokens + demand.output_tokens))
+    verifier = verifier_for(speed, demand, guess.options, kv_tokens or kv_seqs * (demand.input_tokens + demand.output_tokens))
+    runs_before = verifier.runs
     ceiling = min(MAX_REPLICAS, most if most is not None else MAX_REPLICAS)
     if demand.pinned_replicas is None and guess.least > ceiling:
         return None
@@ -79,7 +82,7 @@ def fit_layout(speed: Speed, demand: Demand, kv_seqs: int, kv_tokens: int | None
     verdict, binding, shortfall = chosen
     seqs, chunk, result = verdict.max_num_seqs, verdict.max_num_batched_tokens, verdict.result
     batch, rate, short = _at_peak(speed, demand, seqs, chunk, verdict.replicas)
-    below = verifier.verdicts.get(verdict.replicas - 1)
+    below = verifier.below(verdict.replicas)
     limits = {"seq_limit": guess.seq_limit if seqs == guess.options[0] else "simulation", "capacity": guess.capacity,
               "needed": guess.needed, "kv_seqs": kv_seqs, "below": below}
     # The figures as the plan keeps them (0.1 ms, TPOT 0.01 ms, 0.1 token/s), so every text quoting them agrees.
@@ -88,7 +91,13 @@ def fit_layout(speed: Speed, demand: Demand, kv_seqs: int, kv_tokens: int | None
                tpot_ms=round(speed.tpot(batch), 2), tpot_at_max_ms=round(speed.tpot(seqs), 2),
                output_tokens_per_s_per_replica=round(rate * demand.output_tokens, 1), binding=binding, limits=limits,
                shortfall=shortfall or short, simulation=result, closed_form_ttft_p99_ms=round(guess.closed_form_ttft_ms, 1),
-               simulations=verifier.runs)
+               simulations=verifier.runs - runs_before)
+
+
+@functools.lru_cache(maxsize=1024)
+def verifier_for(speed: Speed, demand: Demand, options: tuple[int, ...], kv_tokens: int) -> Verifier:
+    """One Verifier per layout speed and demand: instance types of one GPU share its simulations."""
+    return Verifier(speed, demand, options, kv_tokens)
 
 
 def _alone(speed: Speed, demand: Demand) -> Miss | None:
@@ -107,7 +116,9 @@ def _choose(verifier: Verifier, demand: Demand, guess: int, ceiling: int,
             closed_binding: str) -> tuple[Verdict, str, str | None] | None:
     """The verdict at the replicas the plan runs, what bound them, and a pinned count's miss in words."""
     if demand.pinned_replicas is not None:
-        verdict = verifier(demand.pinned_replicas)
+        verdict = verifier.screen(demand.pinned_replicas)
+        if verdict.miss is None:
+            verdict = verifier.verify(demand.pinned_replicas)
         if verdict.miss is None:
             return verdict, demand.pinned_by, None
         enough = verifier.least_replicas(max(guess, demand.pinned_replicas + 1), demand.pinned_replicas + 1, MAX_REPLICAS)
@@ -115,12 +126,12 @@ def _choose(verifier: Verifier, demand: Demand, guess: int, ceiling: int,
     least = verifier.least_replicas(guess, demand.floor, ceiling)
     if least is None:
         return None
-    below = verifier(least - 1) if least > 1 else None
+    below = (verifier.below(least) or verifier.screen(least - 1)) if least > 1 else None
     if least == demand.floor and (below is None or below.miss is None):
         binding = "availability"
     else:
         binding = below.miss if below is not None else closed_binding
-    return verifier(least), binding, None
+    return verifier.verify(least), binding, None
 
 
 def miss_text(verdict: Verdict, demand: Demand, enough: int | None) -> str:
@@ -130,15 +141,16 @@ def miss_text(verdict: Verdict, demand: Demand, enough: int | None) -> str:
     if result is None:
         return (f"misses: {verdict.replicas} replica(s) cannot keep up with the peak (the queue grows without "
                 f"bound); {fix}")
+    runs = f"{verdict.replicas} replica(s), {result.simulated_requests:,} simulated requests"
     if verdict.miss == "ttft":
-        return (f"misses: simulated p99 TTFT {result.ttft_p99_ms:,.0f} ms (95% bound {result.ttft_p99_high_ms:,.0f}) "
-                f"> {demand.ttft_ms:,.0f} ms with {verdict.replicas} replica(s); {fix}")
-    return (f"misses: simulated p99 TPOT {result.tpot_p99_ms:,.1f} ms (95% bound {result.tpot_p99_high_ms:,.1f}) > "
-            f"{demand.tpot_ms:g} ms with {verdict.replicas} replica(s); {fix}")
+        return (f"misses: with {runs}, p99 TTFT "
+                f"{miss_phrase(result.ttft_p99_ms, result.ttft_p99_high_ms, demand.ttft_ms)}; {fix}")
+    return (f"misses: with {runs}, p99 TPOT "
+            f"{miss_phrase(result.tpot_p99_ms, result.tpot_p99_high_ms, demand.tpot_ms, ',.1f')}; {fix}")
 
 
 def _never(verifier: Verifier, ceiling: int) -> Miss:
-    verdict = verifier(ceiling)
+    verdict = verifier.screen(ceiling)
     result = verdict.result
     figure = 0.0 if result is None else (result.ttft_p99_ms if verdict.miss == "ttft" else result.tpot_p99_ms)
     return Miss(verdict.miss or "ttft", figure, f"even {ceiling} replicas miss the SLA in simulation "
