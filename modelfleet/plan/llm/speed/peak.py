@@ -30,7 +30,7 @@ from .step_grid import GridStepTime
 from .workload import Lengths, Workload, lognormal_cv_for_p99
 
 # Measured requests per simulation: the p99's interval then spans the 0.99 n -/+ 1.96 sqrt(0.0099 n) order
-# statistics, about p98.5 to p99.5 at 1,500 (plus a fifth as many warm-up requests, not measured): the
+# statistics, about p98.5 to p99.5 at 1,500 (plus a tenth as many warm-up requests, not measured): the
 # 1,493rd of 1,500 sorted TTFTs is what the SLA is held to.
 SIMULATED_REQUESTS = 1500
 SCREEN_REQUESTS = SIMULATED_REQUESTS // 5  # short runs that steer the search (verify.py)

@@ -55,6 +55,7 @@ class Replica:
         self.gaps: dict[float, int] = {}  # inter-token gap (ms) -> how many measured tokens had it
         self.run: tuple[int, float, float] | None = None  # a pending decode run: (steps, mean context, first step ms)
         self.busy = False  # a step (or run) is under way
+        self.decode_only = False  # the last schedule: every request scheduled is decoding, none admitted
 
     def idle(self) -> bool:
         return not self.running and not self.waiting
@@ -69,8 +70,7 @@ class Replica:
                 head = self.waiting[0]
                 raise ValueError(f"a request of {head.prompt + head.output} tokens does not fit the KV cache "
                                  f"({self.free} blocks of {self.block_size} free)")
-        if not preempted and len(scheduled) == len(self.running) and all(
-                new == 1 and r.generated for r, new in scheduled):
+        if not preempted and self.decode_only and len(scheduled) == len(self.running):
             return self._plan_run(), []
         finished = self._one_step(scheduled)
         return self.now, finished
@@ -97,13 +97,15 @@ class Replica:
     def _schedule(self) -> tuple[list[tuple[Request, int]], bool]:
         budget, bs, running = self.budget, self.block_size, self.running
         scheduled: list[tuple[Request, int]] = []
-        preempted, i, free = False, 0, self.free
+        preempted, i, free, decode_only = False, 0, self.free, True
         while i < len(running) and budget > 0:
             r = running[i]
             computed = r.computed
             new = r.prompt + r.generated - computed
             if new > budget:
                 new = budget
+            if new != 1 or not r.generated:
+                decode_only = False
             need = -(-(computed + new) // bs) - r.blocks
             if need > free:
                 self.free = free
@@ -122,8 +124,10 @@ class Replica:
             budget -= new
             i += 1
         self.free = free
+        count = len(scheduled)
         if not preempted:
             self._admit(scheduled, budget)
+        self.decode_only = decode_only and len(scheduled) == count  # nothing admitted
         return scheduled, preempted
 
     def _admit(self, scheduled: list[tuple[Request, int]], budget: int) -> int:

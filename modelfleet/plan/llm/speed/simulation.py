@@ -10,7 +10,7 @@ one clock: a replica's pending run of decode steps is cut short when an arrival 
 
 Each request's figures are those ``vllm bench serve`` reports: TTFT from arrival to first token; TPOT
 ``(end - first token) / (output tokens - 1)`` (requests of more than one output token); ITL each gap between
-tokens. The first ``requests // 5`` requests (at least twice the users of a closed loop) warm the replicas up
+tokens. The first ``requests // 10`` requests (at least twice the users of a closed loop) warm the replicas up
 and are not measured, nor those sent after the last measured one (they keep the load on until it ends).
 
 A p99 from ``n`` samples is uncertain: the ``ceil(0.99 n + 1.96 sqrt(0.0099 n))``-th smallest sample bounds it
@@ -70,7 +70,7 @@ def simulate(*, step_ms: StepTime, workload: Workload, max_num_seqs: int, max_nu
     replicas = [Replica(step_time=grid, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         kv_blocks=kv_cache_tokens // block_size, block_size=block_size)
                 for _ in range(workload.replicas if closed else 1)]
-    warmup = max(requests // 5, 2 * workload.users if closed else 0)
+    warmup = max(requests // 10, 2 * workload.users if closed else 0)
     done = _Run(workload, replicas, random.Random(seed), warmup, warmup + requests).run()
     return _result(done, replicas, workload)
 
