@@ -27,7 +27,7 @@ import json
 import math
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import Field, ValidationError, ValidationInfo, WithJsonSchema, field_validator, model_validator
+from pydantic import Field, Strict, ValidationError, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
 from .tensors import LIST, Frozen
 from .values import MAX_CONTEXT_TOKENS, FieldProblem, quantity
@@ -50,7 +50,7 @@ class LengthSpec(Frozen):
     p99: quantity(0, MAX_CONTEXT_TOKENS, "lognormal: the 99th percentile in tokens (above the mean)",
                   optional=True) = None
     cv: quantity(0, 10, "lognormal: standard deviation / mean, above 0 and at most 10", optional=True) = None
-    histogram: Annotated[Optional[tuple[tuple[int, float], ...]], Field(
+    histogram: Annotated[Optional[tuple[Annotated[tuple[int, float], Strict(False)], ...]], Field(
         description="[[tokens, weight], ...]: lengths drawn with these relative weights", **LIST)] = None
 
     @model_validator(mode="after")
