@@ -7,8 +7,8 @@ then bisects: the fewest replicas whose simulated p99 TTFT and p99 TPOT (their 9
 SLA, at least the availability floor. At each count ``max_num_seqs`` is the closed form's (the most whose
 steady TPOT meets the target), else the most the KV cache and the stack allow (more slots, less queueing).
 
-Cost: the search runs on short screening runs (a fifth of the requests, judged on their p99 point estimates); from the fewest replicas that pass the screen, full runs (judged on the p99s' upper bounds) go up
-one replica at a time until one passes, usually the first. A replica count whose per-replica rate exceeds 1.25 x the closed form's throughput at max_num_seqs is
+Cost: the search runs on short screening runs (a fifth of the requests, judged on their p99 point estimates); from the fewest replicas that pass the screen, full runs (judged on the p99s' upper bounds)
+gallop up (one more, three more, seven more...) and bisect to the fewest that pass, usually the first. A replica count whose per-replica rate exceeds 1.25 x the closed form's throughput at max_num_seqs is
 failed without simulating (it is unstable); ``most`` (the most replicas that can still beat the cheapest
 layout verified so far) stops the search, so layouts that cannot win are not simulated further.
 """
@@ -97,10 +97,7 @@ class Verifier:
         start = smallest_passing(max(floor, min(guess, most)), floor, most, lambda r: self.screen(r).miss is None)
         if start is None:
             return None
-        for replicas in range(start, most + 1):
-            if self.verify(replicas).miss is None:
-                return replicas
-        return None
+        return smallest_passing(start, start, most, lambda r: self.verify(r).miss is None)
 
     def overloaded(self, replicas: int) -> Verdict:
         """A replica count too few for the peak, simulated all the same (a short run): the figures a pinned
