@@ -1,47 +1,6 @@
-"""The Pulumi program: stack config + models.yaml -> compile -> deploy plan -> components -> exports.
+"""The Pulumi program: modelfleet's own (pip install modelfleet[pulumi]); models.yaml and stacks/ say what it
+deploys."""
 
-Every decision is the compiler's (the same one `modelfleet plan/render` runs) and the deploy plan's
-(modelfleet.deploy, given the node groups running now); components only create. MODELFLEET_MODELS /
-MODELFLEET_PRICES point at another catalogue or price table (`modelfleet preview` passes its --models /
---prices this way).
-"""
+from modelfleet.program import run
 
-import os
-
-import pulumi
-
-from components import build_fleet, read_live_cluster, read_live_node_groups, read_stack_config
-from modelfleet.deploy import cluster_deploy, compile_deploy_plan
-from modelfleet.deploy.checks import cluster_issues, credential_issues, version_issues
-from modelfleet.deploy.node_groups import zone_issues
-from modelfleet.errors import ModelfleetError, SpecError
-from modelfleet.grafana import dashboard_builder
-from modelfleet.project import Project
-from modelfleet.spec.environment import deployment_issues
-
-stack = pulumi.get_stack()
-project = Project(root=".", models_file=os.environ.get("MODELFLEET_MODELS"), prices_file=os.environ.get("MODELFLEET_PRICES"))
-hf_token = pulumi.Config("modelfleet").get_secret("hfToken")
-stack_file = project.environment_path(stack)
-try:
-    deployment = project.deployment(stack, read_stack_config(), dashboards=dashboard_builder())
-    if issues := deployment_issues(deployment.env, stack_file) + cluster_issues(deployment.env, stack_file):
-        raise SpecError(issues)
-    cluster = read_live_cluster(cluster_deploy(deployment.env))
-    live = read_live_node_groups(cluster_deploy(deployment.env))
-    fleet = compile_deploy_plan(deployment, live, pulumi.get_project(), cluster)
-    errors, warnings = credential_issues(fleet, hf_token is not None, pulumi.runtime.is_dry_run(), stack_file)
-    old, drift = version_issues(deployment.env, deployment.plan, cluster, stack_file)
-    errors += old + zone_issues(deployment.plan, cluster.subnets, stack_file)
-    warnings += drift
-    if errors:  # a real deploy of hub models without the token would crash-loop for hours
-        raise SpecError(errors)
-except ModelfleetError as error:  # every problem, located, and nothing created
-    raise pulumi.RunError(f"modelfleet cannot deploy stack {stack}:\n" + "\n".join(map(str, error.issues))) from None
-
-for message in (*fleet.warnings, *warnings):
-    pulumi.log.warn(message)
-for note in fleet.notes:
-    pulumi.log.info(note)
-for name, value in build_fleet(fleet, hf_token).items():
-    pulumi.export(name, value)
+run()

@@ -62,7 +62,6 @@ def bench_project(n: int, parent: Path) -> Project:
     (root / "stacks" / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     for name in ("__main__.py", "Pulumi.yaml"):
         shutil.copy(ROOT / name, root / name)
-    shutil.copytree(ROOT / "components", root / "components")
     (root / "models.yaml").write_text(catalogue_text(n))
     return Project(root=str(root))
 

@@ -1,8 +1,11 @@
 """The ``modelfleet`` command line: a thin shell over the library.
 
 Only modelfleet's own errors are caught: each issue is printed on one line to stderr and the exit code
-is 2. Ctrl-C (KeyboardInterrupt) is one line and exit code 130, as a shell reports a process it interrupted;
-whatever the command was writing is left as it was (outputs are swapped in whole or not at all). Anything
+is 2. Ctrl-C is one line and exit code 130, as a shell reports a process it interrupted, at any instant:
+during start-up (imports) the package's own handler exits at once (modelfleet/__init__.py); while the command
+runs it is a KeyboardInterrupt, so whatever the command was writing is left as it was (outputs are swapped in
+whole or not at all); the line is written once, with Ctrl-C held back while it is, and the start-up handler,
+silent by then, covers the interpreter's exit. Anything
 else is a bug and keeps its traceback. Each subcommand lives in ``modelfleet/commands/``
 as a module with NAME, HELP, ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -13,16 +16,20 @@ import argparse
 import importlib
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
+from . import INTERRUPTED
+from .commands.version import installed_version
 from .errors import EXIT_USER_ERROR, ModelfleetError
 
-COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate", "profile",
-            "digest")
+COMMANDS = ("init", "validate", "plan", "explore", "render", "schema", "serve", "client", "cost", "prices", "preview",
+            "calibrate", "profile", "digest", "doctor", "codeowners", "stacks")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="modelfleet", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"modelfleet {installed_version()}")
     parser.add_argument("--project", default=".", help="project directory with models.yaml and stacks/ (default: .)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
@@ -37,14 +44,35 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    command = "modelfleet"
+    previous = signal.getsignal(signal.SIGINT)  # the program's start-up handler, or a caller's
+    INTERRUPTED.update(command="modelfleet", said=False)
     try:
         args = build_parser().parse_args(argv)
-        command = f"modelfleet {args.command}"
+        INTERRUPTED["command"] = f"modelfleet {args.command}"
+        _on_sigint(signal.default_int_handler)  # KeyboardInterrupt: the command's own cleanups run
         return _run(args)
     except KeyboardInterrupt:
-        print(f"{command}: interrupted", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
+        _on_sigint(previous)
+        return _interrupted()
+    finally:
+        _on_sigint(previous)
+
+
+def _on_sigint(handler: object) -> None:
+    """Set the SIGINT handler where Python lets us: the main thread, and a handler Python installed."""
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
+
+
+def _interrupted() -> int:
+    """The one line, with Ctrl-C held back while it is written (a second one then exits without a second line)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        print(f"{INTERRUPTED['command']}: interrupted", file=sys.stderr, flush=True)
+        INTERRUPTED["said"] = True
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    return EXIT_INTERRUPTED
 
 
 def _run(args: argparse.Namespace) -> int:

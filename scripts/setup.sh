@@ -8,12 +8,16 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[pulumi,serve,aws,profile,dashboards,test]'
 .venv/bin/python examples/generate_artifacts.py >/dev/null  # small real ONNX models for `modelfleet serve`
 # Prometheus and promtool (Debian's prometheus 2.42): the judges of the generated alert rules, dashboard
-# queries and rollout analyses. Installed where missing and this is a Debian machine we may change (root);
-# elsewhere the tests that need them say how to get them.
-if ! command -v promtool >/dev/null 2>&1; then
+# queries and rollout analyses; shellcheck: actionlint checks the generated workflows' scripts with it. Installed
+# where missing and this is a Debian machine we may change (root); elsewhere the tests that need them say how.
+missing=""
+command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
+command -v shellcheck >/dev/null 2>&1 || missing="$missing shellcheck"
+if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        { apt-get install -y -q prometheus || { apt-get update -q && apt-get install -y -q prometheus; }; } >/dev/null
+        # shellcheck disable=SC2086  # one package name per word
+        { apt-get install -y -q $missing || { apt-get update -q && apt-get install -y -q $missing; }; } >/dev/null
     else
-        echo "note: promtool not found; install Debian's 'prometheus' package for the observability tests" >&2
+        echo "note:$missing not found; install Debian's packages of that name for the observability and workflow tests" >&2
     fi
 fi

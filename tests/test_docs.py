@@ -153,7 +153,7 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
     (model,) = _yaml_blocks(README.read_text())
     for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, tmp_path / name)
-    for name in ("stacks", "components"):
+    for name in ("stacks",):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "add", ".")

@@ -3,14 +3,18 @@
 1. Stage order. Every module of ``modelfleet/`` belongs to one layer; a module may import only its own
    layer and the layers before it (relative, absolute, lazy and ``TYPE_CHECKING`` imports alike):
 
-       errors < spec < plan < cost < render < deploy < project < engines < serve < preview < commands < cli
+       errors < spec < plan < cost < render < deploy < components < project < grafana < program < engines
+              < serve < preview < scaffold < commands < cli
 
    ``spec`` to ``deploy`` are the compiler's stages; ``project.py`` loads a project directory and drives them;
-   the rest are edges (real engines, local serving, the offline Pulumi preview, the CLI).
+   the rest are edges (the Pulumi components and program, real engines, local serving, the offline Pulumi
+   preview, the files `modelfleet init` writes, the CLI).
 2. Purity. The compiler (``errors`` to ``project``) imports no pulumi, no AWS SDK and nothing that talks to
    a network or runs programs; proven statically here and at run time in a fresh interpreter.
-3. Components only create. ``components/`` imports pulumi, the standard library and of modelfleet only the
-   plan and deploy-plan types: every decision lives in the pure stages.
+3. Components only create. ``modelfleet/components/`` imports pulumi, the standard library and of modelfleet
+   only the plan and deploy-plan types: every decision lives in the pure stages. Pulumi itself is imported
+   only by the components, the program that runs them (``modelfleet/program/``, what a fleet repository's
+   ``__main__.py`` calls) and the offline preview that runs the program under mocks.
 
 4. Inside ``plan/``, sub-packages by concern, in order (a module imports its own sub-package and those before):
 
@@ -35,7 +39,7 @@ import pytest
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "modelfleet"
-COMPONENTS = ROOT / "components"
+COMPONENTS = PACKAGE / "components"
 
 # (layer, the top-level modules or packages of modelfleet/ in it), in stage order.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -45,11 +49,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cost", ("cost",)),
     ("render", ("render",)),
     ("deploy", ("deploy",)),
+    ("components", ("components",)),  # thin Pulumi components: create what the deploy plan lists
     ("project", ("project",)),
     ("grafana", ("grafana",)),  # dashboards' JSON built with grafana-foundation-sdk (an optional extra)
+    ("program", ("program",)),  # the Pulumi program a fleet repository's __main__.py runs
     ("engines", ("engines",)),
     ("serve", ("serve",)),
     ("preview", ("preview",)),
+    ("scaffold", ("scaffold",)),  # the files `modelfleet init` writes: pure text from the user's choices
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__", "__init__")),  # the package's surface: it may import everything
 )
@@ -57,6 +64,8 @@ CORE = ("errors", "spec", "plan", "cost", "render", "deploy", "project")
 IMPURE = ("pulumi", "pulumi_aws", "pulumi_kubernetes", "boto3", "botocore", "requests", "socket", "urllib", "http",
           "subprocess", "aiohttp", "httpx", "aiconfigurator", "grafana_foundation_sdk")
 COMPONENT_IMPORTS = {"modelfleet.plan.types", "modelfleet.deploy.types"}
+PULUMI = ("pulumi", "pulumi_aws", "pulumi_kubernetes")
+PULUMI_LAYERS = ("components", "program", "preview")  # the only importers of pulumi (rule 3)
 RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
 LAYER_NAME = {top: name for name, tops in LAYERS for top in tops}
 
@@ -139,13 +148,26 @@ def impure_imports(root: Path) -> list[str]:
 
 def component_violations(root: Path) -> list[str]:
     problems = []
-    for path in sorted((root / "components").glob("*.py")):
+    for path in sorted((root / "modelfleet" / "components").glob("*.py")):
         for imp in imports_of(path, root):
             first = imp.module.split(".")[0]
-            allowed = (first in ("pulumi", "pulumi_aws", "pulumi_kubernetes", "components")
+            allowed = (first in PULUMI or imp.module.startswith("modelfleet.components")
                        or first in sys.stdlib_module_names or imp.module in COMPONENT_IMPORTS)
             if not allowed:
                 problems.append(f"{imp.file}:{imp.line}: {imp.text}: a component imports {imp.module}")
+    return problems
+
+
+def pulumi_importers(root: Path) -> list[str]:
+    """Imports of pulumi outside the components, the program and the preview (rule 3)."""
+    problems = []
+    for path in sorted((root / "modelfleet").rglob("*.py")):
+        if LAYER_NAME.get(top_of(module_name(path, root))) in PULUMI_LAYERS:
+            continue
+        for imp in imports_of(path, root):
+            if imp.module.split(".")[0] in PULUMI:
+                problems.append(f"{imp.file}:{imp.line}: {imp.text}: only the components, program and preview "
+                                f"import pulumi")
     return problems
 
 
@@ -162,7 +184,7 @@ PLAN_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("llm.speed", ("llm.speed",)),
     ("llm", ("llm",)),
     ("triton", ("triton",)),
-    ("top", ("compiler", "changes", "pins", "teams")),
+    ("top", ("compiler", "changes", "pins", "teams", "name_checks")),
 )
 PLAN_RANK = {part: rank for rank, (_, parts) in enumerate(PLAN_LAYERS) for part in parts}
 
@@ -196,7 +218,7 @@ def plan_violations(root: Path) -> list[str]:
 def private_imports(root: Path) -> list[str]:
     """``from modelfleet.x import _name`` across modules (a module's own privates are its business)."""
     problems = []
-    for path in sorted((root / "modelfleet").rglob("*.py")) + sorted((root / "components").glob("*.py")):
+    for path in sorted((root / "modelfleet").rglob("*.py")):  # the components live in it
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module != "__future__":
@@ -246,6 +268,11 @@ def test_components_import_only_pulumi_the_stdlib_and_plan_types():
     assert component_violations(ROOT) == []
 
 
+def test_only_the_components_program_and_preview_import_pulumi():
+    assert pulumi_importers(ROOT) == []
+    assert (ROOT / "__main__.py").read_text().count("\n") <= 6  # the repository's program is the packaged one
+
+
 # ------------------------------------------------------------------------------------------ the judge's judge
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
@@ -280,13 +307,17 @@ def test_the_purity_and_component_checks_catch_what_they_forbid(tmp_path):
     root = _tree(tmp_path, {
         "modelfleet/plan/x.py": "def refresh():\n    import boto3\n",
         "modelfleet/commands/y.py": "import subprocess\n",  # an edge may
-        "components/bad.py": "import json\nimport pulumi\nfrom modelfleet.render.k8s import node_disk\n"
-                             "from modelfleet.deploy.types import DeployPlan\nimport yaml\n",
+        "modelfleet/components/bad.py": "import json\nimport pulumi\nfrom modelfleet.render.k8s import node_disk\n"
+                                        "from modelfleet.deploy.types import DeployPlan\nimport yaml\n",
+        "modelfleet/scaffold/z.py": "import pulumi_aws as aws\n",
     })
     assert impure_imports(root) == ["modelfleet/plan/x.py:2: import boto3: the compiler core imports boto3"]
     assert component_violations(root) == [
-        "components/bad.py:3: from modelfleet.render.k8s import node_disk: a component imports modelfleet.render.k8s",
-        "components/bad.py:5: import yaml: a component imports yaml"]
+        "modelfleet/components/bad.py:3: from modelfleet.render.k8s import node_disk: a component imports "
+        "modelfleet.render.k8s",
+        "modelfleet/components/bad.py:5: import yaml: a component imports yaml"]
+    assert pulumi_importers(root) == [
+        "modelfleet/scaffold/z.py:1: import pulumi_aws as aws: only the components, program and preview import pulumi"]
 
 
 # ---------------------------------------------------------------------------------------------- at run time

@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from modelfleet.errors import OutputError
-from modelfleet.render.outputs import MARKER, remove_stale, write_file, write_tree
+from modelfleet.render.outputs import MARKER, write_file, write_tree
 from tests.conftest import ROOT
 
 FILES = {"plan.json": b"{}\n", "triton/s/m/config.pbtxt": b'name: "m"\n'}
@@ -176,18 +178,79 @@ def test_write_file_has_the_usual_permissions_and_refuses_a_directory(tmp_path: 
     assert os.listdir(tmp_path / "new") == ["client.py"]
 
 
-def test_stale_staging_of_a_killed_run_is_removed(tmp_path: Path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = [f".modelfleet-render-{dead.stdout.strip()}-out-abc", ".modelfleet-old-x1y2z3",  # an older release's
-             f".modelfleet-old-{dead.stdout.strip()}-q"]
-    for name in stale:
-        (tmp_path / name / "triton").mkdir(parents=True)
-    alive = tmp_path / f".modelfleet-render-{os.getppid()}-out-live"  # a render still running
-    alive.mkdir()
-    (tmp_path / "mine").mkdir()
+def _dead_pid() -> int:
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+
+
+@st.composite
+def sibling_names(draw, output: str) -> str:
+    """Names a render's leftovers could have: either prefix, any process id (one running here or not: a render
+    in another PID namespace has ids that mean nothing here), any output name, this output's included."""
+    prefix = draw(st.sampled_from([".modelfleet-render-", ".modelfleet-old-"]))
+    pid = draw(st.one_of(st.just(_DEAD), st.integers(1, 2**22), st.just(os.getpid())))
+    name = draw(st.sampled_from([output, "other", f"x-{output}", "out-2"]))
+    token = draw(st.text("0123456789abcdef", min_size=0, max_size=8))
+    return draw(st.sampled_from([f"{prefix}{pid}-{token}-{name}", f"{prefix}{token}", f"{prefix}{pid}-{name}"]))
+
+
+_DEAD = _dead_pid()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_render_deletes_only_what_its_own_lock_file_lists(tmp_path_factory, data):
+    """Directories beside --out that merely look like a render's leftovers (another output's, another PID
+    namespace's render in progress, an older release's) survive; what a killed render of this output listed in
+    its lock file is completed or removed."""
+    parent = tmp_path_factory.mktemp("parent")
+    others = data.draw(st.sets(sibling_names("out"), min_size=1, max_size=6))
+    for name in others:
+        (parent / name / "triton").mkdir(parents=True)
+        (parent / name / "in-progress").write_text("x")
+    killed = f".modelfleet-render-{_DEAD}-0a1b2c3d-out", f".modelfleet-old-{_DEAD}-0a1b2c3d-out"
+    mine = [n for n in killed if n not in others]
+    for name in mine:
+        (parent / name).mkdir()
+    (parent / ".modelfleet-lock-out").write_text(f"pid {_DEAD} (modelfleet render), since then\nowns {' '.join(mine)}\n")
+    write_tree(FILES, str(parent / "out"))
+    assert sorted(os.listdir(parent)) == sorted([*others, "out"])
+    for name in others:
+        assert (parent / name / "in-progress").read_text() == "x"
+    assert _tree(parent / "out") == {**FILES, MARKER: (parent / "out" / MARKER).read_bytes()}
+
+
+def test_a_killed_renders_half_done_swap_is_completed_from_its_lock_file(tmp_path: Path):
+    """The fallback swap's window: --out retired, the staged render not yet moved in, the process killed."""
     write_tree(FILES, str(tmp_path / "out"))
-    assert sorted(os.listdir(tmp_path)) == sorted([alive.name, "mine", "out"])
-    assert remove_stale(str(tmp_path)) == []
+    staged, retired = f".modelfleet-render-{_DEAD}-aa-out", f".modelfleet-old-{_DEAD}-aa-out"
+    shutil.copytree(tmp_path / "out", tmp_path / staged)
+    (tmp_path / "out").rename(tmp_path / retired)
+    lookalike = tmp_path / f".modelfleet-old-{_DEAD}-bb-out"  # not listed: another namespace's, say
+    lookalike.mkdir()
+    (tmp_path / ".modelfleet-lock-out").write_text(f"pid {_DEAD}\nowns {staged} {retired}\nowns ../escape /etc\n")
+    write_tree({"plan.json": b"[]\n"}, str(tmp_path / "out"))
+    assert sorted(os.listdir(tmp_path)) == sorted([lookalike.name, "out"])
+    assert (tmp_path / "out" / "plan.json").read_bytes() == b"[]\n"
+
+
+def test_a_lock_file_lists_a_renders_names_before_they_exist(tmp_path: Path, monkeypatch):
+    from modelfleet.render import outputs
+
+    seen = []
+
+    def stage(files, staging):
+        seen.append((tmp_path / ".modelfleet-lock-out").read_text().splitlines())
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(outputs, "stage", stage)
+    with pytest.raises(OutputError):
+        write_tree(FILES, str(tmp_path / "out"))
+    ((holder, owns),) = seen
+    assert holder.startswith(f"pid {os.getpid()} (") and owns.startswith("owns .modelfleet-render-")
+    staging, retired = owns.split()[1:]
+    assert retired == staging.replace(".modelfleet-render-", ".modelfleet-old-") and staging.endswith("-out")
+    assert os.listdir(tmp_path) == []  # nothing was created, so the lock file went too
 
 
 def test_symlinked_output_is_written_at_its_target(tmp_path: Path):

@@ -11,6 +11,8 @@ import subprocess
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelfleet.engines import stage_weights as sw
 from modelfleet.render.k8s.staging import SCRIPT, stage_objects
@@ -50,9 +52,12 @@ class MemoryStore:
         body, digest = self.objects[key]
         return len(body), digest
 
-    def upload(self, body, key, digest):
-        self.objects[key] = (b"".join(iter(lambda: body.read(8192), b"")), digest)
+    def upload(self, body, key):
+        self.objects[key] = (b"".join(iter(lambda: body.read(8192), b"")), None)
         self.writes.append(key)
+
+    def mark(self, key, digest):
+        self.objects[key] = (self.objects[key][0], digest)
 
     def delete(self, key):
         del self.objects[key]
@@ -179,3 +184,62 @@ def test_the_job_sets_every_variable_the_program_reads(plans):
     given = {e["name"] for e in container["env"]}
     read = set(re.findall(r'os\.environ\["(\w+)"\]', SCRIPT.read_text()))
     assert read and read <= given
+
+
+class FailingStore(MemoryStore):
+    """S3 that fails one call of one kind (a network error, a killed pod) after the given number of them."""
+
+    def __init__(self, fail: str, after: int) -> None:
+        super().__init__()
+        self.fail, self.left = fail, after
+
+    def _maybe_fail(self, kind: str) -> None:
+        if kind == self.fail:
+            self.left -= 1
+            if self.left < 0:
+                raise ConnectionError(f"{kind} failed")
+
+    def upload(self, body, key):
+        super().upload(body, key)  # the bytes land, then the call fails (a lost response)
+        self._maybe_fail("upload")
+
+    def mark(self, key, digest):
+        self._maybe_fail("mark")
+        super().mark(key, digest)
+
+    def delete(self, key):
+        self._maybe_fail("delete")
+        super().delete(key)
+
+
+@st.composite
+def damaged_hubs(draw):
+    """The Hub's files, one of them served wrong once: truncated, extended or with a byte changed, at any offset."""
+    path = draw(st.sampled_from(sorted(CONTENT)))
+    body = CONTENT[path]
+    offset = draw(st.integers(0, len(body) - 1))
+    how = draw(st.sampled_from(["truncate", "extend", "flip"]))
+    bad = (body[:offset] if how == "truncate" else body + body[offset:offset + 1] if how == "extend" else
+           body[:offset] + bytes([body[offset] ^ draw(st.integers(1, 255))]) + body[offset + 1:])
+    return path, bad
+
+
+@settings(max_examples=150, deadline=None)
+@given(damaged_hubs(), st.sampled_from(["delete", "mark", "upload", "none"]), st.integers(0, 3))
+def test_no_attempt_trusts_bytes_that_were_never_verified(damaged, fail, after):
+    """Whatever one attempt leaves behind (wrong bytes it could not delete, a verified object it could not mark,
+    an upload whose answer was lost), the next attempt with the right bytes ends with every object exactly the
+    Hub's and the marker written; and nothing ever carries a digest its bytes do not have."""
+    path, bad = damaged
+    store = FailingStore(fail, after)
+    with pytest.raises((sw.StageError, ConnectionError)):
+        sw.stage(REPO, REVISION, FILES, opener({**CONTENT, path: bad}), store, PREFIX, log=lambda _: None)
+    assert f"{PREFIX}/{sw.MARKER}" not in store.objects
+    for key, (body, digest) in store.objects.items():
+        f = next(f for f in FILES if key == f"{PREFIX}/{f.path}")
+        assert digest is None or (body == CONTENT[f.path] and digest == f.digest), (key, digest)
+    store.fail = "none"
+    sw.stage(REPO, REVISION, FILES, opener(CONTENT), store, PREFIX, log=lambda _: None)
+    for f in FILES:
+        assert store.objects[f"{PREFIX}/{f.path}"] == (CONTENT[f.path], f.digest), f.path
+    assert store.get_json(f"{PREFIX}/{sw.MARKER}") == sw.manifest(REPO, REVISION, FILES)

@@ -34,15 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def require_program(root: str) -> None:
     """The Pulumi program this command runs: a project of models.yaml and stacks/ alone has none."""
-    missing = [name for name, there in (("__main__.py", os.path.isfile), ("Pulumi.yaml", os.path.isfile),
-                                        ("components/", os.path.isdir)) if not there(os.path.join(root, name))]
+    missing = [name for name in ("__main__.py", "Pulumi.yaml") if not os.path.isfile(os.path.join(root, name))]
     if missing:
         raise SpecError([Issue(os.path.join(root, missing[0].rstrip("/")), 0, 0, "",
-                               f"no Pulumi program here: `preview` runs the project's __main__.py (with Pulumi.yaml "
-                               f"and components/) under Pulumi's mocks, and {', '.join(missing)} "
+                               f"no Pulumi program here: `preview` runs the project's __main__.py (with Pulumi.yaml) "
+                               f"under Pulumi's mocks, and {', '.join(missing)} "
                                f"{'is' if len(missing) == 1 else 'are'} missing",
-                               "copy __main__.py, Pulumi.yaml and components/ from the modelfleet repository into "
-                               "the project; `modelfleet plan` and `render` need none of them")])
+                               "`modelfleet init` writes both (a __main__.py of three lines that runs modelfleet.program); "
+                               "`modelfleet plan` and `render` need neither")])
 
 
 def stand_in_secrets(config: dict) -> dict[str, str]:

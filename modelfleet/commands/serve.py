@@ -8,6 +8,7 @@ local run is never mistaken for the cluster's behaviour; synthetic stand-ins are
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import signal
@@ -43,6 +44,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LIVENESS_PROBE_TIMEOUT_S = 5.0
 LIVENESS_FAILURES = 3
 RUN_PREFIX = "run-"
+RUN_LOCK = ".lock"  # held by the run for as long as it lives (run_directory)
 
 
 class StopRequested(Exception):
@@ -100,35 +102,44 @@ def run_directory(workdir: Path) -> Iterator[Path]:
     """A directory of this run's own under ``workdir`` (repository, log); its repository is removed after.
 
     Why per run: two ``serve`` runs of one stack share ``workdir``; one must never rewrite or delete the
-    repository the other's server is loading. Directories of runs whose process is gone are removed here
-    (the log of the last finished run stays until the next run starts).
+    repository the other's server is loading. Each run holds an ``flock`` on the ``.lock`` file inside its
+    directory from before the directory appears under its name until the run ends (the kernel drops it when the
+    process dies, however it dies); a directory whose lock nobody holds is a finished or killed run's and is
+    removed here (the log of the last finished run stays until the next run starts). A process id would say
+    nothing across PID namespaces (two containers sharing the directory); the lock does. A directory without a
+    lock file (an older release's) is left alone.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     for old in workdir.glob(f"{RUN_PREFIX}*"):
-        if old.is_dir() and not _pid_alive(_run_pid(old.name)):
+        if old.is_dir() and not old.is_symlink() and _abandoned(old):
             shutil.rmtree(old, ignore_errors=True)
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-", dir=workdir))
+    creating = Path(tempfile.mkdtemp(prefix=f".creating-{os.getpid()}-", dir=workdir))
+    lock = os.open(creating / RUN_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        yield run_dir
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run_dir = workdir / f"{RUN_PREFIX}{os.getpid()}-{creating.name.rsplit('-', 1)[-1]}"
+        creating.rename(run_dir)  # visible under its name only with its lock held
+        try:
+            yield run_dir
+        finally:
+            shutil.rmtree(run_dir / "repository", ignore_errors=True)
     finally:
-        shutil.rmtree(run_dir / "repository", ignore_errors=True)
+        os.close(lock)
+        shutil.rmtree(creating, ignore_errors=True)  # only if the rename did not happen
 
 
-def _run_pid(name: str) -> int:
-    """``run-<pid>-<random>`` -> pid (0 when the name is not one of ours)."""
-    part = name.removeprefix(RUN_PREFIX).split("-", 1)[0]
-    return int(part) if part.isdigit() else 0
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
+def _abandoned(run_dir: Path) -> bool:
+    """Nobody holds the run's lock: its process has ended."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        handle = os.open(run_dir / RUN_LOCK, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False  # no lock file: an older release's run, or not a run at all
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
         return False
-    except PermissionError:
-        return True
+    finally:
+        os.close(handle)
     return True
 
 

@@ -13,8 +13,43 @@ CIDRS_PATH = f"config.{CONFIG_NAMESPACE}:cluster.publicAccessCidrs"
 TOKEN_COMMAND = "pulumi config set --secret modelfleet:hfToken hf_..."
 
 
+# Addresses nobody on the internet connects from (IANA's special-purpose registries: private, shared, loopback,
+# link-local, documentation, multicast, reserved); IPv6's public space is its global unicast block.
+NOT_PUBLIC_V4 = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
+    "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/3"))
+PUBLIC_V6 = ipaddress.ip_network("2000::/3")
+# The most public address space the listed blocks may cover together, per family: a /8's worth of IPv4 (16.8
+# million addresses, more than any CI fleet's and VPN's egress) and a /32's worth of IPv6 (an ISP's whole
+# allocation; a site gets a /48). Wider is open to much of the internet, however it is split: 0.0.0.0/1 plus
+# 128.0.0.0/1 is 0.0.0.0/0.
+MAX_PUBLIC = {4: (8, 2**24), 6: (32, 2**96)}
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def public_addresses(networks: list[Network]) -> dict[int, int]:
+    """How many public addresses the union of ``networks`` covers, per IP version (overlaps counted once)."""
+    covered = {4: 0, 6: 0}
+    for version in (4, 6):
+        union = list(ipaddress.collapse_addresses(n for n in networks if n.version == version))
+        for network in union:
+            if version == 4:
+                covered[4] += network.num_addresses - sum(_overlap(network, hidden) for hidden in NOT_PUBLIC_V4)
+            else:
+                covered[6] += _overlap(network, PUBLIC_V6)
+    return covered
+
+
+def _overlap(first: Network, second: Network) -> int:
+    """Addresses two CIDR blocks share: one holds the other, or they are disjoint."""
+    if first.subnet_of(second):
+        return first.num_addresses
+    return second.num_addresses if second.subnet_of(first) else 0
+
+
 def _cidr_issues(cidrs: tuple[str, ...], file: str) -> list[Issue]:
-    issues = []
+    issues, networks = [], []
     for index, cidr in enumerate(cidrs):
         try:
             network = ipaddress.ip_network(cidr, strict=True)
@@ -25,6 +60,21 @@ def _cidr_issues(cidrs: tuple[str, ...], file: str) -> list[Issue]:
         if network.prefixlen == 0:
             issues.append(Issue(file, 0, 0, f"{CIDRS_PATH}[{index}]", "the API endpoint would be open to the internet",
                                 "list your CI runners' and VPN's egress CIDRs, or [] for a private endpoint"))
+            continue
+        networks.append(network)
+    return issues + _coverage_issues(networks, file)
+
+
+def _coverage_issues(networks: list[Network], file: str) -> list[Issue]:
+    issues = []
+    for version, covered in public_addresses(networks).items():
+        prefix, most = MAX_PUBLIC[version]
+        if covered > most:
+            widest = sorted((n for n in networks if n.version == version), key=lambda n: (n.prefixlen, n))[:3]
+            issues.append(Issue(file, 0, 0, CIDRS_PATH, f"the listed IPv{version} blocks together cover {covered:,} "
+                                f"public addresses, more than a /{prefix}'s worth ({most:,}): the API endpoint would be "
+                                f"open to much of the internet (widest: {', '.join(map(str, widest))})",
+                                "list only your CI runners' and VPN's egress CIDRs, or [] for a private endpoint"))
     return issues
 
 
@@ -41,8 +91,10 @@ def cluster_issues(env: EnvironmentSpec, file: str) -> list[Issue]:
 
 def credential_issues(fleet: DeployPlan, token_set: bool, dry_run: bool, file: str) -> tuple[list[Issue], list[str]]:
     """(errors, warnings) about the Hugging Face token: models pulled from the hub (gated meta-llama ones among
-    them) crash-loop without it, so a real deploy stops; a preview only warns, so it runs offline."""
-    hub = sorted(m.name for m in fleet.vllm_models if m.hf_secret is not None)
+    them) crash-loop without it, so a real deploy stops; a preview only warns, so it runs offline. A repository
+    anyone may download (hub.gated: false, or a preset's ungated one) needs none: its pods read the Secret if
+    it is set, and do without it."""
+    hub = sorted(m.name for m in fleet.vllm_models if m.hf_secret is not None and m.hf_token_required)
     if token_set or not hub:
         return [], []
     message = f"modelfleet:hfToken is not set: {', '.join(hub)} download from the Hugging Face hub"
@@ -65,7 +117,7 @@ def _minor(version: str) -> int:
 
 
 def _uses(plan: FleetPlan, what: str) -> list[str]:
-    workloads = [*plan.triton_servers, *(m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm")]
+    workloads = [*plan.triton_servers, *(m for m in plan.models if isinstance(m, VllmModelPlan))]
     if what == "multi-node":
         return sorted(w.name for w in workloads if getattr(w, "nodes_per_replica", 1) > 1)
     return sorted(w.name for w in workloads if w.spread_zones)

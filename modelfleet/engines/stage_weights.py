@@ -4,10 +4,13 @@ and boto3).
 
 - It lists the repository at the commit and keeps the files vLLM reads (the renderer's patterns).
 - It streams each file from the Hub straight into an S3 multipart upload (nothing touches the pod's disk),
-  hashing it on the way. LFS files are checked against their sha256, the others against their git blob id;
-  a file that does not match is deleted again and the Job fails.
-- A file already in S3 with the same size and digest (object metadata) is skipped. A Job killed half-way
-  resumes where it stopped, on its next attempt (the Job's backoffLimit).
+  hashing it on the way, *without* a digest in its metadata. LFS files are checked against their sha256, the
+  others against their git blob id. Only a file that matches is then marked with its digest (an in-place copy
+  that replaces the object's metadata); one that does not is deleted again and the Job fails.
+- A file already in S3 with the same size and digest (object metadata) is skipped. The digest is only ever
+  written after the bytes under it were verified, so whatever an attempt leaves behind (a failed delete, a kill
+  between upload and verify, a failed mark) carries no digest and the next attempt copies it again. A Job
+  killed half-way resumes where it stopped, on its next attempt (the Job's backoffLimit).
 - ``modelfleet-staged.json`` is written last, listing every file. The pods wait for it, and a run that finds
   it complete does nothing.
 
@@ -41,7 +44,8 @@ class HubFile:
 
 class Store(Protocol):
     def head(self, key: str) -> tuple[int, str | None] | None: ...  # (size, digest metadata) or None
-    def upload(self, body: BinaryIO, key: str, digest: str) -> None: ...
+    def upload(self, body: BinaryIO, key: str) -> None: ...  # no digest metadata: nothing is verified yet
+    def mark(self, key: str, digest: str) -> None: ...  # sets the digest metadata of a verified object
     def delete(self, key: str) -> None: ...
     def get_json(self, key: str) -> Any: ...  # None when missing
     def put_json(self, key: str, value: Any) -> None: ...
@@ -110,10 +114,11 @@ def stage(repo: str, revision: str, files: Sequence[HubFile], open_remote: Calla
             log(f"  {f.path}: already there")
             continue
         started, reader = time.monotonic(), CheckedReader(open_remote(f.path), f)
-        store.upload(reader, key, f.digest)
+        store.upload(reader, key)
         if problem := reader.problem():
-            store.delete(key)
+            store.delete(key)  # if this fails too, the object carries no digest: the next attempt copies it again
             raise StageError(f"{repo}@{revision} {f.path}: {problem}; the object was deleted again")
+        store.mark(key, f.digest)
         seconds = max(time.monotonic() - started, 1e-3)
         log(f"  {f.path}: {f.size / 1024**2:,.0f} MiB in {seconds:,.0f} s ({f.size / 1024**2 / seconds:,.0f} MiB/s)")
         uploaded += 1
@@ -157,8 +162,12 @@ def main() -> None:  # pragma: no cover - runs in the Job, against the Hub and S
                 raise
             return found["ContentLength"], found.get("Metadata", {}).get(DIGEST_KEY)
 
-        def upload(self, body: BinaryIO, key: str, digest: str) -> None:
-            s3.upload_fileobj(body, bucket, key, ExtraArgs={"Metadata": {DIGEST_KEY: digest}}, Config=transfer)
+        def upload(self, body: BinaryIO, key: str) -> None:
+            s3.upload_fileobj(body, bucket, key, Config=transfer)
+
+        def mark(self, key: str, digest: str) -> None:  # server-side copy onto itself (multipart above 5 GiB)
+            s3.copy({"Bucket": bucket, "Key": key}, bucket, key, Config=transfer,
+                    ExtraArgs={"Metadata": {DIGEST_KEY: digest}, "MetadataDirective": "REPLACE"})
 
         def delete(self, key: str) -> None:
             s3.delete_object(Bucket=bucket, Key=key)

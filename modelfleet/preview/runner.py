@@ -8,6 +8,7 @@ create and tests can check it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -165,9 +166,9 @@ def _program_context(project_dir: str, environ: dict[str, str]) -> Iterator[dict
 
 
 class _Outputs:
-    """Stands in for the SDK's list of pending outputs (``SETTINGS.outputs``, a deque): the SDK removes every
-    resolved output from it by a linear scan, quadratic in the program's outputs (at 1,000 models most of
-    the preview's time). Same operations, each O(1): removal only forgets the item, and ``popleft`` skips
+    """Stands in for the SDK's list of pending outputs (``SETTINGS.outputs``, a deque in SDKs before 3.23x; later
+    ones keep a set): such an SDK removes every resolved output from it by a linear scan, quadratic in the
+    program's outputs (at 1,000 models most of the preview's time). Same operations, each O(1): removal only forgets the item, and ``popleft`` skips
     what was forgotten."""
 
     def __init__(self) -> None:
@@ -204,17 +205,31 @@ def run_program(project_dir: str, stack: str, config: dict[str, Any], secrets: d
     ``environ``: extra environment variables for the program (e.g. MODELFLEET_MODELS); ``mocks``: what AWS
     answers (default: a first deploy into an existing cluster); ``dry_run``: False runs it as `pulumi up`."""
     result = PreviewResult(stack)
+    _usable_event_loop()
     mocks = mocks or FleetMocks(str(config.get("aws:region", "us-east-1")))
     pulumi.runtime.set_all_config({**stack_config_strings(config), **(secrets or {})}, list(secrets or {}))
     pulumi.runtime.set_mocks(mocks, project="modelfleet", stack=stack, preview=dry_run, logger=_logger(result),
                              monitor=RecordingMonitor(mocks, result))
-    SETTINGS.outputs = _Outputs()
+    if not isinstance(SETTINGS.outputs, set):  # a deque (SDKs up to 3.22x); later ones keep a set, already O(1)
+        SETTINGS.outputs = _Outputs()
     with _program_context(os.path.abspath(project_dir), environ or {}) as exports:
         try:
             _run(os.path.join(os.path.abspath(project_dir), "__main__.py"), exports, result)
         except pulumi.RunError as error:
             result.error = str(error)
     return result
+
+
+def _usable_event_loop() -> None:
+    """The SDK runs the program on this thread's current event loop. Whoever ran before (an ``asyncio.run``, a
+    test that closed its loop) may have left none, or a closed one, which the SDK would use and fail on: start a
+    fresh one then, so a preview never depends on what ran before it in the same process."""
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:  # set_event_loop(None) was called: there is no current loop
+        loop = None
+    if loop is None or loop.is_closed():
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 @pulumi.runtime.test

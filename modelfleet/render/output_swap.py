@@ -9,8 +9,8 @@ Elsewhere (another OS, or a filesystem that refuses the exchange, e.g. some netw
 two renames: ``--out`` to a retired name, then the staging to ``--out``. A kill between them leaves no
 ``--out`` for a moment; the next render completes that swap before anything else (:func:`recover`): the staged
 render, complete and synced before the first rename, is moved into place (or, if it is gone, the retired one
-back). Every name made here carries the writer's process id and the output's name, so that recovery and
-cleanup know whose leftovers they are and never touch a render still running.
+back). Both names are listed in the output's lock file before either is created (output_lock.py), and
+recovery and cleanup act only on names listed there: never on a directory by the look of its name.
 """
 
 from __future__ import annotations
@@ -34,31 +34,29 @@ class ExchangeUnsupported(Exception):
     """This system cannot swap two directories in one step."""
 
 
-def leftover_name(prefix: str, name: str) -> str:
-    """``<prefix><pid>-<random>-<name>``: whose it is, and for which output."""
-    return f"{prefix}{os.getpid()}-{secrets.token_hex(4)}-{name}"
+def leftover_names(name: str) -> tuple[str, str]:
+    """The staging and retired names of one render of output ``name``: ``<prefix><pid>-<random>-<name>``."""
+    run = f"{os.getpid()}-{secrets.token_hex(4)}-{name}"
+    return STAGING_PREFIX + run, RETIRED_PREFIX + run
 
 
-def owner(entry: str) -> tuple[str, int | None, str] | None:
-    """(prefix, pid, output name) of a name made by :func:`leftover_name`; pid None for an older release's
-    names (``.modelfleet-old-x1y2z3``); None for anything else."""
-    prefix = next((p for p in (STAGING_PREFIX, RETIRED_PREFIX) if entry.startswith(p)), None)
-    if prefix is None:
-        return None
-    pid, _, rest = entry[len(prefix):].partition("-")
-    _, _, name = rest.partition("-")
-    return prefix, (int(pid) if pid.isdigit() and rest else None), name
+def _ours(entry: str, name: str) -> bool:
+    """A ledger line's name is a leftover of output ``name``: a plain name of the shape leftover_names makes
+    (a ledger someone edited names nothing outside the output's parent)."""
+    return ("/" not in entry and "\0" not in entry and entry.endswith(f"-{name}")
+            and entry.startswith((STAGING_PREFIX, RETIRED_PREFIX)))
 
 
-def swap_in(staging: str, target: str) -> None:
-    """Replace ``target`` (a directory, or nothing) with ``staging``; the previous content is deleted."""
+def swap_in(staging: str, target: str, retired: str) -> None:
+    """Replace ``target`` (a directory, or nothing) with ``staging``; the previous content is deleted. Without
+    the exchange, the previous output is first moved to ``retired``."""
     if not os.path.lexists(target):
         move_in(staging, target)
         return
     try:
         exchange(staging, target)
     except ExchangeUnsupported:
-        retired = retire(target)
+        retire(target, retired)
         try:
             move_in(staging, target)
         except BaseException:
@@ -87,10 +85,8 @@ def no_exchange(first: str, second: str) -> None:
     raise ExchangeUnsupported("exchange disabled")
 
 
-def retire(target: str) -> str:
-    retired = os.path.join(os.path.dirname(target), leftover_name(RETIRED_PREFIX, os.path.basename(target)))
+def retire(target: str, retired: str) -> None:
     os.rename(target, retired)
-    return retired
 
 
 def move_in(staging: str, target: str) -> None:
@@ -101,50 +97,35 @@ def discard(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def recover(parent: str, name: str) -> str | None:
-    """Complete a two-rename swap of ``parent/name`` that a dead render left half done; what was done."""
+def recover(parent: str, name: str, runs: tuple[tuple[str, ...], ...]) -> str | None:
+    """Complete a two-rename swap of ``parent/name`` that a killed render left half done; what was done.
+    ``runs``: the names earlier holders of the output's lock listed, one tuple per render (output_lock.py)."""
     target = os.path.join(parent, name)
     if os.path.lexists(target):
         return None
-    dead = {entry: found for entry in sorted(os.listdir(parent))
-            if (found := owner(entry)) and found[2] == name and found[1] and not running(found[1])}
-    for retired, (prefix, pid, _) in dead.items():
-        if prefix != RETIRED_PREFIX:
-            continue
-        staged = [e for e, (p, q, _) in dead.items() if p == STAGING_PREFIX and q == pid]
-        os.rename(os.path.join(parent, staged[0] if staged else retired), target)
-        return f"completed the swap a killed render (pid {pid}) left half done"
+    for run in reversed(runs):  # the latest render first
+        staged = [e for e in run if _ours(e, name) and e.startswith(STAGING_PREFIX) and _is_dir(parent, e)]
+        retired = [e for e in run if _ours(e, name) and e.startswith(RETIRED_PREFIX) and _is_dir(parent, e)]
+        if retired:
+            os.rename(os.path.join(parent, (staged or retired)[0]), target)
+            return "completed the swap a killed render left half done"
     return None
 
 
-def remove_stale(parent: str) -> list[str]:
-    """Remove staging and retired directories a killed render left in ``parent``; the names removed.
-
-    One whose process is still running is left alone (two renders into one parent at once). Names without a
-    process id (older releases) are always stale."""
+def remove_leftovers(parent: str, name: str, runs: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Delete the directories earlier renders of output ``name`` listed in its lock file and left behind; the
+    names removed. Nothing else in ``parent`` is looked at."""
     removed = []
-    for entry in sorted(os.listdir(parent)):
-        found = owner(entry)
-        path = os.path.join(parent, entry)
-        if found is None or not os.path.isdir(path) or os.path.islink(path):
-            continue
-        if found[1] is not None and running(found[1]):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(entry)
+    for entry in sorted({e for run in runs for e in run}):
+        if _ours(entry, name) and _is_dir(parent, entry):
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+            removed.append(entry)
     return removed
 
 
-def running(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, owned by someone else
-    return True
+def _is_dir(parent: str, entry: str) -> bool:
+    path = os.path.join(parent, entry)
+    return os.path.isdir(path) and not os.path.islink(path)
 
 
 def _libc() -> ctypes.CDLL:

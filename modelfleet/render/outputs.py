@@ -10,7 +10,8 @@
 - One render at a time per DIR (output_lock.py): a second one stops at once and names the first.
 - Files are staged in a sibling directory, flushed to disk (fsync) and swapped in whole (output_swap.py), so
   a crash, SIGKILL, Ctrl-C or a full disk leaves DIR as the previous render or the new one, never missing
-  or mixed. Leftovers of a killed run are cleaned (or its swap completed) by the next one.
+  or mixed. Leftovers of a killed run are cleaned (or its swap completed) by the next render of DIR, which
+  knows them from DIR's lock file (output_lock.py); nothing else beside DIR is ever deleted.
 - Directories get ``0777 & ~umask`` and files ``0666 & ~umask`` (0755 / 0644 with the usual umask 022),
   like any file a tool creates, not the 0700 / 0600 of a temporary directory.
 - A filesystem error is an OutputError with one line saying what failed, never a traceback.
@@ -28,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ..errors import Issue, OutputError
 from .output_lock import output_lock
 from .output_manifest import MARKER, describe, foreign_entries, marker_text
-from .output_swap import STAGING_PREFIX, leftover_name, recover, remove_stale, swap_in
+from .output_swap import STAGING_PREFIX, leftover_names, recover, remove_leftovers, swap_in
 
-__all__ = ["MARKER", "is_replaceable", "remove_stale", "write_file", "write_tree"]
+__all__ = ["MARKER", "is_replaceable", "write_file", "write_tree"]
 FSYNC_THREADS = 16
 
 _FIXES = {
@@ -55,13 +56,16 @@ def write_tree(files: Mapping[str, bytes], out_dir: str, keep: Mapping[str, str]
     parent = os.path.dirname(target)
     try:
         os.makedirs(parent, exist_ok=True)
-        with output_lock(out_dir, target):
-            recover(parent, os.path.basename(target))
-            remove_stale(parent)
+        with output_lock(out_dir, target) as ledger:
+            name = os.path.basename(target)
+            recover(parent, name, ledger.inherited)
+            remove_leftovers(parent, name, ledger.inherited)
             _refuse_foreign(out_dir, target, files)
-            staging = stage(files, parent, os.path.basename(target))
+            staging, retired = leftover_names(name)
+            ledger.claim(staging, retired)  # before either exists: a kill leaves them to the next render
+            staging = stage(files, os.path.join(parent, staging))
             try:
-                swap_in(staging, target)
+                swap_in(staging, target, os.path.join(parent, retired))
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
@@ -144,9 +148,8 @@ def is_replaceable(directory: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- writing
-def stage(files: Mapping[str, bytes], parent: str, name: str) -> str:
-    """Every file and the marker listing them, fsynced, in a new sibling directory of the output; its path."""
-    staging = os.path.join(parent, leftover_name(STAGING_PREFIX, name))
+def stage(files: Mapping[str, bytes], staging: str) -> str:
+    """Every file and the marker listing them, fsynced, in ``staging`` (a new sibling of the output); its path."""
     os.mkdir(staging, 0o777 & ~_umask())
     try:
         os.chmod(staging, 0o777 & ~_umask())

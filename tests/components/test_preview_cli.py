@@ -82,7 +82,7 @@ def test_preview_outside_a_pulumi_project_is_a_clean_error(capsys, tmp_path):
     assert code == 2 and out == ""
     assert err.splitlines()[0].startswith(f"{tmp_path / '__main__.py'}: no Pulumi program here: `preview` runs the "
                                           "project's __main__.py")
-    assert "Pulumi.yaml" in err.splitlines()[0] and "components/" in err.splitlines()[0]
+    assert "Pulumi.yaml" in err.splitlines()[0] and "modelfleet init" in err.splitlines()[0]
 
 
 def test_preview_warns_when_the_stack_has_no_hf_token(capsys, tmp_path):

@@ -95,15 +95,28 @@ def test_a_dead_process_ends_supervision_without_probing(scripted) -> None:
 
 
 def test_each_run_gets_its_own_directory_and_stale_ones_are_removed(tmp_path: Path) -> None:
+    """A run's directory is stale when nobody holds its lock, whatever process id its name carries: a live run in
+    another PID namespace (its id means nothing here) keeps its directory; a killed run's goes."""
+    import fcntl
+
     dead = subprocess.Popen(["true"])
     dead.wait()
     stale = tmp_path / f"run-{dead.pid}-old"
     (stale / "repository").mkdir(parents=True)
-    living = tmp_path / f"run-{os.getppid()}-other"  # another live serve run
-    (living / "repository").mkdir(parents=True)
-    with run_directory(tmp_path) as first, run_directory(tmp_path) as second:
-        assert first != second and first.name.startswith(f"run-{os.getpid()}-")
-        (first / "repository").mkdir()
-        (first / "tritonserver.log").write_text("log")
-        assert not stale.exists() and (living / "repository").is_dir()
+    (stale / ".lock").touch()  # a killed run: its lock died with it
+    elsewhere = tmp_path / f"run-{dead.pid}-other-namespace"
+    (elsewhere / "repository").mkdir(parents=True)
+    held = os.open(elsewhere / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # a live run whose pid this namespace cannot see
+    older = tmp_path / f"run-{dead.pid}-older-release"  # no lock file: not known to be stale
+    (older / "repository").mkdir(parents=True)
+    try:
+        with run_directory(tmp_path) as first, run_directory(tmp_path) as second:
+            assert first != second and first.name.startswith(f"run-{os.getpid()}-")
+            (first / "repository").mkdir()
+            (first / "tritonserver.log").write_text("log")
+            assert not stale.exists() and (elsewhere / "repository").is_dir() and (older / "repository").is_dir()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, second.name, elsewhere.name, older.name])
+    finally:
+        os.close(held)
     assert not (first / "repository").exists() and (first / "tritonserver.log").is_file()  # the log stays

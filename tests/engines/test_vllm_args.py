@@ -197,3 +197,80 @@ def test_streamed_weights_build_vllms_runai_loader_as_planned(stack: str) -> Non
         assert loader._is_distributed == model.weights.distributed == (model.gpus_per_replica > 1), model.name
     with pytest.raises(ValueError, match="Unexpected extra config keys"):
         get_model_loader(LoadConfig(load_format="runai_streamer", model_loader_extra_config={"distributd": True}))
+
+
+# ------------------------------------------------------------------------------- extra_args against vLLM's parser
+def _live_table() -> dict[str, str]:
+    from modelfleet.engines.vllm_args import _parser
+
+    parser, _ = _parser(False)
+    return {o: a.dest for a in parser._actions for o in a.option_strings}
+
+
+def test_the_option_table_is_the_installed_vllms():
+    """modelfleet/data/vllm_flags.yaml, which extra_args are resolved against, is this vLLM's option list:
+    a flag vLLM adds, renames or drops fails here (MODELFLEET_UPDATE_GOLDEN=1 rewrites the table; then classify
+    the new flags in modelfleet/spec/vllm_flags.py)."""
+    import json
+    import os
+
+    from modelfleet.spec import vllm_flags
+    from modelfleet.spec.engine_versions import VLLM_RELEASE
+
+    live = _live_table()
+    if os.environ.get("MODELFLEET_UPDATE_GOLDEN"):
+        head = [line for line in vllm_flags.FLAGS_FILE.read_text().splitlines() if line.startswith("#")]
+        body = [f"release: {VLLM_RELEASE}", "flags:", *(f"  {json.dumps(o)}: {d}" for o, d in sorted(live.items()))]
+        vllm_flags.FLAGS_FILE.write_text("\n".join(head + body) + "\n")
+        vllm_flags.option_table.cache_clear()
+    assert vllm_flags.option_table() == live
+
+
+def _set_by_vllm(extra: list[str], baseline) -> set[str] | None:
+    """The arguments vLLM's real parser (allow_abbrev on, the last of a repeated flag winning, as `vllm serve`
+    runs) sets away from their defaults from ``extra``; None when it refuses the list."""
+    try:
+        parsed = parse_vllm_serve_args(["serve", "m", *extra], strict=False)
+    except Exception:  # refused, or vLLM's own checks raise (VLLMValidationError: a chat template path that does
+        return None  # not exist; IndexError: a trailing dotted flag, `-DPhttps://x.y`): vLLM would not start
+    return {dest for dest, value in vars(parsed).items() if getattr(baseline, dest, object()) != value}
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    return parse_vllm_serve_args(["serve", "m"], strict=False)
+
+
+def _generated(dests=None):
+    from tests.spec.vllm_spellings import argument_lists
+
+    return argument_lists(dests)
+
+
+@pytest.mark.parametrize("which", ["refused", "any"])
+def test_whatever_vllm_sets_from_extra_args_that_is_owned_or_loads_code_was_refused(baseline, which):
+    """Generated spellings (of the refused flags, and of any flag at all) go through vLLM's real parser: every
+    list in which vLLM sets an argument the compiler owns or one that changes what loads was refused by
+    check_extra_args, whatever the spelling."""
+    from hypothesis import given, settings
+
+    from modelfleet.spec.llm_options import check_extra_args
+    from modelfleet.spec.values import FieldProblem
+    from modelfleet.spec.vllm_flags import LOADS, OWNED
+    from tests.spec.test_vllm_flags import REFUSED
+
+    guarded = set(OWNED) | set(LOADS)
+    seen = {"set": 0}
+
+    @settings(max_examples=400 if which == "refused" else 1500, deadline=None)
+    @given(_generated(REFUSED if which == "refused" else None))
+    def check(extra):
+        set_by_vllm = _set_by_vllm(extra, baseline)
+        if set_by_vllm is None or not set_by_vllm & guarded:
+            return
+        seen["set"] += 1
+        with pytest.raises(FieldProblem):
+            check_extra_args(tuple(extra))
+
+    check()
+    assert seen["set"] > (40 if which == "refused" else 3), seen  # the parser really took many of them

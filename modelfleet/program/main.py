@@ -1,0 +1,57 @@
+"""The program's body: stack config + models.yaml -> compile -> deploy plan -> components -> exports.
+
+Every decision is the compiler's (the same one `modelfleet plan/render` runs) and the deploy plan's
+(modelfleet.deploy, given the node groups running now); components only create. MODELFLEET_MODELS /
+MODELFLEET_PRICES point at another catalogue or price table (`modelfleet preview` passes its --models /
+--prices this way). The project directory is the working directory, as `pulumi up` runs it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pulumi
+
+from ..components import build_fleet, read_live_cluster, read_live_node_groups, read_stack_config
+from ..deploy import cluster_deploy, compile_deploy_plan
+from ..deploy.checks import cluster_issues, credential_issues, version_issues
+from ..deploy.node_groups import zone_issues
+from ..deploy.types import DeployPlan
+from ..errors import ModelfleetError, SpecError
+from ..grafana import dashboard_builder
+from ..project import Project
+from ..spec.environment import deployment_issues
+
+
+def run() -> None:
+    """Deploy (or preview) the running stack: every problem located and nothing created, or every resource."""
+    stack = pulumi.get_stack()
+    hf_token = pulumi.Config("modelfleet").get_secret("hfToken")
+    try:
+        fleet, warnings = _deploy_plan(stack, hf_token is not None)
+    except ModelfleetError as error:  # every problem, located, and nothing created
+        raise pulumi.RunError(f"modelfleet cannot deploy stack {stack}:\n" + "\n".join(map(str, error.issues))) from None
+    for message in (*fleet.warnings, *warnings):
+        pulumi.log.warn(message)
+    for note in fleet.notes:
+        pulumi.log.info(note)
+    for name, value in build_fleet(fleet, hf_token).items():
+        pulumi.export(name, value)
+
+
+def _deploy_plan(stack: str, has_hf_token: bool) -> tuple[DeployPlan, list[str]]:
+    project = Project(root=".", models_file=os.environ.get("MODELFLEET_MODELS"),
+                      prices_file=os.environ.get("MODELFLEET_PRICES"))
+    stack_file = project.environment_path(stack)
+    deployment = project.deployment(stack, read_stack_config(), dashboards=dashboard_builder())
+    if issues := deployment_issues(deployment.env, stack_file) + cluster_issues(deployment.env, stack_file):
+        raise SpecError(issues)
+    cluster = read_live_cluster(cluster_deploy(deployment.env))
+    live = read_live_node_groups(cluster_deploy(deployment.env))
+    fleet = compile_deploy_plan(deployment, live, pulumi.get_project(), cluster)
+    errors, warnings = credential_issues(fleet, has_hf_token, pulumi.runtime.is_dry_run(), stack_file)
+    old, drift = version_issues(deployment.env, deployment.plan, cluster, stack_file)
+    errors += old + zone_issues(deployment.plan, cluster.subnets, stack_file)
+    if errors:  # a real deploy of hub models without the token would crash-loop for hours
+        raise SpecError(errors)
+    return fleet, [*warnings, *drift]
