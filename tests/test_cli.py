@@ -112,6 +112,7 @@ def _broken_project(tmp_path, p99: bool = False, budget: bool = False) -> Path:
         models["models"][1]["sla"]["p99_latency_ms"] = 1
     (root / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
     shutil.copytree(ROOT / "stacks", root / "stacks")
+    shutil.copytree(ROOT / "samples", root / "samples")  # warmup samples models.yaml names
     prod = root / "stacks" / "Pulumi.prod.yaml"
     if budget:
         prod.write_text(prod.read_text().replace("monthlyUsd: 250000", "monthlyUsd: 1000"))

@@ -153,7 +153,7 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
     (model,) = _yaml_blocks(README.read_text())
     for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, tmp_path / name)
-    for name in ("stacks",):
+    for name in ("stacks", "samples"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "add", ".")
@@ -169,7 +169,7 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
     assert "review-sentiment [triton on triton-g5-xlarge-review-sentiment, g5.xlarge x1] batch 16" in plan
     assert main([*project, "cost", "--base", "HEAD", "--stack", "dev"]) == 0
     cost = capsys.readouterr().out
-    for line in ("dev (spot, assumed 50% of on-demand): 4,924.27 -> 4,995.38 (+71.11)", "team search: 15.27 -> 233.18 (+217.90)"):
+    for line in ("dev (spot, dated table): 4,392.10 -> 4,392.10 (0.00)", "team search: 54.72 -> 188.49 (+133.77)"):
         assert line in cost and line in text
     assert main([*project, "preview", "--base", "HEAD", "--stack", "dev"]) == 0
     preview = capsys.readouterr().out

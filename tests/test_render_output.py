@@ -34,6 +34,7 @@ def project_copy(tmp_path: Path) -> Path:
     root.mkdir()
     shutil.copy(ROOT / "models.yaml", root / "models.yaml")
     shutil.copytree(ROOT / "stacks", root / "stacks")
+    shutil.copytree(ROOT / "samples", root / "samples")  # warmup samples models.yaml names
     (root / ".git").mkdir()
     (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     return root

@@ -90,6 +90,12 @@ def run_git(root: str, *args: str) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
+def run_git_bytes(root: str, *args: str) -> bytes | None:
+    """As :func:`run_git`, the output as bytes (a binary file at a ref: a warmup sample)."""
+    result = subprocess.run(["git", "-C", root, *args], capture_output=True, check=False)
+    return result.stdout if result.returncode == 0 else None
+
+
 def _selected(named: list[str] | None, head: Side, base: Side | None = None) -> tuple[str, ...]:
     known = set(head.stacks) | set(base.stacks if base else ())
     if not named:

@@ -31,7 +31,7 @@ from ..errors import Issue, ModelfleetError, SpecError
 from ..plan.hardware.instances import InstanceCatalogue, catalogue_from_data
 from ..project import FleetSource, Project
 from ..spec.environment import EnvironmentSpec, list_stacks, parse_environment, stack_path
-from ..spec.load import ConfigReader, disk_reader, parse_fleet
+from ..spec.load import ConfigReader, SampleReader, disk_reader, parse_fleet
 from ..spec.yaml_source import Document, load_yaml, parse_yaml
 
 PRICE_TABLE = "modelfleet/data/instances.yaml"  # the shipped table, for labels
@@ -248,7 +248,8 @@ def _read_ref(project: Project, ref: str, git: Git) -> Side:
     stacks = {n: _load(parse_yaml, git(project.root, "show", f"{ref}:./stacks/Pulumi.{n}.yaml") or "",
                        f"{ref}:stacks/Pulumi.{n}.yaml") for n in names}
     catalogue, table_source = _ref_catalogue(project, ref, git)
-    return Side(ref, _parse_models(text, f"{ref}:{models_rel}", tuple(names), _ref_reader(project, ref, git)),
+    return Side(ref, _parse_models(text, f"{ref}:{models_rel}", tuple(names), _ref_reader(project, ref, git),
+                                   ref_sample_reader(project, ref)),
                 stacks, catalogue,
                 (f"models.yaml: {ref}:{models_rel}", f"stacks: {ref}:stacks/", f"price table: {table_source}"),
                 _compiler_changes(project, ref, git))
@@ -309,12 +310,26 @@ def _read_stack_files(stacks_dir: str) -> dict[str, Document | ModelfleetError]:
     return {name: _load(load_yaml, stack_path(stacks_dir, name)) for name in list_stacks(stacks_dir)}
 
 
-def _parse_models(text: str, label: str, stacks: tuple[str, ...],
-                  read_config: ConfigReader | None = None) -> FleetSource | ModelfleetError:
+def _parse_models(text: str, label: str, stacks: tuple[str, ...], read_config: ConfigReader | None = None,
+                  read_sample: SampleReader | None = None) -> FleetSource | ModelfleetError:
     def parse() -> FleetSource:
         doc = parse_yaml(text, label)
-        return parse_fleet(doc, stacks or None, read_config or disk_reader(label)), doc
+        return parse_fleet(doc, stacks or None, read_config or disk_reader(label), read_sample), doc
     return _load(parse)
+
+
+def ref_sample_reader(project: Project, ref: str) -> SampleReader:
+    """Warmup samples (warmup: {inputs: ...}) as they are at ``ref``, beside its models.yaml, as bytes."""
+    from .cost import run_git_bytes
+
+    base = os.path.dirname(project_relative(project, project.models_path))
+
+    def read(relative: str) -> bytes:
+        content = run_git_bytes(project.root, "show", f"{ref}:./{os.path.join(base, relative)}")
+        if content is None:
+            raise OSError(f"not in {ref}")
+        return content
+    return read
 
 
 def _ref_reader(project: Project, ref: str, git: Git) -> ConfigReader:

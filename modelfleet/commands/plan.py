@@ -7,6 +7,7 @@ from ..cost.alternatives import PlanAlternative, find_alternatives
 from ..errors import Issue, SpecError
 from ..plan.changes import version_of
 from ..plan.types import (Decision, FleetPlan, LengthsPlan, NodeGroupPlan, NodeResourcesPlan, TrafficPlan, TritonModelPlan,
+                          TritonServerPlan,
                           VllmModelPlan)
 from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
@@ -86,6 +87,7 @@ def format_plan(plan: FleetPlan, alternatives: tuple[PlanAlternative, ...] = ())
         lines.append(f"  {s.name:28} {s.instance_type:14} replicas {s.min_replicas}-{s.replicas}-{s.max_replicas}"
                      f"  cache {s.cache_size_bytes // 1024**2} MiB{kind}  models: {', '.join(s.models)}")
         lines.append(f"    rollout: {s.rollout.reason}")
+        lines += [f"    {t}" for t in (cold_start_text(s), base_text(s)) if t]
         if s.former_names:  # a stack deployed before keeps this server's resources under it (Pulumi aliases)
             kept = (f"; deployed as {s.kube_name} (deploy.formerServerNames): its Kubernetes objects and S3 keys "
                     f"keep that name, labelled modelfleet.io/server={s.name}") if s.kube_name != s.name else ""
@@ -128,7 +130,40 @@ def _node_lines(g: NodeGroupPlan) -> list[str]:
     disk = (f"pods write to the instance store ({g.instance_store_gib:,} GiB)" if g.ephemeral_storage_on == "instance-store"
             else "pods write to the root volume")
     return [f"    zones: {zones}; {disk}, root volume {g.root_volume_gib} GiB",
-            f"    per node: allocatable {_resources(g.allocatable)}; busiest node at max + surge, DaemonSet allowance included, {_resources(g.requested)}"]
+            f"    per node: allocatable {_resources(g.allocatable)}; busiest node at max + surge, DaemonSet allowance included, {_resources(g.requested)}",
+            *capacity_lines(g)]
+
+
+def capacity_lines(g: NodeGroupPlan) -> list[str]:
+    """A Karpenter pool's types and capacity types, the on-demand base, reservations (none for a managed group
+    of one capacity type: its line above says it all)."""
+    lines = []
+    if g.provisioner == "karpenter":
+        lines.append(f"    Karpenter NodePool: {', '.join(g.allowed_types)} (cost order, each fit-checked) on "
+                     f"{' then '.join(g.capacity_types)}")
+    if g.on_demand_base_nodes:
+        lines.append(f"    on-demand base: {g.on_demand_base_nodes} node(s) hold the availability floors spot cannot carry")
+    for r in g.reservations:
+        ends = f", ends {r.ends}" if r.ends else ""
+        lines.append(f"    reservation {r.id} ({r.kind}, {r.count} x {r.instance_type} in {r.zone}{ends}): used first")
+    if g.reservations:
+        lines.append(f"    {g.reserved_nodes} of its {g.desired_size} node(s) at desired are reserved")
+    return lines
+
+
+def base_text(workload: TritonServerPlan | VllmModelPlan) -> str | None:
+    n = workload.on_demand_base_replicas
+    return None if not n else f"on spot: {n} replica(s) of its availability floor on on-demand nodes, the rest on spot"
+
+
+def cold_start_text(workload: TritonServerPlan | VllmModelPlan) -> str | None:
+    """A scale-to-zero workload's cold start, step by step (None: it never idles at zero)."""
+    c = workload.cold_start
+    if c is None:
+        return None
+    return (f"scales to zero; a cold start takes {c.total_s} s: node launch {c.node_launch_s} s, image "
+            f"{c.image_pull_s} s, weights {c.weights_s} s, engine start {c.engine_start_s} s, then the first request "
+            f"{c.first_request_ms:,.0f} ms")
 
 
 def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
@@ -154,6 +189,8 @@ def _model_lines(m: TritonModelPlan | VllmModelPlan) -> list[str]:
         out.append(_measured_line(m))
     if isinstance(m, VllmModelPlan) and m.rollout is not None:
         out.append(f"      rollout: {m.rollout.reason}")
+    if isinstance(m, VllmModelPlan):
+        out += [f"      {t}" for t in (cold_start_text(m), base_text(m)) if t]
     for d in m.decisions:
         out += _decision_lines(d, "      ")
     return out

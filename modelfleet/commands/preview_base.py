@@ -22,7 +22,8 @@ from ..spec.environment import list_stacks, stack_path
 from ..spec.yaml_source import load_yaml
 from . import project_from
 from .cost import run_git
-from .cost_sources import project_relative, ref_stacks, table_path
+from ..spec.load import read_warmup_samples
+from .cost_sources import project_relative, ref_sample_reader, ref_stacks, table_path
 
 FORMATS = ("text", "markdown")
 
@@ -67,11 +68,24 @@ def _ref_inputs(project, ref: str, scratch: str) -> Inputs:
     models = os.path.join(scratch, "models.yaml")
     with open(models, "w", encoding="utf-8") as handle:
         handle.write(text)
+    _ref_samples(project, ref, text, scratch)
     stacks = {}
     for name in ref_stacks(project.root, ref, run_git):
         data = yaml.safe_load(run_git(project.root, "show", f"{ref}:./stacks/Pulumi.{name}.yaml") or "") or {}
         stacks[name] = data.get("config", {}) if isinstance(data, dict) else {}
     return Inputs(models, _ref_prices(project, ref, scratch), stacks)
+
+
+def _ref_samples(project, ref: str, text: str, scratch: str) -> None:
+    """The warmup samples the ref's models.yaml names, beside its copy in ``scratch`` (a missing one is left out:
+    the base then reports it as it would at that ref)."""
+    read = ref_sample_reader(project, ref)
+    for relative, content in read_warmup_samples(yaml.safe_load(text), read).items():
+        if isinstance(content, bytes):
+            target = os.path.join(scratch, relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as handle:
+                handle.write(content)
 
 
 def _ref_prices(project, ref: str, scratch: str) -> str | None:

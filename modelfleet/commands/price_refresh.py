@@ -5,8 +5,8 @@ injected (boto3 clients built by the command; botocore Stubbers in tests), and t
 catalogue data: the starting table, with the region's on-demand and spot prices replaced and dated, and
 its vCPU, RAM and GPU counts checked against the Pricing API's product attributes (a difference is
 taken from AWS and reported). An instance type AWS returns no single on-demand price for is left without
-one (reported, never guessed); a type with no spot price is priced, on spot stacks, by the stack's
-``spotPriceRatio`` assumption, and the report says so.
+one (reported, never guessed); a type with no spot price has an unknown spot cost (unless a stack states a
+``spotPriceRatio`` assumption), and the report says so.
 
 The CPU types (``cpu_instances``, for KIND_CPU servers) are priced and checked like the GPU types, on-demand and
 spot; their processor is checked too: the Pricing API's ``physicalProcessor`` must name the table's processor
@@ -239,11 +239,11 @@ def refresh_prices(data: dict[str, Any], region: str, pricing: Any, ec2: Any | N
         try:
             spot = fetch_spot(ec2, names, now)
         except (ClientError, BotoCoreError) as exc:  # AWS said no: on-demand still stands
-            report.append(f"spot prices not refreshed ({type(exc).__name__}: {exc}); spot stacks keep using "
-                          "their modelfleet:cost.spotPriceRatio assumption")
+            report.append(f"spot prices not refreshed ({type(exc).__name__}: {exc}); the region's spot figures are "
+                          "removed, so spot stacks' costs are unknown unless they state modelfleet:cost.spotPriceRatio")
     if spot is not None:
-        report += [f"{n}: no spot price in {region}; spot stacks price it at their modelfleet:cost.spotPriceRatio "
-                   "x on-demand" for n in names if n not in spot]
+        report += [f"{n}: no spot price in {region}; its spot cost is unknown unless a stack states "
+                   "modelfleet:cost.spotPriceRatio" for n in names if n not in spot]
     refreshed = compute_refreshed_data(data, region, on_demand.prices, spot, now.date(), hardware, system.prices, ebs)
     return RefreshResult(refreshed, tuple(report))
 

@@ -41,6 +41,12 @@ def _launch_template(spec: NodeGroupDeploy, parent: pulumi.Resource) -> aws.ec2.
                 encrypted="true", delete_on_termination="true"))],
         tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=lt.tags)],
         user_data=None if lt.user_data is None else base64.b64encode(lt.user_data.encode()).decode(),
+        capacity_reservation_specification=None if lt.capacity_reservation_id is None else
+        aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=lt.capacity_reservation_id)),
+        instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+        if lt.capacity_block else None,
         opts=pulumi.ResourceOptions(parent=parent))
 
 

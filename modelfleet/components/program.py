@@ -11,6 +11,7 @@ from pulumi.runtime import config as runtime_config
 from modelfleet.deploy.types import CLUSTER_READY, REPOSITORY_KEY, SHARED, SYSTEM_NODES, DeployPlan, node_group_key
 
 from .cluster import ClusterAccess
+from .karpenter import KarpenterNodes
 from .kubernetes import apply_objects
 from .model_repository import ModelRepository
 from .node_group import CpuNodeGroup, GpuNodeGroup, NodeRole, SystemNodeGroup
@@ -42,8 +43,10 @@ def _decode(value: Any) -> Any:
 
 
 def _node_groups(fleet: DeployPlan, cluster: ClusterAccess, registry: Registry) -> dict[str, GpuNodeGroup]:
-    role = NodeRole("gpu-nodes", fleet.node_role, team_options(SHARED))
     groups: dict[str, GpuNodeGroup] = {}
+    if not fleet.node_groups and fleet.system_node_group is None:
+        return groups  # Karpenter's nodes into a joined cluster: no managed group, no role for them
+    role = NodeRole("gpu-nodes", fleet.node_role, team_options(SHARED))
     for spec in fleet.node_groups:  # in order: a zone's group comes after the one it waits for
         kind = CpuNodeGroup if spec.device == "cpu" else GpuNodeGroup
         groups[spec.name] = kind(spec, cluster.name, cluster.subnet_ids, role, team_options(spec.team),
@@ -69,6 +72,8 @@ def build_fleet(fleet: DeployPlan, hf_token: pulumi.Output[str] | None) -> dict[
     if fleet.releases:
         ClusterPrerequisites("prerequisites", fleet.releases, cluster.name, cluster.provider, registry,
                              team_options(SHARED))
+    if fleet.karpenter is not None:  # after the releases: a created cluster's NodePools wait for Karpenter's CRDs
+        KarpenterNodes("karpenter", fleet.karpenter, cluster.name, cluster.provider, registry, team_options(SHARED))
     if fleet.repository is not None:
         bucket = ModelRepository(fleet.repository, team_options(SHARED)).bucket
         registry.add(REPOSITORY_KEY, bucket)

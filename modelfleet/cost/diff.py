@@ -443,11 +443,20 @@ def _group_change(label: str, a: NodeGroupCost | None, b: NodeGroupCost | None) 
         "; `pulumi up` replaces the group's running nodes to change it (a new launch template version: EKS "
         "drains them within their PodDisruptionBudgets)")
     instance = types[1] or types[0] if one or types[0] == types[1] else " -> ".join(types)
-    m0, m1 = (a.usd_per_node_month if a else None), (b.usd_per_node_month if b else None)
-    known = (m0 is not None or not sizes0[1]) and (m1 is not None or not sizes1[1])
-    delta = "" if not known else f" = {usd(sizes1[1] * (m1 or 0.0) - sizes0[1] * (m0 or 0.0), True)} at desired"
+    # the group's own monthly figure: its reserved nodes (volumes only) and on-demand base (cost/fleet.py) included
+    t0, t1 = (_desired(a) if a else 0.0), (_desired(b) if b else 0.0)
+    delta = "" if t0 is None or t1 is None else f" = {usd(t1 - t0, True)} at desired"
+    mix = "".join(f"; {n} {what}" for n, what in ((b.on_demand_base_nodes if b else 0, "on-demand (the floors' base)"),
+                                                 (b.reserved_nodes if b else 0, "on reserved capacity")) if n)
     return (f"{label} ({instance}, {price} USD/h + EBS {ebs} USD/month per node{volume}): nodes "
-            f"{'-'.join(map(str, sizes0))} -> {'-'.join(map(str, sizes1))} (min-desired-max){delta}{roll}")
+            f"{'-'.join(map(str, sizes0))} -> {'-'.join(map(str, sizes1))} (min-desired-max){mix}{delta}{roll}")
+
+
+def _desired(group: NodeGroupCost) -> float | None:
+    """At desired; a group of no nodes there costs nothing even when its price is unknown."""
+    if group.monthly_usd is None:
+        return None if group.nodes[1] else 0.0
+    return group.monthly_usd.desired
 
 
 def _cluster_changes(base: CostedPlan | None, head: CostedPlan | None) -> tuple[str, ...]:

@@ -35,7 +35,10 @@ from ..plan.hardware.instances import InstanceCatalogue
 from ..plan.hardware.node_price import HOURS_PER_MONTH, estimate_node_price
 from ..plan.teams import team_of
 from ..plan.hardware.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
-from ..plan.types import FleetPlan, LlmEstimatesPlan, NodeGroupPlan, PlanModel, TritonModelPlan, VllmModelPlan, VolumePlan
+from ..plan.capacity.reservations import reservation_plan
+from ..plan.sizing import nodes_for_pods
+from ..plan.types import (FleetPlan, LlmEstimatesPlan, NodeGroupPlan, PlanModel, ReservationPlan, TritonModelPlan,
+                          VllmModelPlan, VolumePlan)
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
 from .canary import CanaryCost, canary_costs
@@ -93,6 +96,16 @@ class NodeGroupCost(PlanModel):
     volume_usd_per_node_month: float | None  # None: no EBS price for this region
     nodes: tuple[int, int, int]  # min, desired, max
     monthly_usd: MonthlyUsd | None
+    # Of its nodes, those its reservations hold (paid by the reservation: only their volumes are charged here)
+    # and, on spot, those kept on-demand for availability floors (priced on-demand); plan/capacity/.
+    reserved_nodes: int = 0
+    on_demand_base_nodes: int = 0
+    # A spot pool's monthly cost at desired as a range: every spot node on the cheapest allowed type's spot
+    # price, up to every one on the on-demand fallback (Karpenter falls back when spot is short); None: not spot.
+    monthly_range_usd: tuple[float, float] | None = None
+    range_basis: str = ""
+    # Scale to zero: what its idle workloads' floor of one replica would hold, per idle hour (0: none idle).
+    idle_saving_usd_per_hour: float = 0.0
 
     @property
     def usd_per_node_month(self) -> float | None:
@@ -126,6 +139,21 @@ class ModelCost(PlanModel):
         return self.gpu_alternative_monthly_usd - self.monthly_usd.desired
 
 
+class ReservationCost(PlanModel):
+    """A capacity reservation, priced once: paid whether it runs anything or not (plan/capacity/reservations.py)."""
+
+    id: str
+    kind: str
+    instance_type: str
+    zone: str
+    count: int
+    ends: str | None
+    usd_per_hour: float | None  # per instance
+    price_basis: str
+    monthly_usd: float | None  # count x usd_per_hour x 730; None: unknown
+    used_nodes: int  # of the plan's nodes at desired it holds
+
+
 class TeamCost(PlanModel):
     """What one team's models cost: the sum of their ModelCosts (None when any of them is unknown)."""
 
@@ -151,6 +179,12 @@ class FleetCost(PlanModel):
     monthly_usd: MonthlyUsd | None  # None when any price is unknown
     unknown: tuple[str, ...]  # what could not be priced, and why
     canaries: tuple[CanaryCost, ...] = ()  # per canary workload (cost/canary.py): priced per rollout, not per month
+    reservations: tuple[ReservationCost, ...] = ()  # in the total at every level: paid used or not
+
+    @property
+    def idle_saving_usd_per_hour(self) -> float:
+        """What scaling idle workloads to zero saves per hour they are idle (the node groups' sum)."""
+        return sum(g.idle_saving_usd_per_hour for g in self.node_groups)
 
     def model(self, name: str) -> ModelCost:
         return self._by_name("models")[name]  # indexed once (PlanModel): render and policy look up every model
@@ -162,7 +196,7 @@ class FleetCost(PlanModel):
             return self.capacity_type
         assumed = [g for g in self.node_groups if g.price_basis.startswith("spot assumed")]
         if not assumed:
-            return "spot, measured"
+            return "spot, dated table"
         some = "" if len(assumed) == len(self.node_groups) else (
             f" for {len(assumed)} of {len(self.node_groups)} node groups")
         return f"spot, assumed {self.spot_price_ratio:.0%} of on-demand{some}"
@@ -191,8 +225,10 @@ def estimate_llm_loads(fleet: FleetSpec, environment: str) -> dict[str, LlmLoad]
 def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec,
                        loads: Mapping[str, LlmLoad]) -> FleetCost:
     """Monthly cost of one environment's plan; see the module docstring for every rule."""
-    groups = tuple(_node_group_cost(g, g.root_volume, catalogue, env)
+    groups = tuple(_node_group_cost(g, g.root_volume, catalogue, env, idle_floor_nodes(plan, g))
                    for g in plan.node_groups)
+    reservations = tuple(reservation_cost(r, plan) for g in plan.node_groups for r in g.reservations) + tuple(
+        reservation_cost(r, plan) for r in unused_reservations(plan, env, catalogue))
     workloads = _workload_costs(plan, {g.name: g for g in groups})
     models = tuple(_model_cost(m, plan, workloads, loads) for m in plan.models)
     control = _control_plane(catalogue, env)
@@ -204,15 +240,18 @@ def compute_fleet_cost(plan: FleetPlan, catalogue: InstanceCatalogue, env: Envir
         unknown += (f"EBS gp3 volumes: the price table's ebs_gp3 has no prices for {env.region}",)
     if control is None and env.cluster.create:
         unknown += ("EKS control plane: the price table has no eks_usd_per_cluster_hour",)
+    unknown += tuple(f"reservation {r.id}: {r.price_basis}" for r in reservations if r.monthly_usd is None)
     paid = [g.monthly_usd for g in (*groups, *((system,) if system else ())) if g.monthly_usd]
-    total = None if unknown else _sum(paid, control or 0.0)
+    reserved = sum(r.monthly_usd or 0.0 for r in reservations)
+    total = None if unknown else _sum(paid, (control or 0.0) + reserved)
     return FleetCost(
         environment=plan.environment, region=plan.region, capacity_type=plan.capacity_type,
         spot_price_ratio=env.cost.spot_price_ratio if plan.capacity_type == "spot" else None,
         hours_per_month=HOURS_PER_MONTH, prices_as_of=_as_of(catalogue, env.region),
         price_basis=_price_basis(catalogue, env), attribution_rule=ATTRIBUTION_RULE, node_groups=groups,
         models=models, teams=estimate_team_costs(models), control_plane_monthly_usd=control if env.cluster.create else None, system_nodes=system,
-        monthly_usd=total, unknown=unknown, canaries=canary_costs(plan, {g.name: g for g in groups}))
+        monthly_usd=total, unknown=unknown, canaries=canary_costs(plan, {g.name: g for g in groups}),
+        reservations=reservations)
 
 
 def estimate_team_costs(models: tuple[ModelCost, ...]) -> tuple[TeamCost, ...]:
@@ -227,11 +266,76 @@ def estimate_team_costs(models: tuple[ModelCost, ...]) -> tuple[TeamCost, ...]:
 
 
 def _node_group_cost(group: NodeGroupPlan, disk: VolumePlan, catalogue: InstanceCatalogue,
-                     env: EnvironmentSpec) -> NodeGroupCost:
+                     env: EnvironmentSpec, idle_nodes: int = 0) -> NodeGroupCost:
     price, basis = estimate_node_price(catalogue.node_type(group.instance_type), env.region,  # type: ignore[arg-type]
                                        group.capacity_type, env)
-    return _priced_group(group.name, group.instance_type, group.capacity_type, price, basis,
-                         (group.min_size, group.desired_size, group.max_size), disk, catalogue, env.region)
+    priced = _priced_group(group.name, group.instance_type, group.capacity_type, price, basis,
+                           (group.min_size, group.desired_size, group.max_size), disk, catalogue, env.region)
+    if not (group.reserved_nodes or group.on_demand_base_nodes or group.capacity_type == "spot" or idle_nodes):
+        return priced
+    on_demand, _ = estimate_node_price(catalogue.node_type(group.instance_type), env.region,  # type: ignore[arg-type]
+                                       "on-demand", env)
+    return with_mix(priced, group, on_demand, _cheapest_spot(group, catalogue, env), idle_nodes)
+
+
+def _cheapest_spot(group: NodeGroupPlan, catalogue: InstanceCatalogue, env: EnvironmentSpec) -> tuple[float, str] | None:
+    """The cheapest spot price among the group's allowed types (its equivalents under Karpenter), and which."""
+    prices = [(p, name) for name in group.allowed_types
+              if (p := estimate_node_price(catalogue.node_type(name), env.region, "spot", env)[0]) is not None]  # type: ignore[arg-type]
+    return min(prices) if prices else None
+
+
+def with_mix(group: NodeGroupCost, plan_group: NodeGroupPlan, on_demand: float | None,
+             cheapest: tuple[float, str] | None, idle_nodes: int) -> NodeGroupCost:
+    """Reserved nodes charged only their volumes, the on-demand base at on-demand, the rest at the group's price;
+    a spot group's range at desired; the idle saving of its scale-to-zero workloads."""
+    volume, price = group.volume_usd_per_node_month, group.usd_per_node_hour
+    if volume is None or price is None or (plan_group.on_demand_base_nodes and on_demand is None):
+        return group
+    od = on_demand if on_demand is not None else price
+
+    def monthly(nodes: int, spot: float) -> float:
+        billed = max(0, nodes - plan_group.reserved_nodes)
+        base = min(billed, plan_group.on_demand_base_nodes)
+        return nodes * volume + (base * od + (billed - base) * spot) * HOURS_PER_MONTH
+
+    update: dict = {"reserved_nodes": plan_group.reserved_nodes, "on_demand_base_nodes": plan_group.on_demand_base_nodes,
+                    "monthly_usd": MonthlyUsd(**{lvl: monthly(n, price) for lvl, n in zip(LEVELS, group.nodes)}),
+                    "idle_saving_usd_per_hour": round(idle_nodes * (price + volume / HOURS_PER_MONTH), 4)}
+    if group.capacity_type == "spot" and cheapest is not None and on_demand is not None:
+        low, name = cheapest
+        update["monthly_range_usd"] = (monthly(group.nodes[1], low), monthly(group.nodes[1], od))
+        update["range_basis"] = (f"from every spot node on {name} at {low:.4g} USD/h (the cheapest allowed type's spot) "
+                                 f"to every one on the on-demand fallback {group.instance_type} at {od:.4g} USD/h")
+    return group.model_copy(update=update)
+
+
+def idle_floor_nodes(plan: FleetPlan, group: NodeGroupPlan) -> int:
+    """The nodes a floor of one replica of each scale-to-zero workload on ``group`` would hold."""
+    pods: dict[int, int] = defaultdict(int)
+    for s in plan.triton_servers:
+        if s.node_group == group.name and s.cold_start is not None:
+            pods[s.slots_per_replica] += 1
+    for m in plan.models:
+        if isinstance(m, VllmModelPlan) and m.node_group == group.name and m.cold_start is not None:
+            pods[m.gpus_per_pod] += m.nodes_per_replica
+    return nodes_for_pods(pods, group.pod_slots) if pods else 0
+
+
+def reservation_cost(reservation: ReservationPlan, plan: FleetPlan) -> ReservationCost:
+    used = sum(g.reserved_nodes for g in plan.node_groups if reservation in g.reservations)
+    monthly = None if reservation.usd_per_hour is None else reservation.count * reservation.usd_per_hour * HOURS_PER_MONTH
+    return ReservationCost(id=reservation.id, kind=reservation.kind, instance_type=reservation.instance_type,
+                           zone=reservation.zone, count=reservation.count, ends=reservation.ends,
+                           usd_per_hour=reservation.usd_per_hour, price_basis=reservation.price_basis,
+                           monthly_usd=monthly, used_nodes=min(used, reservation.count))
+
+
+def unused_reservations(plan: FleetPlan, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> tuple[ReservationPlan, ...]:
+    """The stack's reservations of types no node group runs: still paid."""
+    planned = {g.instance_type for g in plan.node_groups}
+    return tuple(reservation_plan(r, catalogue, env.region) for r in env.capacity_reservations
+                 if r.instance_type not in planned)
 
 
 def _priced_group(name: str, instance_type: str, capacity_type: str, price: float | None, basis: str,
@@ -288,10 +392,11 @@ def _price_basis(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> tuple[st
                  else f"on-demand {env.region}: no dated prices in the table")
     if env.capacity_type == "spot":
         spot = sources.get("spot")
-        lines.append(f"spot {env.region}: {spot.source}, as of {spot.as_of}; types without a measured price "
-                     f"assumed at {env.cost.spot_price_ratio:.0%} of on-demand" if spot else
-                     f"spot {env.region}: ASSUMED at {env.cost.spot_price_ratio:.0%} of on-demand "
-                     "(modelfleet:cost.spotPriceRatio; no measured spot prices in the table)")
+        ratio = env.cost.spot_price_ratio
+        fallback = ("types without a dated price unknown" if ratio is None else
+                    f"types without a dated price ASSUMED at {ratio:.0%} of on-demand (modelfleet:cost.spotPriceRatio)")
+        lines.append(f"spot {env.region}: {spot.source}, as of {spot.as_of}; {fallback}" if spot else
+                     f"spot {env.region}: no dated spot prices in the table; {fallback}")
     ebs = catalogue.ebs_price_sources.get(env.region)
     lines.append(f"EBS gp3 {env.region}: {ebs.source}, as of {ebs.as_of}" if ebs
                  else f"EBS gp3 {env.region}: no dated prices in the table")

@@ -121,7 +121,7 @@ def _environment_text(view: CostView) -> str:
     lines = [f"{c.environment}: {c.region}, {c.pricing}; monthly = {c.hours_per_month:g} h",
              *(f"  prices: {b}" for b in c.price_basis), "",
              f"  {'node group':28} {'instance':14} {'USD/h/node':>10}  {'nodes':9} USD/month min / desired / max"]
-    lines += [_group_row(g.name, g) for g in c.node_groups] + _cluster_rows(c)
+    lines += [_group_row(g.name, g) for g in c.node_groups] + reservation_lines(c) + _cluster_rows(c)
     lines += [f"  {'total':28} {'':14} {'':>10}  {'':9} {_range(c.monthly_usd)}",
               "", f"  {'model':28} {'GPUs':9} {'USD/month min / desired / max':38} unit cost at peak"]
     for m in c.models:
@@ -139,7 +139,33 @@ def _group_row(label: str, g: NodeGroupCost) -> str:
     price = "unknown" if g.usd_per_node_hour is None else f"{g.usd_per_node_hour:.8g}"
     return "\n".join([
         f"  {label:28} {g.instance_type:14} {price:>10}  {'-'.join(map(str, g.nodes)):9} {_range(g.monthly_usd)}",
-        f"  {'':28}   + per node and month: {_volume(g)}"])
+        f"  {'':28}   + per node and month: {_volume(g)}", *(f"  {'':28}   {line}" for line in capacity_lines(g))])
+
+
+def capacity_lines(g: NodeGroupCost) -> list[str]:
+    """What a group's figures rest on beyond one price: reserved nodes, the on-demand base, the spot range,
+    the idle saving of scale to zero."""
+    lines = []
+    if g.reserved_nodes:
+        lines.append(f"{g.reserved_nodes} node(s) on reserved capacity: no instance-hours here (the reservation is "
+                     "priced once, below), their volumes only")
+    if g.on_demand_base_nodes:
+        lines.append(f"{g.on_demand_base_nodes} node(s) on-demand: the availability floors that cannot ride on spot alone")
+    if g.monthly_range_usd is not None:
+        low, high = g.monthly_range_usd
+        lines.append(f"spot range at desired: {usd(low)} .. {usd(high)} USD/month, {g.range_basis}")
+    if g.idle_saving_usd_per_hour:
+        lines.append(f"scale to zero: idle, its workloads hold no node; saves {usd(g.idle_saving_usd_per_hour)} USD "
+                     f"per idle hour ({usd(g.idle_saving_usd_per_hour * 12 * 365 / 12)} USD/month at 12 idle hours a day)")
+    return lines
+
+
+def reservation_lines(c: FleetCost) -> list[str]:
+    """Each reservation once: paid used or not, in the total at every level."""
+    return [f"  reservation {r.id} ({'Capacity Block' if r.kind == 'capacity-block' else 'ODCR'}, {r.count} x "
+            f"{r.instance_type} in {r.zone}{f', ends {r.ends}' if r.ends else ''}): {usd(r.monthly_usd)} USD/month "
+            f"at {r.usd_per_hour if r.usd_per_hour is not None else 'unknown'} USD/h per instance ({r.price_basis}); "
+            f"holds {r.used_nodes} of the plan's nodes at desired" for r in c.reservations]
 
 
 def _volume(g: NodeGroupCost) -> str:

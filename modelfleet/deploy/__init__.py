@@ -19,8 +19,12 @@ from ..render.k8s import model_repository_bucket, vllm_models, workload_endpoint
 from ..spec.environment import EnvironmentSpec
 from .addons import releases
 from .cluster import cluster_deploy, cluster_name, node_role
-from .node_groups import gpu_node_groups, protected_changes, system_node_group
-from .types import BucketDeploy, DeployPlan, LiveCluster, LiveNodeGroup, NodeGroupDeploy, object_key
+from ..render.k8s.prerequisites import KARPENTER
+from .node_groups import protected_changes, system_node_group
+from .provisioners import provision
+from .provisioners.karpenter import joined_cluster_notes
+from .types import (BucketDeploy, DeployPlan, KarpenterDeploy, LiveCluster, LiveNodeGroup, NodeGroupDeploy, object_key,
+                    release_key)
 from .workloads import Context, cluster_objects, workloads
 
 __all__ = ["DeployPlan", "Deployment", "LiveCluster", "LiveNodeGroup", "cluster_deploy", "compile_deploy_plan"]
@@ -59,7 +63,8 @@ def needs_repository(plan: FleetPlan) -> bool:
     return bool(plan.triton_servers) or any(staged(m) for m in vllm_models(plan))
 
 
-def _outputs(deployment: Deployment, groups: Sequence[NodeGroupDeploy]) -> dict[str, Any]:
+def _outputs(deployment: Deployment, groups: Sequence[NodeGroupDeploy],
+             karpenter: KarpenterDeploy | None = None) -> dict[str, Any]:
     plan, cost = deployment.plan, deployment.cost.monthly_usd  # None when a price is unknown
     outputs: dict[str, Any] = {
         "endpoints": workload_endpoints(plan),
@@ -68,6 +73,11 @@ def _outputs(deployment: Deployment, groups: Sequence[NodeGroupDeploy]) -> dict[
         "monthly_cost_usd": None if cost is None else {k: round(v, 2) for k, v in cost.model_dump().items()}}
     if needs_repository(plan):
         outputs["model_repository"] = model_repository_bucket(plan, deployment.env.deploy)
+    if karpenter is not None:
+        outputs["node_pools"] = {o.manifest["metadata"]["name"]: {
+            "instance_types": o.manifest["spec"]["template"]["spec"]["requirements"][0]["values"],
+            "capacity_types": o.manifest["spec"]["template"]["spec"]["requirements"][1]["values"],
+            "limits": o.manifest["spec"]["limits"]} for o in karpenter.objects if o.manifest["kind"] == "NodePool"}
     return outputs
 
 
@@ -77,10 +87,11 @@ def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = 
     ``cluster``: its version and subnets' zones as the program read them (checks.py refuses what they lack)."""
     env, plan = deployment.env, deployment.plan
     subnets = cluster.subnets if cluster else ()
-    groups = tuple(d for g in plan.node_groups for d in gpu_node_groups(plan, g, env, live, subnets))
+    charts = releases(plan, env)
+    karpenter_crds = tuple(release_key(r.name) for r in charts if r.name == KARPENTER.release)
+    groups, karpenter = provision(plan, env, live, subnets, karpenter_crds)
     system = system_node_group(env, live) if env.cluster.create else None
     every_group = (*groups, *((system,) if system else ()))
-    charts = releases(plan, env)
     servers, models = workloads(plan, env, deployment.files, deployment.manifests,
                                 _context(deployment, frozenset(r.name for r in charts)))
     repository = (BucketDeploy(name="model-repository", bucket=model_repository_bucket(plan, env.deploy), protect=env.protect)
@@ -88,8 +99,11 @@ def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = 
     return _created_once(DeployPlan(stack=env.name, project=project, cluster=cluster_deploy(env), node_role=node_role(),
                       system_node_group=system, node_groups=groups, cluster_objects=cluster_objects(deployment.manifests),
                       releases=charts, repository=repository, triton_servers=servers, vllm_models=models,
-                      outputs=_outputs(deployment, groups), warnings=_warnings(deployment, every_group, live, project),
-                      notes=tuple(f"node group {g.name}: {g.scaling.note}" for g in every_group if g.scaling.note)))
+                      outputs=_outputs(deployment, groups, karpenter),
+                      warnings=_warnings(deployment, every_group, live, project) + tuple(
+                          joined_cluster_notes(env, karpenter) if karpenter else ()),
+                      notes=tuple(f"node group {g.name}: {g.scaling.note}" for g in every_group if g.scaling.note),
+                      karpenter=karpenter))
 
 
 def _created_once(fleet: DeployPlan) -> DeployPlan:
@@ -106,6 +120,7 @@ def _created_once(fleet: DeployPlan) -> DeployPlan:
             entries += [(("pod identity of service account", identity.namespace, identity.service_account), owner),
                         (("IAM role", f"{identity.name}-pod"), owner)]
         entries += [(("S3 object", o.key), owner) for o in getattr(workload, "objects", ())]
+    entries += [(("object", o.name), "Karpenter's pools") for o in (fleet.karpenter.objects if fleet.karpenter else ())]
     groups = (*fleet.node_groups, *((fleet.system_node_group,) if fleet.system_node_group else ()))
     entries += [(("node group", g.name), f"node group {g.instance_type}") for g in groups]
     refuse_twice(entries, "the deploy plan")

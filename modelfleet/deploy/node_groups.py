@@ -149,19 +149,19 @@ def gpu_node_groups(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec,
                     subnets: Sequence[LiveSubnet]) -> tuple[NodeGroupDeploy, ...]:
     """The plan group as EKS node groups: one, or one per zone of a zonal layout (see the module docstring)."""
     if not group.zonal:
-        return (_gpu_group(group, group.name, env, live, (group.min_size, group.desired_size, group.max_size),
+        return (gpu_group(group, group.name, env, live, (group.min_size, group.desired_size, group.max_size),
                            env.cluster.subnet_ids, team=node_group_team(plan, group)),)
     by_zone, out = zone_subnets(subnets), []
     for zone in group.zonal:
         name = f"{group.name}-{zone.zone}"
-        deployed = _gpu_group(group, name, env, live, (zone.min_size, zone.desired_size, zone.max_size),
+        deployed = gpu_group(group, name, env, live, (zone.min_size, zone.desired_size, zone.max_size),
                               by_zone.get(zone.zone, ()), zone.zone, node_group_team(plan, group))
         out.append(deployed.model_copy(update={"update_max_unavailable": _replica_nodes(plan, group),
                                                "force_update": True, "after": (out[-1].name,) if out else ()}))
     return tuple(out)
 
 
-def _gpu_group(group: NodeGroupPlan, name: str, env: EnvironmentSpec, live: Sequence[LiveNodeGroup],
+def gpu_group(group: NodeGroupPlan, name: str, env: EnvironmentSpec, live: Sequence[LiveNodeGroup],
                sizes: tuple[int, int, int], subnet_ids: tuple[str, ...], zone: str | None = None,
                team: str = SHARED) -> NodeGroupDeploy:
     labels = _labels(group) | ({ZONE_LABEL: zone} if zone else {})

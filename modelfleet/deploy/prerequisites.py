@@ -90,10 +90,7 @@ def required_prerequisites(env: EnvironmentSpec, plan, objects: Iterable[Mapping
                      Probe("workload", "eks-pod-identity-agent", "kube-system"),
                      f"aws eks create-addon --cluster-name {cluster} --addon-name eks-pod-identity-agent",
                      installed_by_stack=env.cluster.create),
-        Prerequisite("cluster autoscaler", p.CLUSTER_AUTOSCALER.version, "always (node groups)", "the node groups' min..max",
-                     Probe("workload", "cluster-autoscaler", p.CLUSTER_AUTOSCALER.namespace),
-                     _helm(p.CLUSTER_AUTOSCALER, f" --set autoDiscovery.clusterName={cluster} --set awsRegion={env.region}"),
-                     p.CLUSTER_AUTOSCALER.release in by_stack)]
+        _node_provisioner(env, by_stack)]
     if {"ServiceMonitor", "PrometheusRule"} & kinds.keys():
         found.append(Prerequisite("prometheus-operator (kube-prometheus-stack)", p.PROMETHEUS_STACK.version,
                                   "metrics and SLO alerts (ServiceMonitor, PrometheusRule)",
@@ -106,12 +103,33 @@ def required_prerequisites(env: EnvironmentSpec, plan, objects: Iterable[Mapping
                                   Probe("apiservice", "v1beta1.custom.metrics.k8s.io"),
                                   _helm(p.PROMETHEUS_ADAPTER, f" -f {p.ADAPTER_VALUES_FILE}"),
                                   p.PROMETHEUS_ADAPTER.release in by_stack))
+    if "ScaledObject" in kinds:
+        found.append(Prerequisite("KEDA", p.KEDA.version, "scale to zero (`replicas.minimum: 0`: ScaledObject)",
+                                  _names(kinds, "ScaledObject"), Probe("crd", "scaledobjects.keda.sh"), _helm(p.KEDA),
+                                  p.KEDA.release in by_stack))
     if "LeaderWorkerSet" in kinds:
         found.append(Prerequisite("LeaderWorkerSet controller", p.LWS.version, "a multi-node LLM (LeaderWorkerSet)",
                                   _names(kinds, "LeaderWorkerSet"),
                                   Probe("crd", "leaderworkersets.leaderworkerset.x-k8s.io"), _helm(p.LWS),
                                   p.LWS.release in by_stack))
     return (*found, *_canary_prerequisites(env, kinds))
+
+
+def _node_provisioner(env: EnvironmentSpec, by_stack: set[str]) -> Prerequisite:
+    """What scales the stack's nodes: the cluster autoscaler for managed node groups, or Karpenter (at least the
+    stack's version: Capacity Blocks need 1.6) for NodePools (deploy/provisioners)."""
+    cluster = cluster_name(env)
+    if env.nodes.provisioner == "karpenter":
+        chart = p.KARPENTER
+        return Prerequisite("Karpenter", env.nodes.karpenter_version, "`nodes.provisioner: karpenter` (NodePool, "
+                            "EC2NodeClass)", "the stack's NodePools and EC2NodeClasses",
+                            Probe("crd", "nodepools.karpenter.sh"),
+                            f"helm install {chart.release} {chart.chart} --version {env.nodes.karpenter_version} -n "
+                            f"{chart.namespace} --set settings.clusterName={cluster}", chart.release in by_stack)
+    return Prerequisite("cluster autoscaler", p.CLUSTER_AUTOSCALER.version, "always (node groups)", "the node groups' min..max",
+                        Probe("workload", "cluster-autoscaler", p.CLUSTER_AUTOSCALER.namespace),
+                        _helm(p.CLUSTER_AUTOSCALER, f" --set autoDiscovery.clusterName={cluster} --set awsRegion={env.region}"),
+                        p.CLUSTER_AUTOSCALER.release in by_stack)
 
 
 def _canary_prerequisites(env: EnvironmentSpec, kinds: dict[str, list[str]]) -> list[Prerequisite]:

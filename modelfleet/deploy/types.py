@@ -105,6 +105,10 @@ class LaunchTemplateDeploy(DeployModel):
     # What the node's bootstrap does before the kubelet starts (instance store RAID0), as the AMI reads it:
     # a MIME multipart with a nodeadm NodeConfig (AL2023) or Bottlerocket TOML settings; None: nothing.
     user_data: str | None = None
+    # A reservation its instances launch into (capacity_reservation_specification), and, for a Capacity Block,
+    # the market type EC2 requires (instance_market_options: capacity-block); None: none.
+    capacity_reservation_id: str | None = None
+    capacity_block: bool = False
 
 
 class ScalingDeploy(DeployModel):
@@ -121,7 +125,7 @@ class NodeGroupDeploy(DeployModel):
     name: str  # the logical name (and the EKS name's prefix, before the provider's suffix)
     name_prefix: str
     instance_type: str
-    capacity_type: Literal["ON_DEMAND", "SPOT"]
+    capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"]
     ami_type: str
     labels: dict[str, str]
     tags: dict[str, str]
@@ -198,7 +202,9 @@ class BucketDeploy(DeployModel):
 class S3ObjectDeploy(DeployModel):
     name: str
     key: str
-    content: str
+    content: str  # the text itself, or (encoding base64) the bytes of a binary file, e.g. a warmup sample
+    # utf-8: a config, uploaded as text; base64: bytes that are not UTF-8 text (Pulumi's contentBase64)
+    encoding: Literal["utf-8", "base64"] = "utf-8"
     # Kept in the bucket when a later revision no longer lists it: a pod of the old revision may still read it.
     retain_on_delete: bool = False
 
@@ -259,6 +265,32 @@ class VllmDeploy(DeployModel):
     manifests: tuple[AppliedObject, ...]
 
 
+class EventRuleDeploy(DeployModel):
+    """An EventBridge rule that forwards one kind of EC2 event to Karpenter's interruption queue."""
+
+    name: str
+    event_pattern: str  # JSON
+
+
+class KarpenterDeploy(DeployModel):
+    """What a Karpenter stack creates beside its NodePools and EC2NodeClasses (modelfleet/deploy/provisioners/karpenter.py).
+
+    The node role has a fixed name (the EC2NodeClasses name it) and an EKS access entry of type EC2_LINUX, so its
+    nodes may join; the interruption queue (spot pools only) receives EC2's spot interruption warnings,
+    rebalance recommendations, instance state changes and scheduled health events, for Karpenter to drain a
+    node before EC2 takes it."""
+
+    version: str  # the chart a created cluster installs; the least a joined cluster must run
+    node_role_name: str
+    node_role: RoleDeploy
+    queue_name: str | None  # None: no spot pool, no interruption handling needed
+    queue_policy: str | None  # lets EventBridge (and SQS's own service) send to it
+    rules: tuple[EventRuleDeploy, ...]
+    objects: tuple[AppliedObject, ...]  # EC2NodeClasses, then NodePools
+    # (plan group, logical name of a NodePool serving it): what a workload waiting for its node group waits for
+    pools: tuple[tuple[str, str], ...] = ()
+
+
 class DeployPlan(DeployModel):
     stack: str
     project: str
@@ -274,3 +306,4 @@ class DeployPlan(DeployModel):
     outputs: dict[str, Any]
     warnings: tuple[str, ...]  # for whoever runs `pulumi preview` / `pulumi up` (pulumi.log.warn)
     notes: tuple[str, ...] = ()  # expected changes worth saying, e.g. a desired size the new bounds move
+    karpenter: KarpenterDeploy | None = None  # nodes.provisioner: karpenter (then node_groups holds no GPU group)

@@ -17,6 +17,8 @@ What waits for what (each object names its dependencies; nothing waits for a GPU
 
 from __future__ import annotations
 
+import base64
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,12 +112,14 @@ def _waits(obj: Mapping[str, Any], own: Mapping[str, str], node_group: str, iden
         waits += _workload_waits(kind, name, own, node_group, identity, ctx)
     elif kind == "Job":
         waits += _job_waits(obj, name, identity, ctx)
-    elif kind in ("Service", "HorizontalPodAutoscaler"):
+    elif kind in ("Service", "HorizontalPodAutoscaler", "ScaledObject"):
         waits.append(object_key(workload))
     if kind in ("ServiceMonitor", "PrometheusRule") and p.PROMETHEUS_STACK.release in ctx.releases:
         waits.append(release_key(p.PROMETHEUS_STACK.release))
     if kind == "HorizontalPodAutoscaler" and p.PROMETHEUS_ADAPTER.release in ctx.releases:
         waits.append(release_key(p.PROMETHEUS_ADAPTER.release))
+    if kind == "ScaledObject" and p.KEDA.release in ctx.releases:
+        waits.append(release_key(p.KEDA.release))
     return tuple(waits)
 
 
@@ -123,7 +127,7 @@ def applied(objects: Sequence[dict[str, Any]], node_group: str, identity: bool, 
             name: str) -> tuple[AppliedObject, ...]:
     """One workload's objects. An autoscaled workload's replicas are set at creation, then left to its HPA."""
     scaled = {(o["spec"]["scaleTargetRef"]["kind"], o["spec"]["scaleTargetRef"]["name"])
-              for o in objects if o["kind"] == "HorizontalPodAutoscaler"}
+              for o in objects if o["kind"] in ("HorizontalPodAutoscaler", "ScaledObject")}
     # kind -> the workload's own object of that kind: its first Service (not a canary's), else the last one (a
     # staged checkpoint's Job and its account come first: the workload's account is the later one)
     own = {o["kind"]: logical_name(o) for o in objects if o["kind"] != "Service" or "Service" not in
@@ -152,6 +156,16 @@ def cluster_objects(manifests: Mapping[str, list[dict[str, Any]]]) -> tuple[Appl
     return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=waits(o)) for o in objects)
 
 
+def s3_object(key: str, content: bytes) -> S3ObjectDeploy:
+    """One object of a revision: text as text (configs), other bytes (a warmup sample) base64-encoded."""
+    name = key.removeprefix("triton/").replace("/", "-")
+    try:
+        return S3ObjectDeploy(name=name, key=key, content=content.decode(), retain_on_delete=True)
+    except UnicodeDecodeError:
+        return S3ObjectDeploy(name=name, key=key, content=base64.b64encode(content).decode(), encoding="base64",
+                              retain_on_delete=True)
+
+
 def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpec, files: Mapping[str, bytes],
                   manifests: Sequence[dict[str, Any]], ctx: Context) -> TritonDeploy:
     """Its configs as S3 objects under this revision's prefix (kept when a later revision replaces them), a
@@ -161,9 +175,7 @@ def triton_server(plan: FleetPlan, server: TritonServerPlan, env: EnvironmentSpe
     are those it was deployed with, so nothing is replaced; in one that does not, its configs are a new revision
     like any other change (the old one is kept for pods still reading it)."""
     bucket, prefix = model_repository_bucket(plan, env.deploy), model_repository_prefix(server)
-    objects = tuple(S3ObjectDeploy(name=key.removeprefix("triton/").replace("/", "-"), key=key, content=content.decode(),
-                                   retain_on_delete=True)
-                    for key, content in sorted(repository_objects(files, server).items()))
+    objects = tuple(s3_object(key, content) for key, content in sorted(repository_objects(files, server).items()))
     identity = PodIdentityDeploy(name=server.name, namespace=plan.namespace, service_account=server.kube_name,
                                  policy=triton_read_policy(plan, server, bucket, prefix),
                                  trust_policy=pod_identity_trust_policy(), aliases=server.former_names)

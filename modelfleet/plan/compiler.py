@@ -11,7 +11,10 @@ from ..spec.units import format_param_count
 from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmModelSpec
 from .triton.classic import compile_classic
 from .serving.engine_args import LoraArgs, lora_source, vllm_serve_args, vllm_shm_gib
+from .capacity.cold_start import scales_to_zero, with_cold_starts
 from .capacity.fit import check_fit, with_requested, zone_warnings
+from .capacity.provisioning import with_provisioning
+from .capacity.reservations import consume, with_reservations
 from .hardware.gpus import unknown_gpu_issues
 from .hardware.instances import InstanceCatalogue
 from .hardware.kubelet import memory_share_gib
@@ -59,12 +62,14 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     warnings: list[Warning_] = []
     pin_issues(models, env, issues, warnings)
     vllm_plans = []
-    for index, model in llms:
-        chosen = choose_precision(model, env, catalogue, index)
+    unreserved = env  # the reservations the models placed so far have not taken (capacity/reservations.py)
+    for index, model in reservation_order(llms, env):
+        chosen = choose_precision(model, unreserved, catalogue, index)
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
         model, (candidate, decision, found), picked = chosen
+        unreserved = consume(unreserved, candidate.instance.name, candidate.nodes)
         extra = architecture_decision(model, candidate, found)
         decisions = (decision, _precision_decision(candidate)) + ((picked,) if picked else ()) + (
             (extra,) if extra else ())
@@ -75,6 +80,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
                                                              gpus_in_use(vllm_plans))
     if issues:
         raise CompileError(issues)
+    servers, vllm_plans = idle_at_zero(servers, vllm_plans, env)
     plan = FleetPlan(
         environment=env.name, region=env.region, capacity_type=env.capacity_type,
         kubernetes_version=env.kubernetes_version, namespace=env.namespace, catalogue_as_of=catalogue.as_of,
@@ -94,7 +100,24 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         raise CompileError(problems)
     if zones := zone_warnings(plan):
         plan = plan.model_copy(update={"warnings": tuple(sorted((*plan.warnings, *zones), key=lambda w: (w.model, w.message)))})
-    return plan
+    plan = with_reservations(with_provisioning(plan, env, catalogue), env, catalogue)
+    return with_cold_starts(plan)
+
+
+def idle_at_zero(servers: list[TritonServerPlan], llms: list[VllmModelPlan],
+                 env: EnvironmentSpec) -> tuple[list[TritonServerPlan], list[VllmModelPlan]]:
+    """Workloads that may scale to zero (capacity/cold_start.py) at a minimum of 0 replicas, before their node
+    groups are sized (whose minimum then follows)."""
+    return ([s.model_copy(update={"min_replicas": 0}) if scales_to_zero(env, s.min_replicas) else s for s in servers],
+            [p.model_copy(update={"min_replicas": 0}) if scales_to_zero(env, p.min_replicas) else p for p in llms])
+
+
+def reservation_order(llms: list[Indexed], env: EnvironmentSpec) -> list[Indexed]:
+    """The LLMs in the order they are placed: by name, or, when the stack has reservations, the largest
+    weights first, so reserved nodes go to the models that save most on them (the plan is sorted by name after)."""
+    if not env.capacity_reservations:
+        return llms
+    return sorted(llms, key=lambda pair: (-llm_weights_gib(pair[1]), pair[1].name))  # type: ignore[arg-type]
 
 
 def gpus_in_use(llms: list[VllmModelPlan]) -> dict[str, tuple[int, int]]:

@@ -72,6 +72,27 @@ def node_group_name(instance_type: str, capacity_type: str, cpu: bool = False) -
     return stable_name("cpu" if cpu else "gpu", f"{instance_type.replace('.', '-')}-{suffix}")
 
 
+def karpenter_node_role_name(cluster: str, stack: str) -> str:
+    """The IAM role of a Karpenter stack's nodes: fixed (its EC2NodeClasses name it), unique per cluster and
+    stack, within IAM's 64 characters."""
+    return stable_name(f"{cluster}-{stack}", "karpenter-node", 64)
+
+
+def interruption_queue_name(cluster: str, stack: str) -> str:
+    """The SQS queue Karpenter reads spot interruption warnings from (SQS: 80 characters)."""
+    return stable_name(f"{cluster}-{stack}", "karpenter-interruptions", 80)
+
+
+def base_pool_name(group: str) -> str:
+    """A spot group's on-demand base: its own NodePool or managed node group beside the spot one."""
+    return stable_name(group, "base")
+
+
+def reserved_group_name(group: str, reservation_id: str) -> str:
+    """A managed group's nodes in one capacity reservation (its launch template targets it)."""
+    return stable_name(group, reservation_id.removeprefix("cr-")[-8:])
+
+
 def triton_server_name(pool: str, member: str | None = None) -> str:
     """``triton-<pool>`` or ``triton-<pool>-<member>`` (plan/packing.py), short enough for every suffix."""
     return stable_name("triton" if member is None else f"triton-{pool}", pool if member is None else member,

@@ -56,6 +56,24 @@ class TensorPlan(PlanModel):
     dims: tuple[int, ...]
 
 
+class AbSplitPlan(PlanModel):
+    """A held split between two served versions (spec/versions.py AbSplitSpec): the generated client sends
+    ``candidate_share`` of the requests naming no version to ``candidate``, the rest to ``control``."""
+
+    control: int
+    candidate: int
+    candidate_share: float
+
+
+class WarmupSamplePlan(PlanModel):
+    """One input's warmup sample (spec/warmup.py), shipped as ``<model>/warmup/<input>`` (render/warmup.py)."""
+
+    input: str
+    file: str  # as models.yaml names it, beside models.yaml
+    sha256: str  # of the file as committed
+    content_base64: str  # the file's bytes
+
+
 class VolumePlan(PlanModel):
     """A node's root volume (EBS gp3) as capacity/node_volume.py sizes it; the node group records its three figures."""
 
@@ -121,6 +139,33 @@ class ZoneSizePlan(PlanModel):
     max_size: int
 
 
+class ReservationPlan(PlanModel):
+    """Reserved capacity of a node group's type (an ODCR or a Capacity Block, plan/capacity/reservations.py):
+    its nodes are launched before any other, and cost nothing more than the reservation, paid used or not."""
+
+    id: str
+    kind: Literal["odcr", "capacity-block"]
+    instance_type: str
+    zone: str  # the availability zone it is in (AWS's name, e.g. us-east-1a)
+    count: int  # instances reserved
+    ends: str | None  # YYYY-MM-DD; None: open-ended (an ODCR)
+    usd_per_hour: float | None  # per reserved instance, used or not; None: unknown (no price for the type)
+    price_basis: str  # where usd_per_hour came from
+
+
+class ColdStartPlan(PlanModel):
+    """A workload that scales to zero: what its first request waits for once it is idle at zero
+    (plan/capacity/cold_start.py). Expected figures, each from the basis it states."""
+
+    node_launch_s: int  # a GPU node from launch to Ready (the NVIDIA device plugin has registered its GPUs)
+    image_pull_s: int  # the serving image, pulled and unpacked on the new node
+    weights_s: int  # the weights each pod reads (S3 or the Hub, at the documented rate, or its disk share)
+    engine_start_s: int  # the engine's own start after its weights are read (CUDA graphs, warmup)
+    first_request_ms: float  # the first request's own latency once the engine is up (prefill or a batch)
+    total_s: int  # what the first request waits in all
+    basis: str
+
+
 class NodeGroupPlan(PlanModel):
     name: str
     instance_type: str
@@ -153,6 +198,21 @@ class NodeGroupPlan(PlanModel):
     # node (gpus_per_node and gpu_memory_gib are 0, gpu_model empty; processor names the CPU).
     device: Literal["gpu", "cpu"] = "gpu"
     processor: str = ""
+    # What provisions its nodes (modelfleet/deploy/provisioners): an EKS managed node group of instance_type,
+    # or a Karpenter NodePool over instance_types (the type and its equivalents that pass the fit check, in
+    # cost order: plan/capacity/provisioning.py) and capacity_types (spot falls back to on-demand).
+    provisioner: Literal["managed", "karpenter"] = "managed"
+    instance_types: tuple[str, ...] = ()  # () for a managed group: instance_type alone
+    capacity_types: tuple[Literal["reserved", "spot", "on-demand"], ...] = ()  # () for a managed group: capacity_type
+    # Spot: nodes kept on-demand for the availability floors that cannot ride on spot alone (a reclaim can take
+    # every spot node of a type at once); their workloads' on_demand_base_replicas say whose.
+    on_demand_base_nodes: int = 0
+    reservations: tuple[ReservationPlan, ...] = ()  # of instance_type, used before any other capacity
+    reserved_nodes: int = 0  # of its nodes at desired the reservations hold (at most their count)
+
+    @property
+    def allowed_types(self) -> tuple[str, ...]:
+        return self.instance_types or (self.instance_type,)
 
     @property
     def pod_slots(self) -> int:
@@ -235,8 +295,10 @@ class TritonModelPlan(PlanModel):
     sequence: SequencePlan | None = None  # stateful: the sequence batcher instead of the dynamic one
     decoupled: bool = False  # streaming: several responses per request; the SLA is the first one's
     preferred_batch_sizes: tuple[int, ...] = ()  # dynamic_batching.preferred_batch_size (the profile's)
+    ab_split: AbSplitPlan | None = None  # a held split between two of its versions; None: none
     version_sha256: str | None = None  # the pinned folder's content digest, checked by the pod (spec/versions.py)
     warmup_dims: tuple[tuple[int, ...], ...] = ()  # per input, the warmup request's dims (-1 at its typical size)
+    warmup_samples: tuple[WarmupSamplePlan, ...] = ()  # inputs warmed with a sample file instead of zeros
     # KIND_CPU: the vCPUs its instances keep busy in each replica (instance_count x vcpu_per_instance), which
     # its backend's thread count is set to per instance; 0 on a GPU.
     cpu_cores: int = 0
@@ -258,6 +320,9 @@ class PipelineStepPlan(PlanModel):
     output_map: tuple[tuple[str, str], ...]  # (the model's output, the ensemble tensor)
     budget_ms: float  # its share of the pipeline's p99 (plan/triton/pipelines.py)
     queue_timeout_us: int  # as compiled for the model (the tighter of its own p99 and this share)
+    # The version the ensemble calls (ensemble_scheduling's model_version): the step's, else the model's one
+    # pinned version; -1, Triton's "the latest", only for a model that pins none (spec/pipelines.py).
+    model_version: int = -1
 
 
 class PipelinePlan(PlanModel):
@@ -316,6 +381,9 @@ class TritonServerPlan(PlanModel):
     # Set when it serves a stateful model: a sequence's state lives in one pod, so its Service keeps a client on
     # one pod (sessionAffinity: ClientIP); None: any pod answers any request.
     session_affinity: SessionAffinityPlan | None = None
+    # Spot stack: replicas of its availability floor held on on-demand nodes (its group's on_demand_base_nodes).
+    on_demand_base_replicas: int = 0
+    cold_start: ColdStartPlan | None = None  # set when it scales to zero (min_replicas 0)
 
     @property
     def kube_name(self) -> str:
@@ -474,6 +542,9 @@ class VllmModelPlan(PlanModel):
     p99_tpot_ms: float | None = None
     availability: float = 99.9  # sla.availability (the spec's default)
     weights: WeightsPlan | None = None  # always set by the compiler (plan/llm/weights.py)
+    # Spot stack: replicas of its availability floor held on on-demand nodes (its group's on_demand_base_nodes).
+    on_demand_base_replicas: int = 0
+    cold_start: ColdStartPlan | None = None  # set when it scales to zero (min_replicas 0)
 
 
 class FleetPlan(PlanModel):

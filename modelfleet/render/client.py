@@ -59,6 +59,8 @@ its SLA allows and was rejected rather than answered late.
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -92,6 +94,33 @@ def _with_caller(caller: str, options: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(caller, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{{0,127}}", caller):
         raise ValueError(f"caller: {{caller!r}}, expected a service name such as checkout-service")
     return {{"headers": {{CALLER_HEADER: caller}}, **options}}
+
+
+def _split(model: Any, split_key: str | None) -> int:
+    """The version of a held A/B split (``ab_split``: control, candidate, candidate share) a request goes to: by
+    its key (the same key, the same version), else at random."""
+    control, candidate, share = model.ab_split
+    if split_key is None:
+        draw = random.random()
+    else:
+        draw = int.from_bytes(hashlib.sha256(f"{{model.name}}\\0{{split_key}}".encode()).digest()[:8], "big") / 2**64
+    return candidate if draw < share else control
+
+
+def _with_version(model: Any, version: int | None, options: dict[str, Any], split_key: str | None = None) -> dict[str, Any]:
+    """infer's keyword arguments naming ``version`` (None: the A/B split's choice, else the server's: the
+    version it serves or its latest); a version the model does not serve in every stack is refused here, not by
+    one stack's server."""
+    if version is None and getattr(model, "ab_split", None) is not None:
+        version = _split(model, split_key)
+    if version is None:
+        return options
+    served = model.versions
+    if isinstance(version, bool) or not isinstance(version, int) or version <= 0 or (
+            served is not None and version not in served):
+        expected = ", ".join(map(str, served)) if served is not None else "a positive version number"
+        raise ValueError(f"{{model.name}}: version {{version!r}}, expected {{expected or 'none (no version is served in every stack)'}}")
+    return {{**options, "model_version": str(version)}}
 
 
 def _dtype_ok(tensor: Tensor, value: np.ndarray) -> bool:
@@ -142,15 +171,17 @@ class {cls}:
     name: ClassVar[str] = "{name}"
     max_batch_size: ClassVar[int] = {max_batch}
     inputs: ClassVar[tuple[Tensor, ...]] = {inputs}
-    outputs: ClassVar[tuple[Tensor, ...]] = {outputs}{attributes}
+    outputs: ClassVar[tuple[Tensor, ...]] = {outputs}
+    # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
+    versions: ClassVar[tuple[int, ...] | None] = {versions}{ab_split}{attributes}
 
     @classmethod
-    def request(cls, {params}, *, caller: str, protocol: ModuleType = _http{option_params}) -> Request:
-        """{args_doc}"""
+    def request(cls, {params}, *, caller: str, version: int | None = None{split_param}, protocol: ModuleType = _http{option_params}) -> Request:
+        """{args_doc}; version: the model version to call (default: {version_default}){split_doc}"""
         values = {values}
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, {option_values}))
+                       _with_caller(caller, _with_version(cls, version, {option_values}{split_arg})))
 
     @staticmethod
     def decode(result: Any) -> {cls}Result:
@@ -226,7 +257,29 @@ def _render_class(model: TritonModelPlan | PipelinePlan, kind: str, server: str,
                         max_batch=model.max_batch_size, inputs=_tensors(model.inputs), outputs=_tensors(model.outputs),
                         attributes=attributes, params=", ".join(f"{p}: np.ndarray" for p in params),
                         option_params=params_extra, option_values=values_expr, args_doc=docs, values=_tuple(params),
-                        fields=fields, decoded=decoded)
+                        fields=fields, decoded=decoded, versions=_versions_literal(model), **_split_parts(model))
+
+
+def _split_parts(model: TritonModelPlan | PipelinePlan) -> dict[str, str]:
+    """The template's A/B parts: a class attribute and a ``split_key`` parameter, for a model with a split."""
+    split = model.ab_split if isinstance(model, TritonModelPlan) else None
+    if split is None:
+        return {"ab_split": "", "split_param": "", "split_doc": "", "split_arg": "",
+                "version_default": "the one the server serves"}
+    return {"ab_split": f"\n    # a held A/B split: (control, candidate, the candidate's share of requests naming no version)"
+                        f"\n    ab_split: ClassVar[tuple[int, int, float] | None] = ({split.control}, {split.candidate}, "
+                        f"{split.candidate_share!r})",
+            "split_param": ", split_key: str | None = None",
+            "split_doc": "; split_key: the same key always gets the same side of the split (default: at random)",
+            "split_arg": ", split_key", "version_default": (f"the A/B split's: {split.candidate_share:.0%} version "
+                                                            f"{split.candidate}, the rest {split.control}")}
+
+
+def _versions_literal(model: TritonModelPlan | PipelinePlan) -> str:
+    """What ``versions`` holds: an ensemble's one folder (1); a model's pinned versions; None when it pins none."""
+    if isinstance(model, PipelinePlan):
+        return "(1,)"
+    return "None" if model.versions is None else _tuple([str(v) for v in model.versions]) if model.versions else "()"
 
 
 Item = TritonModelPlan | PipelinePlan
@@ -258,7 +311,16 @@ def _merged(name: str, entries: list[tuple[str, Item]]) -> tuple[Item, str, str]
     sla = next(iter(slas.values()), "") if len(set(slas.values())) <= 1 else "\n    ".join(
         textwrap.wrap(" ".join(f"{stack}: {doc}" for stack, doc in slas.items()), 110))
     served = "\n    ".join(textwrap.wrap(served, 100))
-    return entries[0][1].model_copy(update={"max_batch_size": strictest}), served, sla
+    return entries[0][1].model_copy(update={"max_batch_size": strictest, **_common_versions(entries)}), served, sla
+
+
+def _common_versions(entries: list[tuple[str, Item]]) -> dict[str, tuple[int, ...] | None]:
+    """The versions a request may name in every stack: those all pinning stacks serve (a stack that pins none
+    serves its latest, whatever it is); {} for a pipeline."""
+    if isinstance(entries[0][1], PipelinePlan):
+        return {}
+    pinned = [set(item.versions) for _, item in entries if isinstance(item, TritonModelPlan) and item.versions]
+    return {"versions": tuple(sorted(set.intersection(*pinned))) if pinned else None}
 
 
 def render_client(plans: Sequence[FleetPlan] | FleetPlan) -> str:

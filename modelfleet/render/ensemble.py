@@ -21,7 +21,8 @@ def _tensor(message: mc.ModelInput | mc.ModelOutput, tensor: TensorPlan) -> None
 
 
 def ensemble_config(plan: PipelinePlan) -> mc.ModelConfig:
-    """``platform: "ensemble"`` with one step per pipeline step, in running order, latest version of each."""
+    """``platform: "ensemble"`` with one step per pipeline step, in running order, each at the version the plan
+    pins (-1, Triton's latest, only for a model that pins none)."""
     config = mc.ModelConfig(name=plan.name, platform="ensemble", max_batch_size=plan.max_batch_size)
     config.version_policy.latest.num_versions = 1
     for tensor in plan.inputs:
@@ -29,7 +30,7 @@ def ensemble_config(plan: PipelinePlan) -> mc.ModelConfig:
     for tensor in plan.outputs:
         _tensor(config.output.add(), tensor)
     for step in plan.steps:
-        message = config.ensemble_scheduling.step.add(model_name=step.model, model_version=-1)
+        message = config.ensemble_scheduling.step.add(model_name=step.model, model_version=step.model_version)
         for model_input, tensor in step.input_map:
             message.input_map[model_input] = tensor
         for model_output, tensor in step.output_map:

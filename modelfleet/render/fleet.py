@@ -5,6 +5,7 @@ Layout of ``render --out DIR``::
     plan.json                                  the whole plan (what `plan --json` prints)
     triton/<server>/server.json                server command line, replicas, node group
     triton/<server>/<model>/config.pbtxt       Triton model configuration (protobuf text format)
+    triton/<server>/<model>/warmup/<input>     a warmup sample its config reads (input_data_file)
     triton/<server>/<pipeline>/config.pbtxt    a pipeline's ensemble, on its steps' server
     triton/<server>/<pipeline>/1/README.txt    its version folder (Triton needs one; S3 has no empty folders)
     vllm/<model>.json                          vllm serve arguments, GPUs per pod, shared memory
@@ -22,6 +23,7 @@ from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
 from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
 from .ensemble import VERSION_NOTE, ensemble_config
 from .triton import model_config, render_config
+from .warmup import warmup_files
 
 if TYPE_CHECKING:  # annotations only: cost prices node volumes with k8s.storage, and k8s renders through here
     from ..cost.fleet import FleetCost, MonthlyUsd
@@ -61,6 +63,8 @@ def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
             model = plan.model(name)
             assert isinstance(model, TritonModelPlan)  # LLMs are vLLM's own (Triton's vLLM backend is refused)
             files[f"triton/{server.name}/{name}/config.pbtxt"] = render_config(model_config(model)).encode()
+            for path, content in warmup_files(model).items():
+                files[f"triton/{server.name}/{name}/{path}"] = content
     for pipeline in plan.pipelines:
         files[f"triton/{pipeline.server}/{pipeline.name}/config.pbtxt"] = render_config(ensemble_config(pipeline)).encode()
         files[f"triton/{pipeline.server}/{pipeline.name}/1/README.txt"] = VERSION_NOTE.encode()

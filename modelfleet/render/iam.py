@@ -127,3 +127,36 @@ def cluster_autoscaler_policy(cluster_name: str, region: str) -> str:
                     "autoscaling:DescribeTags", "ec2:DescribeImages", "ec2:DescribeInstanceTypes",
                     "ec2:DescribeLaunchTemplateVersions", "ec2:GetInstanceTypesFromInstanceRequirements"],
          "Resource": "*"}])
+
+
+def karpenter_controller_policy(cluster_name: str, region: str, node_role_name: str, queue: str | None) -> str:
+    """Karpenter's controller (as its getting-started CloudFormation grants it, scoped): launch and terminate
+    instances tagged for this cluster, manage their launch templates and instance profiles, pass only the
+    stack's node role, read prices, AMIs (SSM) and the cluster, and consume the interruption queue."""
+    tagged = {"StringEquals": {f"aws:ResourceTag/kubernetes.io/cluster/{cluster_name}": "owned"}}
+    statements: list[dict[str, Any]] = [
+        {"Sid": "LaunchNodes", "Effect": "Allow",
+         "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:CreateTags"],
+         "Resource": "*"},
+        {"Sid": "TerminateOwnNodes", "Effect": "Allow", "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+         "Resource": "*", "Condition": tagged},
+        {"Sid": "Describe", "Effect": "Allow",
+         "Action": ["ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages",
+                    "ec2:DescribeInstances", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
+                    "ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory",
+                    "ec2:DescribeSubnets", "pricing:GetProducts", "ssm:GetParameter"],
+         "Resource": "*"},
+        {"Sid": "PassNodeRole", "Effect": "Allow", "Action": "iam:PassRole",
+         "Resource": f"arn:aws:iam::*:role/{node_role_name}",
+         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+        {"Sid": "InstanceProfiles", "Effect": "Allow",
+         "Action": ["iam:AddRoleToInstanceProfile", "iam:CreateInstanceProfile", "iam:DeleteInstanceProfile",
+                    "iam:GetInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:TagInstanceProfile"],
+         "Resource": "*"},
+        {"Sid": "Cluster", "Effect": "Allow", "Action": "eks:DescribeCluster",
+         "Resource": f"arn:aws:eks:{region}:*:cluster/{cluster_name}"}]
+    if queue:
+        statements.append({"Sid": "InterruptionQueue", "Effect": "Allow",
+                           "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
+                           "Resource": f"arn:aws:sqs:{region}:*:{queue}"})
+    return _document(statements)

@@ -34,6 +34,7 @@ from ..errors import CompileError, Issue
 from ..plan.types import FleetPlan, PipelinePlan, TritonModelPlan, TritonServerPlan
 from ..render.ensemble import ensemble_config
 from ..render.triton import model_config, render_config
+from ..render.warmup import warmup_files
 from ..spec.units import GIB
 from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
 
@@ -41,7 +42,14 @@ from .runners import SYNTHETIC_SETTINGS, SYNTHETIC_SOURCE, backend_files
 LOCAL_CACHE_CAP_BYTES = 256 * 1024**2
 # Flags of the compiled command line that a local server sets itself (LocalTritonServer: loopback, free ports).
 LOCAL_OWNED_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=", "--cache-config=",
-                     "--trace-config=")  # the stack's tracing exports to the cluster's collector
+                     "--trace-config=",  # the stack's tracing exports to the cluster's collector
+                     "--model-load-thread-count=")
+# One model loads at a time here. Measured on this shared 2-core machine (load average 10 to 15): with
+# Triton's default of 4 at once, the whole dev fleet failed to start in 2 of 11 runs, the image-preprocessor's
+# warmup failing with "Stub process 'image-preprocessor_0_0' is not healthy" (a python stub starved of CPU by
+# the others starting beside it misses the python backend's health check, and a failed warmup fails the
+# load); one at a time, none of 6 failed (tests/engines/test_warmup.py).
+LOCAL_LOAD_THREADS = 1
 
 Source = Literal["artifact", "onnx-runner", "synthetic", "ensemble"]
 # The file each backend loads from a version folder (Triton's default_model_filename), see REFERENCE.md.
@@ -64,6 +72,7 @@ class LocalModel:
     compute_ms: float
     rps_per_instance: float
     response_cache: bool
+    files: tuple[tuple[str, bytes], ...] = ()  # beside config.pbtxt: the warmup samples its config reads
 
 
 @dataclass(frozen=True)
@@ -135,7 +144,10 @@ def local_server_args(servers: tuple[TritonServerPlan, ...], caching: bool,
     args: list[str] = []
     for server in servers:
         args += [a for a in server.args[1:] if not a.startswith(LOCAL_OWNED_FLAGS) and a not in args]
-    notes = []
+    args.append(f"--model-load-thread-count={LOCAL_LOAD_THREADS}")
+    notes = [f"models load one at a time (--model-load-thread-count={LOCAL_LOAD_THREADS}): a python model's warmup "
+             "starved of CPU by the others loading beside it can miss the python backend's health check, which "
+             "fails its load"]
     if any(a.startswith("--trace-config=") for server in servers for a in server.args):
         notes.append("OpenTelemetry tracing (modelfleet:triton.tracing): off here, its collector is the cluster's")
     planned = max((s.cache_size_bytes for s in servers), default=0)
@@ -195,7 +207,8 @@ def _local_model(model: TritonModelPlan, root: Path, available: frozenset[str]) 
     return LocalModel(name=model.name, server=model.server, backend=model.backend, source=source,
                       local_dir=local_dir, versions=versions, note=note,
                       config_text=render_config(local_model_config(model)), compute_ms=model.compute_ms,
-                      rps_per_instance=model.rps_per_instance, response_cache=model.response_cache)
+                      rps_per_instance=model.rps_per_instance, response_cache=model.response_cache,
+                      files=tuple(sorted(warmup_files(model).items())))
 
 
 def _local_ensemble(pipeline: PipelinePlan) -> LocalModel:
@@ -215,6 +228,9 @@ def write_local_repository(local: LocalRepository, repository: Path, backends: P
         target = repository / model.name
         target.mkdir(parents=True)
         (target / "config.pbtxt").write_text(model.config_text)
+        for relative, content in model.files:
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            (target / relative).write_bytes(content)
         for version in model.versions:
             _write_version(model, target / str(version), version)
     for name in local.python_based_backends:

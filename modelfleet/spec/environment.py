@@ -70,6 +70,11 @@ class ReplicaPolicy(EnvFrozen):
     ha_availability: Annotated[float, Field(ge=90.0, lt=100.0, description="percent, at least 90, below 100")] = 99.9
     # ...and at or above this, three.
     ha3_availability: Annotated[float, Field(ge=90.0, lt=100.0, description="percent, at least 90, below 100")] = 99.99
+    # 0: workloads whose availability floor is one replica scale to zero when idle (a KEDA ScaledObject on the
+    # HPA's queue metric, their pool at minimum 0; the plan states the cold start). None (the default): every
+    # workload keeps at least one replica, so the first request never waits for a GPU node.
+    minimum: Annotated[int, Field(ge=0, le=0, description="0: scale idle workloads to zero (KEDA); the only value "
+                                                           "(leave it out to keep one replica)")] | None = None
 
 
 class TritonTracingSettings(EnvFrozen):
@@ -141,6 +146,61 @@ class ClusterSettings(EnvFrozen):
     # A created cluster's untainted system nodes (CoreDNS, the autoscaler, Prometheus, the LWS controller).
     system_instance_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"),
                                     AfterValidator(_x86_system_type)] = "m7i.large"
+
+
+class NodesSettings(EnvFrozen):
+    """How GPU nodes are provisioned (modelfleet/deploy/provisioners): EKS managed node groups scaled by the
+    cluster autoscaler (the default: nothing to install), or Karpenter NodePools (docs/scheduling.md,
+    "Choosing a provisioner")."""
+
+    provisioner: Literal["managed", "karpenter"] = "managed"
+    # The Karpenter chart a created cluster installs, and the least a joined cluster must run: 1.6 is the first
+    # release that launches into Capacity Blocks (ODCRs from 1.3); the NodePool fields used are karpenter.sh/v1.
+    karpenter_version: Annotated[str, Field(pattern=r"^1\.([6-9]|[1-9][0-9])\.[0-9]+$")] = "1.6.0"
+    # A node's longest life (NodePool expireAfter): Karpenter's own default of 30 days, so every node picks up
+    # AMI and kernel patches within a month; its workloads move under their disruption budgets.
+    expire_after_hours: _bounded(1, 8760, "hours a Karpenter node lives before it is replaced, 1 to 8,760",
+                                 kind=int) = 720
+
+
+_CR_ID = r"^cr-[0-9a-z]+$"
+_AZ = r"^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$"
+
+
+class CapacityReservationSpec(EnvFrozen):
+    """An EC2 On-Demand Capacity Reservation (``id``) or a Capacity Block for ML (``capacityBlockId``): GPUs
+    already paid for, used before any other capacity (docs/scheduling.md, "Capacity reservations")."""
+
+    id: Annotated[str, Field(pattern=_CR_ID)] | None = None
+    capacity_block_id: Annotated[str, Field(pattern=_CR_ID)] | None = None
+    instance_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")]
+    zone: Annotated[str, Field(pattern=_AZ, description="the reservation's availability zone, e.g. us-east-1a")]
+    count: _bounded(1, 10_000, "instances reserved, 1 to 10,000", kind=int)
+    # When it ends (YYYY-MM-DD, UTC): a Capacity Block always ends (its instances are reclaimed); an ODCR may
+    # be open-ended (None).
+    ends: Annotated[str, Field(pattern=r"^20[0-9]{2}-[01][0-9]-[0-3][0-9]$")] | None = None
+    # What it costs per instance-hour, used or not: None prices it at the type's on-demand rate (an ODCR's
+    # billing); a Capacity Block's price is its own (write it here, from the purchase).
+    usd_per_hour: _bounded(0, 10_000, "USD per reserved instance-hour, 0 to 10,000", optional=True) = None
+
+    @model_validator(mode="after")
+    def _one_id(self) -> "CapacityReservationSpec":
+        if (self.id is None) == (self.capacity_block_id is None):
+            raise FieldProblem(("id",), "a reservation names exactly one of id (an ODCR) or capacityBlockId",
+                               "write id: cr-... for an On-Demand Capacity Reservation, capacityBlockId: cr-... for "
+                               "a Capacity Block")
+        if self.capacity_block_id is not None and self.ends is None:
+            raise FieldProblem(("ends",), "a Capacity Block ends: the plan warns before it does",
+                               "write ends: YYYY-MM-DD, the block's end date")
+        return self
+
+    @property
+    def reservation_id(self) -> str:
+        return self.id or self.capacity_block_id or ""
+
+    @property
+    def kind(self) -> str:
+        return "capacity-block" if self.capacity_block_id else "odcr"
 
 
 class DaemonSetAllowance(EnvFrozen):
@@ -225,11 +285,12 @@ class ObservabilitySettings(EnvFrozen):
 
 
 class CostSettings(EnvFrozen):
-    # Spot price = on-demand x this ratio wherever the price table has no measured spot price. An explicit
-    # assumption, printed by every preview: GPU spot usually trades at 30-60% of on-demand; 0.5 errs to
-    # the dear side so a budget is not blown by an ordinary spot move. Refresh spot prices to replace it.
+    # Spot price = on-demand x this ratio wherever the price table has no dated spot price for a type. None
+    # (the default): no assumption, so such a type's spot cost is unknown, never guessed; the shipped table has
+    # dated spot figures for every type in us-east-1 (data/instances.yaml says where they come from), and
+    # `modelfleet prices refresh` writes measured ones. Set, it is printed as ASSUMED by every preview.
     spot_price_ratio: _bounded(0.0, 1.0, "spot price as a fraction of on-demand, above 0, at most 1",
-                               low_inclusive=False) = 0.5
+                               low_inclusive=False, optional=True) = None
 
 
 class BudgetSettings(EnvFrozen):
@@ -303,6 +364,18 @@ class EnvironmentSpec(EnvFrozen):
     rollout: RolloutSpec | None = None
     # The Gateway clients come through (HTTPRoute weights split a canary exactly); None: the replica ratio.
     gateway: GatewaySettings | None = None
+    nodes: NodesSettings = NodesSettings()
+    # Reserved GPUs (ODCRs, Capacity Blocks): used first, priced as already paid (plan/capacity/reservations.py).
+    capacity_reservations: tuple[CapacityReservationSpec, ...] = ()
+
+    @model_validator(mode="after")
+    def _reservations_in_region(self) -> "EnvironmentSpec":
+        for index, reservation in enumerate(self.capacity_reservations):
+            if not reservation.zone.startswith(f"{self.region}") or len(reservation.zone) != len(self.region) + 1:
+                raise FieldProblem(("capacityReservations", index, "zone"),
+                                   f"zone {reservation.zone} is not in the stack's region {self.region}",
+                                   f"write a zone of {self.region}, e.g. {self.region}a")
+        return self
 
 
 def deployment_issues(env: EnvironmentSpec, file: str) -> list[Issue]:

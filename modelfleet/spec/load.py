@@ -18,6 +18,7 @@ from ..errors import Issue, ModelfleetError, SpecError
 from . import models as S
 from .architecture import CONFIGS_CONTEXT, ArchitectureConfigSpec
 from .traffic import TRACES_CONTEXT, read_traces
+from .warmup import MAX_SAMPLE_BYTES, SAMPLES_CONTEXT
 from .issues import issues_from_validation
 from .pipelines import PipelineSlaSpec, apply_pipeline_environment, pipeline_problems
 from .yaml_source import Document, Path, load_yaml, parse_path, parse_yaml
@@ -43,7 +44,7 @@ def apply_environment(model: ModelSpec, environment: str) -> ModelSpec | None:
         return model
     if not patch.enabled:
         return None
-    base = model.model_dump(mode="python", exclude={"environments", "architecture"}, exclude_defaults=True)
+    base = model.model_dump(mode="python", exclude={"environments", "architecture", "warmup"}, exclude_defaults=True)
     merged = deep_merge(base, {k: v for k, v in (("sla", patch.sla), ("profile", patch.profile),
                                                   ("overrides", patch.overrides)) if v})
     return _validated(model, merged)
@@ -53,7 +54,7 @@ def with_fields(model: ModelSpec, changes: tuple[tuple[str, Any], ...]) -> Model
     """The model with dotted fields set (``("sla.p99_ttft_ms", 800)``), validated again as models.yaml would be
     (pydantic.ValidationError when the result is invalid); its environment patches are dropped: apply them
     first (apply_environment)."""
-    base = model.model_dump(mode="python", exclude={"environments", "architecture"}, exclude_defaults=True)
+    base = model.model_dump(mode="python", exclude={"environments", "architecture", "warmup"}, exclude_defaults=True)
     patch: dict[str, Any] = {}
     for path, value in changes:
         node = patch
@@ -68,6 +69,8 @@ def _validated(model: ModelSpec, merged: dict[str, Any]) -> ModelSpec:
     """``merged`` (the model's fields, changed) validated as ``model``'s type; an LLM keeps its architecture as
     validated, and a config.json it names is read from what the loader read (not the disk) again."""
     if not isinstance(model, S.LlmModelSpec):
+        if model.warmup is not None:
+            merged["warmup"] = model.warmup  # as validated (its sample files were read once)
         return type(model).model_validate(merged)
     arch = model.architecture
     merged["architecture"] = arch
@@ -165,6 +168,39 @@ def disk_reader(models_path: str) -> ConfigReader:
     return read
 
 
+SampleReader = Callable[[str], bytes]  # a path relative to models.yaml -> the file's bytes (raises OSError)
+
+
+def disk_sample_reader(models_path: str) -> SampleReader:
+    """Read warmup samples beside ``models_path``, at most one byte past the limit (spec/warmup.py)."""
+    base = os.path.dirname(os.path.abspath(models_path))
+
+    def read(relative: str) -> bytes:
+        with open(os.path.join(base, relative), "rb") as handle:
+            return handle.read(MAX_SAMPLE_BYTES + 1)
+    return read
+
+
+def read_warmup_samples(data: Any, read: SampleReader) -> dict[str, bytes | str]:
+    """Every ``warmup: {inputs: {NAME: PATH}}`` file the document names: PATH -> its bytes, or why it could not
+    be read (validation reports that at the input's line)."""
+    models = data.get("models") if isinstance(data, dict) else None
+    paths = {path for m in models if isinstance(m, dict) and isinstance(m.get("warmup"), dict)
+             and isinstance(m["warmup"].get("inputs"), dict)
+             for path in m["warmup"]["inputs"].values() if isinstance(path, str)} if isinstance(models, list) else set()
+    return {path: _read_sample(path, read) for path in sorted(paths)}
+
+
+def _read_sample(path: str, read: SampleReader) -> bytes | str:
+    try:
+        content = read(path)
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    if len(content) > MAX_SAMPLE_BYTES:
+        return f"{path} is larger than {MAX_SAMPLE_BYTES // 2**20} MiB: a warmup sample is one representative request"
+    return content
+
+
 def read_architecture_configs(data: Any, read: ConfigReader) -> dict[str, Any]:
     """Every ``architecture: {config: PATH}`` the document names: PATH -> its parsed JSON, or why it could not
     be read (validation reports that at the ``config:`` line)."""
@@ -189,7 +225,7 @@ def _read_config(path: str, read: ConfigReader) -> Any:
 
 
 def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None,
-                read_config: ConfigReader | None = None) -> S.FleetSpec:
+                read_config: ConfigReader | None = None, read_sample: SampleReader | None = None) -> S.FleetSpec:
     """Validate a parsed document as a FleetSpec; every problem is collected and raised once. Config files
     named by ``architecture: {config: ...}`` are read with ``read_config`` (default: beside the document)."""
     issues = list(doc.issues) + _duplicate_names(doc)
@@ -198,7 +234,8 @@ def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None
     data = _without_extensions(doc.data)
     reader = read_config or disk_reader(doc.filename)
     configs = read_architecture_configs(data, reader)
-    context = {CONFIGS_CONTEXT: configs, TRACES_CONTEXT: read_traces(data, reader)}
+    samples = read_warmup_samples(data, read_sample or disk_sample_reader(doc.filename))
+    context = {CONFIGS_CONTEXT: configs, SAMPLES_CONTEXT: samples, TRACES_CONTEXT: read_traces(data, reader)}
     try:
         fleet = S.FleetSpec.model_validate(data, context=context)
     except ValidationError as exc:
@@ -239,9 +276,10 @@ def load_fleet(path: str, known_environments: tuple[str, ...] | None = None) -> 
 
 
 def parse_fleet_text(text: str, filename: str = "models.yaml", known_environments: tuple[str, ...] | None = None,
-                     read_config: ConfigReader | None = None) -> S.FleetSpec:
-    """A catalogue given as text; config files it names are read beside ``filename`` unless ``read_config``."""
-    return parse_fleet(parse_yaml(text, filename), known_environments, read_config)
+                     read_config: ConfigReader | None = None, read_sample: SampleReader | None = None) -> S.FleetSpec:
+    """A catalogue given as text; the config and sample files it names are read beside ``filename`` unless
+    ``read_config`` / ``read_sample``."""
+    return parse_fleet(parse_yaml(text, filename), known_environments, read_config, read_sample)
 
 
 def model_schema() -> dict[str, Any]:

@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from .built_for import BuiltForSpec, check_built_for
+from .warmup import WarmupSpec, check_warmup
 from .architecture import ArchitectureConfigSpec, ArchitectureSpec, ResolvedArchitecture, resolve
 from .llm_options import IMAGE, ExtraArgs, HubSpec, LoraSpec, check_extra_args
 from .pipelines import PipelineSpec
@@ -39,7 +41,7 @@ from .rollout import RolloutSpec
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
 from .units import WeightDtype, format_param_count
-from .versions import TritonVersion, revision_problem
+from .versions import AbSplitSpec, TritonVersion, ab_split_problem, revision_problem
 from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem: part of this module's API)
     MAX_CONTEXT_TOKENS,
     MAX_DIM,
@@ -182,6 +184,8 @@ class ClassicModelSpec(Frozen):
     version: Optional[TritonVersion] = None
     # How a change ships (spec/rollout.py); None: the stack's modelfleet:rollout, else rolling.
     rollout: Optional[RolloutSpec] = None
+    # A held A/B split between two of its versions (spec/versions.py); None: no split.
+    ab_split: Optional[AbSplitSpec] = None
     team: Team = None  # None: the cost report's and the labels' 'unassigned'
     # Models of one pool share Triton servers only with each other, and the servers are named after it
     # (triton-<pool>); without one, a model is in its instance type's pool (triton-g5-xlarge). A pool of its
@@ -192,6 +196,12 @@ class ClassicModelSpec(Frozen):
     # measured profile.cpu, which the compiler moves to a CPU when that is cheaper within the SLA
     # (plan/triton/devices.py). cpu takes an onnx, pytorch or python model (triton_options.CPU_FRAMEWORKS).
     device: Optional[Device] = None
+    # The GPU (and TensorRT release) a GPU-specific artifact was compiled for (spec/built_for.py): required for a
+    # TensorRT plan; None: the artifact runs on any GPU (ONNX, TorchScript, SavedModel, python).
+    built_for: Optional[BuiltForSpec] = None
+    # Sample inputs Triton warms the model with (spec/warmup.py); None: zeros for every input, and no warmup
+    # at all for a model with a string input (zeros are no valid encoded value; the plan asks for a sample).
+    warmup: Optional[WarmupSpec] = None
     stateful: Optional[StatefulSpec] = None  # Triton's sequence batcher (triton_options.StatefulSpec)
     # A python-backend model that sends several responses per request (decoupled); its SLA is the first one.
     streaming: bool = False
@@ -202,6 +212,8 @@ class ClassicModelSpec(Frozen):
     @model_validator(mode="after")
     def _options(self) -> ClassicModelSpec:
         check_model_options(self)
+        check_built_for(self)
+        check_warmup(self)
         return self
 
     @model_validator(mode="after")
@@ -214,6 +226,8 @@ class ClassicModelSpec(Frozen):
         if self.version is not None and self.versions is not None:
             raise FieldProblem(("version",), "give version (the one pinned folder) or versions (several served at "
                                "once), not both", "keep version: N to pin one folder")
+        if problem := ab_split_problem(self.ab_split, self.versions):
+            raise problem
         if self.overrides.response_cache and not self.deterministic:
             raise FieldProblem(("overrides", "response_cache"),
                                "response_cache: true contradicts deterministic: false (cached answers would be stale)",

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 from pydantic import Field
 
 from .team import Team
 from .tensors import LIST, Frozen, TensorSpec
-from .values import MAX_LATENCY_MS, MAX_PEAK_RPS, quantity
+from .values import MAX_LATENCY_MS, MAX_PEAK_RPS, MAX_VERSION, quantity
 
 Problem = tuple[tuple[Any, ...], str, str]  # (path inside the document, message, fix)
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -48,6 +48,11 @@ class PipelineStepSpec(Frozen):
     # Each of the model's inputs -> a pipeline input's name, or <earlier step's model>.<its output>.
     inputs: Annotated[dict[str, str], Field(description="every input of the model, mapped to a pipeline input or "
                                                         "to <step model>.<output>")]
+    # The version of the model the ensemble calls (its model_version). None: the one the model pins (version:),
+    # or Triton's latest when it pins none; a model serving several (versions: [1, 2]) needs it said here.
+    version: Annotated[Optional[int], Field(strict=True, gt=0, le=MAX_VERSION, description=(
+        "the version of the model this step calls; default the model's pinned version (required when it serves "
+        "several)"))] = None
 
 
 class PipelineSlaSpec(Frozen):
@@ -182,7 +187,32 @@ def _steps(pipeline: PipelineSpec, where: tuple, models: dict[str, Any], problem
             problems.append((path, f"{step.model} {why}", "drop it from the model, or use another model as the step"))
         else:
             found[step.model] = model
+            problems += _step_version(step, where + ("steps", j), model)
     return found
+
+
+def step_versions(model: Any) -> tuple[int, ...] | None:
+    """The versions a step's model serves: its pinned one, its versions, or None (Triton's latest)."""
+    return (model.version.number,) if model.version is not None else model.versions
+
+
+def _step_version(step: PipelineStepSpec, where: tuple, model: Any) -> list[Problem]:
+    """An ensemble calls one version of each step: the one named, which the model must serve; none named, the
+    model's only one (an ensemble must not silently take the newest of several)."""
+    served = step_versions(model)
+    if step.version is None:
+        if served is not None and len(served) > 1:
+            return [(where + ("model",), f"{step.model} serves versions {', '.join(map(str, served))}: the ensemble "
+                     "would silently call the newest", f"name the one it calls: version: {served[-1]}")]
+        return []
+    if served is None:
+        return [(where + ("version",), f"{step.model} pins no version: Triton serves only its latest folder, which "
+                 f"need not be {step.version}", f"pin it on the model (version: {step.version}), or drop the step's "
+                 "version")]
+    if step.version not in served:
+        return [(where + ("version",), f"{step.model} serves version(s) {', '.join(map(str, served))}, not "
+                 f"{step.version}", f"use one of them, or serve {step.version} (versions: [...] on the model)")]
+    return []
 
 
 def _step_inputs(step: PipelineStepSpec, where: tuple, inputs: dict, steps: dict, used: set,

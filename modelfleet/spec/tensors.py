@@ -36,7 +36,7 @@ class TensorSpec(Frozen):
                     "(int32, what TensorRT and most backends address); at most 8 dimensions")]
 
     # The size of each variable dimension in a representative request (the warmup's, plan/triton/warmup.py); the
-    # fixed ones repeat dims. None: 16 for each -1 (plan/warmup.TYPICAL_DIM).
+    # fixed ones repeat dims. None: 16 for each -1 (spec/warmup.TYPICAL_DIM).
     typical_dims: Annotated[Optional[tuple[Annotated[int, Field(strict=True, ge=1, le=MAX_DIM)], ...]], Field(
         **LIST, min_length=1, max_length=8,
         description="dims of a representative request (the warmup's): dims with each -1 at a typical size; "

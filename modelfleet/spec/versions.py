@@ -66,3 +66,40 @@ def revision_problem(revision: str, artifact: str) -> FieldProblem | None:
     return FieldProblem(("revision",), f"{revision!r} is not a commit: a branch or tag of a Hub repository moves",
                         "write the full 40-hex commit id (the Hub page's 'History', or "
                         "`huggingface_hub.model_info(ID).sha`)")
+
+
+class AbSplitSpec(Frozen):
+    """A held split between two versions a model serves (``versions: [1, 2]``), for comparison: the generated
+    client sends ``share`` of its requests that name no version to the second, the rest to the first (by a
+    request key when given: the same key always gets the same version). Held: the share changes only in a
+    reviewed change of models.yaml, unlike a canary rollout. Each version's requests, failures, latency and
+    batch size show side by side in the server's dashboard (Triton labels its metrics with the version)."""
+
+    versions: Annotated[tuple[Annotated[int, Field(strict=True, gt=0, le=MAX_VERSION)], ...], Field(
+        strict=False, min_length=2, max_length=2, description="the two versions compared: the current one, then the "
+                                                              "one on trial; both in the model's versions")]
+    share: Annotated[float, Field(gt=0.0, lt=1.0, description="the share of requests the second version gets, "
+                                                              "above 0 and below 1")]
+
+    @property
+    def control(self) -> int:
+        return self.versions[0]
+
+    @property
+    def candidate(self) -> int:
+        return self.versions[1]
+
+
+def ab_split_problem(split: AbSplitSpec | None, versions: tuple[int, ...] | None) -> FieldProblem | None:
+    """Why ``split`` cannot hold for a model serving ``versions`` (None when it can)."""
+    if split is None:
+        return None
+    if split.control == split.candidate:
+        return FieldProblem(("ab_split", "versions"), f"both sides are version {split.control}",
+                            "compare two different versions")
+    missing = [v for v in split.versions if v not in (versions or ())]
+    if missing:
+        return FieldProblem(("ab_split", "versions"), f"version {missing[0]} is not served (versions: "
+                            f"{', '.join(map(str, versions)) if versions else 'none declared'})",
+                            f"serve both: versions: [{split.control}, {split.candidate}]")
+    return None

@@ -69,6 +69,7 @@ def copy_project(tmp_path: Path, models: dict[str, Any]) -> Path:
     for name in ("__main__.py", "Pulumi.yaml"):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     (tmp_path / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
     return tmp_path
 

@@ -51,6 +51,7 @@ def test_preview_runs_the_program_on_the_given_catalogue(capsys, tmp_path):
     models["models"] = [m for m in models["models"] if m["name"] != "llama-3-1-405b-instruct"]
     path = tmp_path / "models.yaml"
     path.write_text(yaml.safe_dump(models, sort_keys=False))
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     code, out, _ = preview(capsys, "--stack", "prod", "--models", str(path))
     assert code == 0 and "llama-3-1-405b-instruct" not in out and "llama-3-1-8b-instruct" in out
 
@@ -77,6 +78,7 @@ def test_preview_outside_a_pulumi_project_is_a_clean_error(capsys, tmp_path):
     """Defect 5: a project of models.yaml and stacks/ alone (no Pulumi program) crashed with a traceback."""
     (tmp_path / "models.yaml").write_text((ROOT / "models.yaml").read_text())
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     code = main(["--project", str(tmp_path), "preview", "--stack", "dev"])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
@@ -110,6 +112,7 @@ def test_preview_base_names_a_version_bump_and_rolls_that_server_alone(capsys, t
     pinned = "    artifact: s3://acme-ml-models/triton/fraud-scorer\n    version: 1\n"
     path = tmp_path / "models.yaml"
     path.write_text(text.replace(pinned, pinned.replace("version: 1", "version: 2")))
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     code, out, _ = preview(capsys, "--stack", "prod", "--models", str(path), "--base", str(ROOT / "models.yaml"))
     assert code == 0
     lines = out.splitlines()

@@ -56,7 +56,7 @@ def repo_with_change(tmp_path: Path, stack_changes: dict | None = None, models_e
     """The example (program included) committed on main; the pull request's edit in the working tree."""
     for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, tmp_path / name)
-    for name in ("stacks",):
+    for name in ("stacks", "samples"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "add", ".")

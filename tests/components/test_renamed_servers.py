@@ -28,9 +28,12 @@ from tests.components.mocked import of_type, run, stack_config
 from tests.conftest import STACKS
 
 
-def as_named_before(plan: FleetPlan) -> FleetPlan:
-    """The plan with every renamed server under its former name, as the earlier compiler named it."""
-    former = {s.name: s.former_names[0] for s in plan.triton_servers if s.former_names}
+def as_named_before(plan: FleetPlan, deployed: frozenset[str] | None = None) -> FleetPlan:
+    """The plan with every renamed server under its former name, as the earlier compiler named it; ``deployed``:
+    only the servers the stack says were deployed under their former names (deploy.formerServerNames), a server
+    new to the stack (none listed) being new either way."""
+    former = {s.name: s.former_names[0] for s in plan.triton_servers
+              if s.former_names and (deployed is None or s.former_names[0] in deployed)}
     servers = tuple(s.model_copy(update={"name": former.get(s.name, s.name), "former_names": (),
                                          "physical_name": former.get(s.name, s.name)})
                     for s in plan.triton_servers)
@@ -49,12 +52,13 @@ class CarriedOver(preview_runner.FleetMocks):
     seem to get a new ARN and its policy a new ``role``: an artifact of the mocks, not a change."""
 
     renames: dict[str, str] = {}  # new server name -> former
+    servers: tuple[str, ...] = ()  # every server of the plan: a name is its longest server-name prefix's
 
     def new_resource(self, args):
-        for new, old in self.renames.items():
-            if new in args.name:
-                args = pulumi.runtime.MockResourceArgs(
-                    args.typ, args.name.replace(new, old), args.inputs, args.provider, args.resource_id, args.custom)
+        owner = max((s for s in self.servers if s in args.name), key=len, default=None)
+        if owner in self.renames:
+            args = pulumi.runtime.MockResourceArgs(args.typ, args.name.replace(owner, self.renames[owner]),
+                                                   args.inputs, args.provider, args.resource_id, args.custom)
         return super().new_resource(args)
 
 
@@ -63,11 +67,15 @@ def previews():
     """Per stack: the program as the earlier compiler deployed it, as this one does, and the renames."""
     compile_fleet = policy.compile_fleet
     renames: dict[str, dict[str, str]] = {}
+    servers: dict[str, tuple[str, ...]] = {}
 
     def earlier(fleet, env, catalogue):
         plan = compile_fleet(fleet, env, catalogue)
-        renames[env.name] = {s.name: s.former_names[0] for s in plan.triton_servers if s.former_names}
-        return as_named_before(plan)
+        deployed = frozenset(env.deploy.former_server_names)
+        servers[env.name] = tuple(s.name for s in plan.triton_servers)
+        renames[env.name] = {s.name: s.former_names[0] for s in plan.triton_servers
+                             if s.former_names and s.former_names[0] in deployed}
+        return as_named_before(plan, deployed)
 
     out = {}
     for stack in STACKS:
@@ -78,6 +86,7 @@ def previews():
         finally:
             patch.undo()
         patch.setattr(CarriedOver, "renames", renames[stack])
+        patch.setattr(CarriedOver, "servers", servers[stack])
         patch.setattr(preview_runner, "FleetMocks", CarriedOver)
         try:
             out[stack] = (before, run(stack), renames[stack])
@@ -145,6 +154,7 @@ def test_a_former_name_that_matches_no_server_is_said(tmp_path):
 
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     path = tmp_path / "stacks" / "Pulumi.prod.yaml"
     data = yaml.safe_load(path.read_text())
     data["config"]["modelfleet:deploy"]["formerServerNames"] = ["triton-image-preprocesor"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -48,20 +49,20 @@ def test_plan_json_gains_monthly_cost_usd(capsys):
 def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
     _run(capsys, "render", "--stack", "dev", "--out", str(tmp_path / "dev"))
     doc = json.loads((tmp_path / "dev" / "plan.json").read_text())
-    # 3,845.81 + 695.27 + 383.19 (g6e.12xlarge, g6e.xlarge, g5.xlarge; spot at 50%, and each node's 16.00 of EBS)
-    assert doc["monthly_cost_usd"]["desired"] == 4924.27
+    # 3,462.84 + 3 x 309.75 (g6e.12xlarge, 3 g5.xlarge; the table's dated spot prices, and each node's 16.00 of EBS)
+    assert doc["monthly_cost_usd"]["desired"] == 4392.1
 
 
 def test_markdown_preview_is_a_pr_comment(capsys):
     text = _run(capsys, "cost", "--format", "markdown")
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
     assert "| prod (on-demand) | 197,413.39 / 213,458.47 / 426,916.93 | ✅ 85% of 250,000.00 (desired) |" in text
-    # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 4,924.27
-    assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 / 4,924.27 / 9,848.54 |" in text
+    # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 4,392.10
+    assert "| dev (spot, dated table) | 4,392.10 / 4,392.10 / 8,784.19 |" in text
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
     dev = Project(root=str(ROOT)).plan("dev").model("llama-3-3-70b-instruct")
     served = dev.estimates.output_tokens_per_s_per_replica  # one replica, priced at what it generates
-    assert (f"| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,845.81 | USD {3_845.8136 / 730 / (served * 3600) * 1e6:.3g} "
+    assert (f"| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,462.84 | USD {3_462.841 / 730 / (served * 3600) * 1e6:.3g} "
             f"per million tokens at {served:,.0f} tok/s predicted ⚠️ under-provisioned: 1 replica(s) x max_num_seqs "
             f"{dev.max_num_seqs} serve {dev.max_num_seqs} of the 32 sequences at peak | TTFT p99 ") in text
 
@@ -72,6 +73,7 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
     from tests.cost.test_diff import _creating_prod
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     _creating_prod(tmp_path)
     argv = ["--project", str(tmp_path), "cost", "--stack", "prod"]
     assert main(argv) == 0
@@ -94,7 +96,8 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
     assert prod["system_nodes"] == {
         "capacity_type": "on-demand", "instance_type": "m7i.large", "monthly_usd": {"desired": 155.17, "max": 310.34,
         "min": 155.17}, "name": "system", "nodes": [2, 2, 4], "price_basis": "on-demand", "usd_per_node_hour": 0.1008,
-        "volume": "50 GiB gp3 at 3000 IOPS, 125 MiB/s", "volume_usd_per_node_month": 4.0}
+        "volume": "50 GiB gp3 at 3000 IOPS, 125 MiB/s", "volume_usd_per_node_month": 4.0, "idle_saving_usd_per_hour": 0.0,
+        "monthly_range_usd": None, "on_demand_base_nodes": 0, "range_basis": "", "reserved_nodes": 0}
     assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 213686.63
 
 
@@ -116,6 +119,7 @@ def test_cost_base_names_a_version_bump_as_the_only_change(tmp_path, capsys):
     text = (ROOT / "models.yaml").read_text()
     assert text.count(pinned) == 1
     (tmp_path / "models.yaml").write_text(text.replace(pinned, pinned.replace("version: 1", "version: 2")))
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     out = _run(capsys, "cost", "--stack", "prod", "--models", str(tmp_path / "models.yaml"),
                "--base", str(ROOT / "models.yaml"))
     server = Project(root=str(ROOT)).plan("prod").model("fraud-scorer").server

@@ -21,6 +21,7 @@ H = 730
 def _project(tmp_path, text: str) -> Project:
     (tmp_path / "models.yaml").write_text(text)
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     return Project(root=str(tmp_path))
 
 

@@ -31,6 +31,7 @@ def pull_request(root: Path, change: str = ADDITION) -> Path:
     """The example committed on main, then the PR's edit to models.yaml in the working tree."""
     shutil.copy(ROOT / "models.yaml", root / "models.yaml")
     shutil.copytree(ROOT / "stacks", root / "stacks", dirs_exist_ok=True)
+    shutil.copytree(ROOT / "samples", root / "samples")  # warmup samples models.yaml names
     git(root, "init", "-q", "-b", "main")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "base")
@@ -61,13 +62,13 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     comment = capsys.readouterr().out
     # The new 70B (1,500-token prompts, p99 TTFT 2.5 s, TPOT 60 ms) joins the other 70B on p4d.24xlarge: its 16
     # sequences fit 2 replicas of tp=8 (the availability floor): 2 x (21.957642 x 730 + 16.00) = +32,090.16;
-    # max 3 replicas and a rollout surge: 6 -> 10 nodes. dev: 1 replica on spot g6e.12xlarge (no p4d there) at 50%:
-    # 1 x (5.24632 x 730 + 16.00) = +3,845.81. staging as prod: +32,090.16. In all: 68,026.13.
+    # max 3 replicas and a rollout surge: 6 -> 10 nodes. dev: 1 replica on spot g6e.12xlarge (no p4d there) at the
+    # table's dated spot price: 1 x (4.7217 x 730 + 16.00) = +3,462.84. staging as prod: +32,090.16. In all: 67,643.16.
     assert "| prod (on-demand) | 213,458.47 | 245,548.62 | **+32,090.16 (+15.0%)** |" in comment
-    assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 | 8,770.08 | **+3,845.81 (+78.1%)** |" in comment
+    assert "| dev (spot, dated table) | 4,392.10 | 7,854.94 | **+3,462.84 (+78.8%)** |" in comment
     assert "| staging (on-demand) | 133,068.07 | 165,158.22 | **+32,090.16 (+24.1%)** |" in comment
-    assert "### modelfleet cost: +68,026.13 USD/month across 3 environment(s)" in comment
-    assert "dev at assumed spot prices (see the row)" in comment
+    assert "### modelfleet cost: +67,643.16 USD/month across 3 environment(s)" in comment
+    assert "assumed spot prices" not in comment  # dated in the table, not assumed
     assert ("gpu-p4d-24xlarge-od (p4d.24xlarge, 21.957642 USD/h + EBS 16.00 USD/month per node): nodes 2-3-6 -> 4-5-10 "
             "(min-desired-max) = +32,090.16 at desired") in comment
     assert "`llama-3-3-70b-instruct`" not in comment and "replaces the group's running nodes" not in comment
@@ -107,6 +108,7 @@ def _base_and_head(tmp_path: Path) -> tuple[Path, Path]:
     base.mkdir()
     shutil.copy(ROOT / "models.yaml", base / "models.yaml")
     shutil.copytree(ROOT / "stacks", base / "stacks")
+    shutil.copytree(ROOT / "samples", base / "samples")  # warmup samples models.yaml names
     head = tmp_path / "head"
     shutil.copytree(base, head)
     return base, head
@@ -115,13 +117,13 @@ def _base_and_head(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_base_directory_brings_its_own_stacks(tmp_path, capsys):
     base, head = _base_and_head(tmp_path)
     dev = head / "stacks" / "Pulumi.dev.yaml"
-    dev.write_text(dev.read_text().replace("spotPriceRatio: 0.5", "spotPriceRatio: 0.6"))
+    dev.write_text(dev.read_text().replace("  modelfleet:replicas:\n    singleReplica: true\n",
+                                           "  modelfleet:replicas:\n    singleReplica: true\n    minimum: 0\n"))
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    # instance-hours 4,876.2686 at 50% of on-demand -> x 0.6 / 0.5 = 5,851.5223; the 3 nodes' volumes, 3 x 16.00,
-    # are not spot-priced: 4,924.27 -> 5,899.52
-    assert "dev (spot, assumed 60% of on-demand): 4,924.27 -> 5,899.52 (+975.25)" in out
-    assert "cause stack settings: +975.25 at desired (modelfleet:cost.spotPriceRatio: 0.5 -> 0.6)" in out
+    # scale to zero lowers the minimum only: min 4,392.10 -> 0.00, desired unchanged
+    assert "dev (spot, dated table): 4,392.10 -> 4,392.10 (0.00); min/max change -4,392.10 / 0.00" in out
+    assert "cause stack settings: no cost change (modelfleet:replicas.minimum: unset -> 0)" in out
     assert f"base stacks: {base}/stacks" in out
 
 
@@ -133,18 +135,17 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     prod.write_text(prod.read_text().replace("modelfleet:capacityType: on-demand", "modelfleet:capacityType: spot"))
     assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
-    # with the 70B: instance-hours 245,308.6261 on-demand -> half of it on spot at the assumed 50%, 122,654.3131,
-    # and the volumes, not discounted: 15 nodes x 16.00 = 240.00 (the CPU group's 2 c7i.xlarge included)
-    assert "| prod (spot, assumed 50% of on-demand) | 213,458.47 | 122,894.31 | **-90,564.15 (-42.4%)** |" in comment
-    # the switch alone: -(213,458.4688 - 13 x 16.00) / 2; then the 70B at spot prices: 2 x (10.978821 x 730 + 16.00)
-    assert "- stack settings: -106,625.23 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
-    assert "- models.yaml: +16,061.08 at desired" in comment
-    # 3 x (10.978821 x 730 + 16.00) = 24,091.62, from 48,135.24, over what its 3 replicas generate at peak
-    served = 3 * Project(root=str(repo)).plan("prod").model("llama-3-3-70b-instruct").estimates.output_tokens_per_s_per_replica
-    assert (f"`llama-3-3-70b-instruct` | -24,043.62 | 24,091.62 | USD {24_091.618 / 730 / (served * 3600) * 1e6:.3g} per "
-            f"million tokens at {served:,.0f} tok/s predicted |") in comment
-    assert ("| USD per node-hour 21.957642 (on-demand) -> 10.978821 (spot assumed at 50% of on-demand 21.957642) —"
-            in comment)
+    # On spot every availability floor stays on on-demand nodes (plan/capacity/provisioning.py); only what scales
+    # above it rides on spot at the table's dated price. p4d: the two 70Bs' floors (2 + 2 replicas, one node each)
+    # on-demand, the 3rd replica of llama-3-3-70b-instruct on spot: 4 x (21.957642 x 730 + 16) + (12.0767 x 730 + 16)
+    # = 64,180.31 + 8,831.99 = 73,012.31
+    assert "| prod (spot, dated table) | 213,458.47 | 238,335.54 | **+24,877.07 (+11.7%)** |" in comment
+    assert ("node group gpu-p4d-24xlarge-spot (p4d.24xlarge, 12.0767 USD/h + EBS 16.00 USD/month per node): nodes "
+            "0-0-0 -> 4-5-10 (min-desired-max); 4 on-demand (the floors' base) = +73,012.31 at desired") in comment
+    # the switch alone saves only what rides above the floors; the new 70B's two replicas are its floor: on-demand
+    assert "- stack settings: -7,213.09 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
+    assert "- models.yaml: +32,090.16 at desired" in comment  # 2 x (21.957642 x 730 + 16.00)
+    assert ("| USD per node-hour 21.957642 (on-demand) -> 12.0767 (spot (dated table)) —" in comment)
 
 
 def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
@@ -230,7 +231,7 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 2
     captured = capsys.readouterr()
     comment = captured.out
-    assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, dated table) | 4,392.10 | ❌ does not compile | unknown | - |" in comment
     assert "— ❌ does not compile: dev" in comment.splitlines()[1]
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)
@@ -257,6 +258,7 @@ def _changed(tmp_path: Path, old: str, new: str, stack: str = "prod"):
     root = tmp_path / "head"
     root.mkdir()
     shutil.copytree(ROOT / "stacks", root / "stacks")
+    shutil.copytree(ROOT / "samples", root / "samples")  # warmup samples models.yaml names
     text = (ROOT / "models.yaml").read_text()
     assert old in text
     (root / "models.yaml").write_text(text.replace(old, new, 1))

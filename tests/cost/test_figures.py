@@ -1,8 +1,8 @@
 """Hand-checked monthly costs of the example fleet, with the arithmetic written out.
 
 Prices: on-demand us-east-1 USD per node-hour, from ../shared/REFERENCE.md (AWS Pricing API, 2026-07-20),
-as shipped in modelfleet/data/instances.yaml. A month is 730 hours. Spot (dev) is assumed at 50% of
-on-demand (stacks/Pulumi.dev.yaml modelfleet:cost.spotPriceRatio).
+as shipped in modelfleet/data/instances.yaml. A month is 730 hours. Spot (dev) is the table's dated us-east-1
+spot figure of each type (instances.yaml: estimated, and says so: on-demand x a per-family fraction, 4 decimals).
 
 Each node also pays for its EBS gp3 volume a month (us-east-1: 0.08 USD per GiB, 0.005 per IOPS above 3,000,
 0.04 per MiB/s above 125; the same on spot): the example's nodes have 200 GiB at the included 3,000 IOPS and
@@ -120,6 +120,7 @@ def test_a_per_sequence_decode_rate_no_longer_prices_tokens(tmp_path):
     assert old in text
     (tmp_path / "models.yaml").write_text(text.replace(old, old + "    profile: {output_tokens_per_s_per_sequence: 45}\n"))
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     costed = Project(root=str(tmp_path)).costed("prod")
     before = Project(root=str(ROOT)).costed("prod").cost.model("llama-3-3-70b-instruct").unit_cost
     assert costed.cost.model("llama-3-3-70b-instruct").unit_cost == before
@@ -166,40 +167,49 @@ def test_model_costs_add_up_to_the_node_groups(costed):
         assert sum(m.monthly_usd.desired for m in item.cost.models) == pytest.approx(groups), stack
 
 
-def test_dev_is_spot_at_the_stated_assumption(costed):
+SPOT = {"g5.xlarge": 0.4024, "g6e.12xlarge": 4.7217}  # instances.yaml: 1.006 x 0.40, 10.49264 x 0.45 (4 decimals)
+
+
+def test_dev_is_spot_at_the_tables_dated_prices(costed):
     cost = costed["dev"].cost
-    assert _group(cost, "g6e.xlarge").usd_per_node_hour == pytest.approx(1.861 * 0.5)  # 0.9305
-    assert "spot assumed at 50% of on-demand 1.861" == _group(cost, "g6e.xlarge").price_basis
-    # g6e.xlarge: the one Triton server, 0.9305 x 730 + 16 = 695.265; g5.xlarge: the 8B's one replica,
-    # 0.503 x 730 + 16 = 383.19; g6e.12xlarge: the 70B, 5.24632 x 730 + 16 = 3,845.8136 (EBS is not discounted)
-    assert cost.monthly_usd.desired == pytest.approx(per_node("g6e.xlarge", 0.5) + per_node("g5.xlarge", 0.5)
-                                                     + per_node("g6e.12xlarge", 0.5))
-    assert cost.monthly_usd.desired == pytest.approx(4_924.2686)
-    assert any("ASSUMED at 50% of on-demand" in line for line in cost.price_basis)
+    assert _group(cost, "g5.xlarge").usd_per_node_hour == SPOT["g5.xlarge"]
+    assert _group(cost, "g5.xlarge").price_basis == "spot (dated table)"
+    # g5.xlarge: the 8B's replica and the two Triton servers, 3 x (0.4024 x 730 + 16) = 929.256; g6e.12xlarge: the
+    # 70B, 4.7217 x 730 + 16 = 3,462.841 (EBS is not discounted)
+    assert cost.monthly_usd.desired == pytest.approx(3 * (SPOT["g5.xlarge"] * H + 16) + SPOT["g6e.12xlarge"] * H + 16)
+    assert cost.monthly_usd.desired == pytest.approx(4_392.097)
+    assert not any("ASSUMED" in line for line in cost.price_basis)
+    # the range: every node on the cheapest allowed type's spot up to every one on-demand
+    assert _group(cost, "g5.xlarge").monthly_range_usd == pytest.approx((929.256, 3 * per_node("g5.xlarge")))
     # one replica serves max_num_seqs of the 48 peak sequences, at the plan's predicted tokens/s
     llama8 = cost.model("llama-3-1-8b-instruct")
     model = costed["dev"].plan.model("llama-3-1-8b-instruct")
     served = model.estimates.output_tokens_per_s_per_replica
-    assert llama8.unit_cost.value == pytest.approx((0.503 + 16 / 730) / (served * 3600) * 1e6)
+    assert llama8.unit_cost.value == pytest.approx((SPOT["g5.xlarge"] + 16 / 730) / (served * 3600) * 1e6)
     assert llama8.unit_cost.shortfall == (f"under-provisioned: 1 replica(s) x max_num_seqs {model.max_num_seqs} serve "
                                           f"{model.max_num_seqs} of the 48 sequences at peak")
-    assert cost.pricing == "spot, assumed 50% of on-demand"
+    assert cost.pricing == "spot, dated table"
 
 
-def test_measured_spot_prices_replace_the_assumption(project, catalogue):
-    g6e = catalogue.instances["g6e.xlarge"]
-    spot = dataclasses.replace(g6e, spot_usd_per_hour=MappingProxyType({"us-east-1": 0.7443}))
-    table = dataclasses.replace(
-        catalogue, instances=MappingProxyType({**catalogue.instances, "g6e.xlarge": spot}),
+def test_a_stated_ratio_prices_only_the_types_without_a_dated_spot_price(project, catalogue):
+    """A table with no spot figure for g5.xlarge and a stack that states an assumption: that type is priced at the
+    ratio (and the preview says ASSUMED), the others at their dated figures."""
+    g5 = catalogue.instances["g5.xlarge"]
+    table = dataclasses.replace(catalogue, instances=MappingProxyType({
+        **catalogue.instances, "g5.xlarge": dataclasses.replace(g5, spot_usd_per_hour=MappingProxyType({}))}),
         price_sources=MappingProxyType({"us-east-1": MappingProxyType({
             **catalogue.price_sources["us-east-1"], "spot": PriceSource("2026-08-01", "EC2 spot history")})}))
     env = project.environment("dev")
+    env = env.model_copy(update={"cost": env.cost.model_copy(update={"spot_price_ratio": 0.5})})
     cost = compute_fleet_cost(project.plan("dev"), table, env, estimate_llm_loads(project.fleet(), "dev"))
-    assert _group(cost, "g6e.xlarge").monthly_usd.desired == pytest.approx(0.7443 * 730 + 16)  # 559.339
-    assert _group(cost, "g6e.xlarge").price_basis == "spot (measured)"
-    assert _group(cost, "g6e.12xlarge").usd_per_node_hour == pytest.approx(10.49264 * 0.5)  # still assumed
-    assert cost.pricing == "spot, assumed 50% of on-demand for 2 of 3 node groups"
-    assert any("EC2 spot history, as of 2026-08-01" in line for line in cost.price_basis)
+    assert _group(cost, "g5.xlarge").usd_per_node_hour == pytest.approx(1.006 * 0.5)
+    assert _group(cost, "g5.xlarge").price_basis == "spot assumed at 50% of on-demand 1.006"
+    assert _group(cost, "g6e.12xlarge").usd_per_node_hour == SPOT["g6e.12xlarge"]  # dated
+    assert cost.pricing == "spot, assumed 50% of on-demand for 1 of 2 node groups"
+    assert any("EC2 spot history, as of 2026-08-01; types without a dated price ASSUMED at 50%" in line
+               for line in cost.price_basis)
+    without = compute_fleet_cost(project.plan("dev"), table, project.environment("dev"), {})
+    assert _group(without, "g5.xlarge").usd_per_node_hour is None and without.monthly_usd is None  # never guessed
 
 
 def _creating(project, stack: str, **cluster):
@@ -246,9 +256,9 @@ def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
 def test_system_nodes_are_on_demand_on_a_spot_stack(project, catalogue):
     env = _creating(project, "dev", systemInstanceType="m7i.xlarge")
     cost = compute_fleet_cost(project.plan("dev"), catalogue, env, estimate_llm_loads(project.fleet(), "dev"))
-    assert cost.system_nodes.usd_per_node_hour == 0.2016  # not x 0.5: deploy creates them ON_DEMAND
+    assert cost.system_nodes.usd_per_node_hour == 0.2016  # not spot: deploy creates them ON_DEMAND
     assert cost.system_nodes.monthly_usd.desired == pytest.approx(2 * (0.2016 * 730 + 4))  # 302.336
-    assert cost.monthly_usd.desired == pytest.approx(4_924.2686 + 73.0 + 302.336)
+    assert cost.monthly_usd.desired == pytest.approx(4_392.097 + 73.0 + 302.336)
 
 
 @pytest.mark.parametrize(("system_type", "region", "why"), [
@@ -283,6 +293,7 @@ def test_a_stack_cannot_name_a_system_family_for_models(tmp_path):
 
     from modelfleet.errors import SpecError
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     path = tmp_path / "stacks" / "Pulumi.dev.yaml"
     path.write_text(path.read_text().replace("modelfleet:instanceFamilies: [", "modelfleet:instanceFamilies: [m5, "))

@@ -22,6 +22,7 @@ def make_project(tmp_path: Path, stack: str, config: dict, models_text: str | No
     tmp_path.mkdir(exist_ok=True)
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     if models_text is not None:
         (tmp_path / "models.yaml").write_text(models_text)
     path = tmp_path / "stacks" / f"Pulumi.{stack}.yaml"

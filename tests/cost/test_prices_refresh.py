@@ -188,20 +188,21 @@ def test_refresh_rebuilds_one_regions_prices():
         ec2_stub.assert_no_pending_responses()
     inst = result.data["instances"]
     assert inst["g6.xlarge"]["usd_per_hour"] == {REGION: 0.8896, "us-east-1": 0.8048}  # us-east-1 kept
-    assert inst["g6.xlarge"]["spot_usd_per_hour"] == {REGION: 0.3112}  # latest per zone, dearest zone
+    # latest per zone, dearest zone; us-east-1's (the shipped table's estimate) kept
+    assert inst["g6.xlarge"]["spot_usd_per_hour"] == {REGION: 0.3112, "us-east-1": 0.3219}
     assert inst["g6e.12xlarge"]["usd_per_hour"][REGION] == 11.609  # the Reserved 0.912/h is not on-demand
-    assert inst["g6e.12xlarge"]["spot_usd_per_hour"] == {REGION: 4.1203}
-    assert REGION not in inst["p5.48xlarge"]["usd_per_hour"] and "spot_usd_per_hour" not in inst["p5.48xlarge"]
+    assert inst["g6e.12xlarge"]["spot_usd_per_hour"] == {REGION: 4.1203, "us-east-1": 4.7217}
+    assert REGION not in inst["p5.48xlarge"]["usd_per_hour"] and REGION not in inst["p5.48xlarge"]["spot_usd_per_hour"]
     assert result.data["prices"][REGION]["on-demand"]["as_of"] == "2026-08-01"
     assert result.data["prices"][REGION]["spot"]["as_of"] == "2026-08-01"
     assert result.data["prices"]["us-east-1"]["on-demand"]["as_of"] == "2026-07-20"
     assert result.report == ("p5.48xlarge: no on-demand price in eu-west-1 (not offered there?); left unknown",
-                             "p5.48xlarge: no spot price in eu-west-1; spot stacks price it at their "
-                             "modelfleet:cost.spotPriceRatio x on-demand")
+                             "p5.48xlarge: no spot price in eu-west-1; its spot cost is unknown unless a stack "
+                             "states modelfleet:cost.spotPriceRatio")
     assert result.data["instances"]["g6.xlarge"]["vcpu"] == 4  # AWS agrees with the table: nothing to report
     cpu = result.data["cpu_instances"][CPU_TYPE]
     assert cpu["usd_per_hour"] == {REGION: 0.2016, "us-east-1": 0.1785}  # a CPU type: priced like the GPU ones
-    assert cpu["spot_usd_per_hour"] == {REGION: 0.0712}
+    assert cpu["spot_usd_per_hour"] == {REGION: 0.0712, "us-east-1": 0.0714}
     system = result.data["system_instances"]
     assert system["types"][SYSTEM_TYPE]["usd_per_hour"] == {REGION: 0.1128, "us-east-1": 0.1008}
     assert "spot_usd_per_hour" not in system["types"][SYSTEM_TYPE]  # system nodes are never spot
@@ -277,7 +278,7 @@ def test_spot_failure_keeps_on_demand_and_says_so():
     with pricing_stub, ec2_stub:
         result = refresh_prices(shipped_subset(), REGION, pricing, ec2, NOW)
     assert result.data["instances"]["g6.xlarge"]["usd_per_hour"][REGION] == 0.8896
-    assert all("spot_usd_per_hour" not in i for i in result.data["instances"].values())
+    assert all(REGION not in i.get("spot_usd_per_hour", {}) for i in result.data["instances"].values())
     assert result.report[-1].startswith("spot prices not refreshed (ClientError: An error occurred "
                                         "(UnauthorizedOperation)")
 
@@ -357,7 +358,7 @@ def test_refresh_command_writes_a_table_the_cost_preview_uses(tmp_path, capsys):
     assert main(["--project", str(tmp_path), "cost", "--stack", "dev", "--prices", str(out), "--format", "json"]) == 0
     dev = json.loads(capsys.readouterr().out)["environments"]["dev"]
     group = dev["node_groups"][0]
-    assert group["instance_type"] == "g6.xlarge" and group["price_basis"] == "spot (measured)"
+    assert group["instance_type"] == "g6.xlarge" and group["price_basis"] == "spot (dated table)"
     volume = 17.6  # 200 GiB x 0.088 at eu-west-1's refreshed gp3 price, nothing provisioned above the included
     assert group["volume"] == "200 GiB gp3 at 3000 IOPS, 125 MiB/s" and group["volume_usd_per_node_month"] == volume  # cents
     assert group["monthly_usd"]["desired"] == round(group["nodes"][1] * (0.3112 * 730 + volume), 2)

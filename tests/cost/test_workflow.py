@@ -95,6 +95,7 @@ def clone_with_pr(tmp_path: Path, change: str = ADDITION, codeowners: bool = Tru
     for name in ("models.yaml", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, origin / name)
     shutil.copytree(ROOT / "stacks", origin / "stacks")
+    shutil.copytree(ROOT / "samples", origin / "samples")  # warmup samples models.yaml names
     (origin / ".github").mkdir()
     shutil.copy(ROOT / ".github" / "CODEOWNERS", origin / ".github" / "CODEOWNERS")
     for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "base"]):
@@ -208,7 +209,7 @@ def test_without_secrets_every_step_runs_and_preview_is_skipped_with_a_notice(tm
     run = run_workflow(work, tmp_path, has_cloud=False)
     assert run.ran == [*COST_JOB, POST, *["Install modelfleet", "pulumi preview skipped"] * 3] and not run.failed
     comment = (work / "cost-comment.md").read_text()
-    assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +68,026.13 USD/month")
+    assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +67,643.16 USD/month")
     assert "| prod (on-demand) | 213,458.47 | 245,548.62 | **+32,090.16 (+15.0%)** |" in comment
     assert "- base stacks: origin/main:stacks/" in comment  # the stacks were read at the base branch
     assert (tmp_path / "summary.md").read_text() == comment == posted(tmp_path)
@@ -241,7 +242,7 @@ def test_without_secrets_the_comment_shows_the_offline_previews_resource_changes
     # account, program, policy and write role among them) with its PrometheusRule and
     # dashboard; the fleet overview dashboard updated (it lists every model); the rest unchanged, the CPU server that
     # fraud-scorer runs on (with its rule, dashboard and canary analysis) among them
-    assert "| prod | 20 | 3 | 0 | 0 | 0 | 107 |" in preview
+    assert "| prod | 20 | 3 | 0 | 0 | 0 | 108 |" in preview
     assert "| ➕ | k8s:Deployment `modelfleet/llama-3-1-70b-support` | created |" in preview
     assert ("| 🔄 | aws:eks:NodeGroup `gpu-p4d-24xlarge-od` | `scalingConfig.maxSize: 6 -> 10`; "
             "`scalingConfig.minSize: 2 -> 4`;") in preview
@@ -268,7 +269,7 @@ def test_a_change_that_does_not_compile_still_posts_the_comment_then_fails(tmp_p
     run = run_workflow(work, tmp_path, has_cloud=False, existing_comment="4242")
     assert run.ran == [INSTALL_STEP, COST, PREVIEW, POST] and run.failed == [COST, PREVIEW] and run.job_failed
     comment = (work / "cost-comment.md").read_text()
-    assert "| dev (spot, assumed 50% of on-demand) | 4,924.27 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, dated table) | 4,392.10 | ❌ does not compile | unknown | - |" in comment
     assert "- ❌ dev: ./models.yaml:" in comment and "big-405b-copy" in comment
     assert "| prod (on-demand) | 213,458.47 | 374,239.27 |" in comment  # the other stacks keep their figures
     assert "gh api --method PATCH repos/acme/models/issues/comments/4242 -F body=@cost-comment.md" in calls(tmp_path)

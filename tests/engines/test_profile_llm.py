@@ -33,6 +33,7 @@ def test_profile_llm_writes_the_measured_block_and_the_next_plan_reports_it(tmp_
     project.mkdir()
     shutil.copy(ROOT / "models.yaml", project / "models.yaml")
     shutil.copytree(ROOT / "stacks", project / "stacks")
+    shutil.copytree(ROOT / "samples", project / "samples")  # warmup samples models.yaml names
     before = (project / "models.yaml").read_text()
     command = [sys.executable, "-m", "modelfleet", "--project", str(project), "profile", "--stack", "dev",
                "--llm", LLM, "--concurrency", "2", "--input-tokens", "64", "--output-tokens", "16",

@@ -49,6 +49,7 @@ def copy_project(target: Path, without_profile: str | None = None) -> Path:
         text = text[:start] + text[end + 1:]
     (target / "models.yaml").write_text(text)
     shutil.copytree(ROOT / "stacks", target / "stacks")
+    shutil.copytree(ROOT / "samples", target / "samples")  # warmup samples models.yaml names
     return target
 
 

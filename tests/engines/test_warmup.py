@@ -136,3 +136,57 @@ def test_the_compiled_configs_warm_up_every_power_of_two_batch(dev_plan) -> None
     assert config.max_batch_size == 128
     assert [(w.batch_size, w.count) for w in config.model_warmup] == [(2**i, 2) for i in range(8)]
     assert dict(config.model_warmup[0].inputs)["features"].zero_data
+
+
+# ---------------------------------------------------------------------------------------------- every model warms up
+FLEET_ONNX_MODELS = ("fraud-scorer", "resnet50-classifier", "text-embedder")
+WARMUP_RAN = "model '{name}' instance {name}_0_0 is running warmup sample 'batch-1' for iteration 1"
+
+
+def test_every_triton_model_of_the_example_fleet_warms_up_on_the_real_server(dev_plan, tmp_path: Path) -> None:
+    """The whole dev fleet as `modelfleet serve` runs it: every Triton model (ensembles have no warmup) logs its
+    warmup running, the image-preprocessor with the PPM sample models.yaml names, and every model loads (a
+    failed warmup fails its load: the control below)."""
+    from modelfleet.plan.types import TritonModelPlan
+    from tests.engines.conftest import served
+
+    root = make_artifact_root(tmp_path / "s3", FLEET_ONNX_MODELS, preprocessor=True)
+    with served(dev_plan, root, tmp_path / "work", extra_args=("--log-verbose=1",)) as (server, local):
+        log = server.log_path.read_text()
+    names = [m.name for m in dev_plan.models if isinstance(m, TritonModelPlan)]
+    assert "image-preprocessor" in names and len(names) >= 5
+    assert [n for n in names if WARMUP_RAN.format(name=n) not in log] == []
+
+
+def test_a_sample_the_model_cannot_decode_fails_its_load(dev_plan, tmp_path: Path) -> None:
+    """The control: the preprocessor's shipped sample replaced by bytes that are no image. Its warmup runs the
+    model's own decoder, which rejects them, and the server refuses to load the model: so the passing run above
+    decoded the sample (it is not skipped, and it is not zeros).
+
+    How the server fails is tritonserver 2.51's: measured here, it either exits 1 ("failed to load all models",
+    the model's own error in the log) or is killed by SIGSEGV right after logging the failed warmup sample (3 of
+    9 runs), while it discards the batch's other warmup requests. Both are a failed start (a pod would crash-loop
+    either way), and the log line naming the failed sample comes first in both: that is what is asserted."""
+    import struct
+
+    from modelfleet.commands.serve import available_backends
+    from modelfleet.engines.tritonserver import EngineStartError, LocalTritonServer, find_tritonserver, prepare_backends
+    from modelfleet.serve import plan_local_repository, write_local_repository
+
+    install = find_tritonserver()
+    root = make_artifact_root(tmp_path / "s3", (), preprocessor=True)
+    local = plan_local_repository(dev_plan, root, available_backends(install), ())
+    local = dataclasses.replace(local, models=tuple(m for m in local.models if m.name == "image-preprocessor"))
+    backends = prepare_backends(install, tmp_path)
+    repository = write_local_repository(local, tmp_path / "repository", backends)
+    sample = repository / "image-preprocessor" / "warmup" / "image_bytes"
+    assert sample.read_bytes()[4:6] == b"P6"  # Triton's string serialisation: a 4-byte length, then the PPM
+    sample.write_bytes(struct.pack("<I", 12) + b"not an image")
+    with pytest.raises(EngineStartError) as failed:
+        with LocalTritonServer(repository, [*local.server_args, "--log-verbose=1"], workdir=tmp_path, install=install, backends=backends,
+                               expected_models=["image-preprocessor"], startup_timeout=60):
+            pass
+    log = (tmp_path / "tritonserver.log").read_text()
+    assert "is running warmup sample 'batch-1' for iteration 1" in log, failed.value
+    assert "instance image-preprocessor_0_0 failed to run warmup sample 'batch-1'" in log, failed.value
+    assert "successfully loaded 'image-preprocessor'" not in log

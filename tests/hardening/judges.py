@@ -32,7 +32,10 @@ CRD_SCHEMAS = {("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworker
                    "../../observability/crds/monitoring.coreos.com_prometheusrules.yaml",
                ("argoproj.io/v1alpha1", "Rollout"): "argoproj.io_rollout-crd.yaml",
                ("argoproj.io/v1alpha1", "AnalysisTemplate"): "argoproj.io_analysis-template-crd.yaml",
-               ("gateway.networking.k8s.io/v1", "HTTPRoute"): "gateway.networking.k8s.io_httproutes.yaml"}
+               ("gateway.networking.k8s.io/v1", "HTTPRoute"): "gateway.networking.k8s.io_httproutes.yaml",
+               ("karpenter.sh/v1", "NodePool"): "karpenter.sh_nodepools.yaml",
+               ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter.k8s.aws_ec2nodeclasses.yaml",
+               ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_scaledobjects.yaml"}
 CHECKOV_TIMEOUT_S = 600
 
 

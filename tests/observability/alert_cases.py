@@ -143,7 +143,15 @@ def triton_saturation(plan: FleetPlan, groups) -> list[Case]:
         return [series("nv_cache_num_hits_per_model", labels, f"0+50x1380 {50 * 1380 + hits_now}+{hits_now}x120"),
                 series("nv_cache_num_misses_per_model", labels,
                        f"0+50x1380 {50 * 1380 + 100 - hits_now}+{100 - hits_now}x120")]
+    full, busy = model.max_batch_size, model.peak_rps * 60  # requests per minute at the planned peak
+
+    def batches(per_execution: int) -> list[dict[str, str]]:  # peak load for 70 minutes, per_execution per batch
+        return [series("nv_inference_request_success", labels, f"0+{busy:g}x70"),
+                series("nv_inference_count", labels, f"0+{busy:g}x70"),
+                series("nv_inference_exec_count", labels, f"0+{busy / per_execution:g}x70")]
     return [
+        _case(groups, "TritonBatchFarBelowCompiled", f"batches of 2 vs {full // 2} (compiled {full})", CACHED,
+              batches(2), batches(full // 2), 65),
         _case(groups, "TritonQueueNearBound", f"{bound:,} queued vs half", CACHED,
               [series(pending, labels, f"{bound}x20")], [series(pending, labels, f"{bound // 2}x20")], 15),
         _case(groups, "TritonResponseCacheHitRateDrop", "hit rate 50% -> 10% vs steady", CACHED,

@@ -26,6 +26,7 @@ REV = "0e9e39f249a16976918f6564b8830bc894c89659"
 def copy_project(tmp_path: Path, edit=None, stack_edit: dict | None = None, stack: str = "prod") -> Project:
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     if edit:
         text = (tmp_path / "models.yaml").read_text()
         (tmp_path / "models.yaml").write_text(edit(text))

@@ -11,7 +11,7 @@ from .node_volume import on_instance_store, size_root_volume
 from ..types import FleetPlan, NodeGroupPlan, NodeResourcesPlan
 
 
-def _node_disks(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> dict:
+def node_disks(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> dict:
     deploy = env.deploy
     instance = catalogue.node_type(group.instance_type)
     assert instance is not None  # the compiler placed it from the catalogue
@@ -29,6 +29,6 @@ def _node_disks(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec, cat
 
 
 def with_node_disks(plan: FleetPlan, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> FleetPlan:
-    groups = tuple(NodeGroupPlan.model_construct(**{**dict(g), **_node_disks(plan, g, env, catalogue)})
+    groups = tuple(NodeGroupPlan.model_construct(**{**dict(g), **node_disks(plan, g, env, catalogue)})
                    for g in plan.node_groups)
     return plan.model_copy(update={"node_groups": groups})

@@ -1,5 +1,6 @@
 """The GPU registry: the instance table's ``gpus:`` is the one list of GPUs; every GPU key a models.yaml names
-(a profile's ``measured_on``) is checked against the table in use, so adding a GPU is a data change."""
+(a profile's ``measured_on``, an artifact's ``built_for.gpu``) is checked against the table in use, so adding a
+GPU is a data change."""
 
 from __future__ import annotations
 
@@ -24,4 +25,9 @@ def unknown_gpu_issues(models: Iterable[tuple[int, ClassicModelSpec | LlmModelSp
                             f"{key!r} is not a GPU of the instance table ({known}), nor cpu",
                             "name the GPU the figures were taken on by its key, or add the GPU to the instance table "
                             "(data/instances.yaml gpus:, or the --prices table)"))
+        built = getattr(model, "built_for", None)
+        if built is not None and built.gpu not in catalogue.gpus:
+            issues.append(Issue("", 0, 0, f"models[{index}].built_for.gpu", f"{built.gpu!r} is not a GPU of the "
+                                f"instance table ({known})", "name the GPU the artifact was built on by its key, or "
+                                "add the GPU to the instance table (data/instances.yaml gpus:)"))
     return issues

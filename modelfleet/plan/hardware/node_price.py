@@ -1,8 +1,8 @@
 """What one node costs, as the compiler ranks placements and as the cost model charges for them.
 
 One definition for both, so that the compiler's cheapest choice is the cheapest in the cost preview: the
-instance-hour at the stack's capacity type (a measured spot price, else the stack's ``spotPriceRatio`` of
-on-demand) plus the node's root volume (EBS gp3, billed per month). Ranking only the instance-hours let a
+instance-hour at the stack's capacity type (the table's dated spot price, else the stack's stated
+``spotPriceRatio`` of on-demand, else unknown) plus the node's root volume (EBS gp3, billed per month). Ranking only the instance-hours let a
 packing onto more, cheaper nodes win by cents an hour while their volumes made it dearer a month, so adding a
 model could lower the monthly cost (found by tests/cost/test_monotone.py).
 """
@@ -29,10 +29,11 @@ def estimate_node_price(instance: InstanceType | None, region: str, capacity_typ
         return (on_demand, "on-demand") if on_demand is not None else (None, f"no on-demand price for {region}")
     spot = instance.spot_price(region)
     if spot is not None:
-        return spot, "spot (measured)"
-    if on_demand is None:
-        return None, f"no spot or on-demand price for {region}"
+        return spot, "spot (dated table)"
     ratio = env.cost.spot_price_ratio
+    if on_demand is None or ratio is None:
+        return None, (f"no spot price for {region} in the table" + ("" if on_demand is None else
+                      " (run `modelfleet prices refresh`, or state modelfleet:cost.spotPriceRatio)"))
     return on_demand * ratio, f"spot assumed at {ratio:.0%} of on-demand {on_demand:.8g}"
 
 

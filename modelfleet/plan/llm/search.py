@@ -27,6 +27,7 @@ from .shape import kv_bytes_per_sequence, llm_weights_gib, lora_gib_per_gpu, mod
 from .speed.load import Demand, Miss, Speed, SpeedCorrection, largest, p99_wait_ms, prompt_chunk, speed_of
 from .speed.peak import seed_of, traffic_of
 from .verify import MAX_REPLICAS
+from ..capacity.reservations import billed_nodes
 from ..hardware.node_price import PRICE_REFERENCE_REGION
 from .speed.performance import Layout, LlmShape
 from .speed.calibration import gpu_for
@@ -123,7 +124,8 @@ def size_layout(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceTyp
     if memory.problem is not None:
         return Rejection(label, *memory.problem)
     lo, floor, _ = replica_bounds(model, env, demand.pinned_replicas or demand.floor)
-    floor_usd = nodes_for_replicas(instance, tp, pp, lo, floor) * price(instance, env.region)
+    # reserved nodes are already paid: only the nodes beyond a reservation of the type are billed
+    floor_usd = billed_nodes(env, instance.name, nodes_for_replicas(instance, tp, pp, lo, floor)) * price(instance, env.region)
     return Sized(instance, tp, pp, ep, memory.precision, memory.shape, memory.seqs, memory.kv_tokens, memory.kv_gib,
                  memory.lora, floor_usd)
 
@@ -195,7 +197,8 @@ def time_layout(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand:
                          fit.figure_ms)
     lo, desired, _ = replica_bounds(model, env, fit.replicas)
     nodes = nodes_for_replicas(sized.instance, sized.tp, sized.pp, lo, desired)
-    return LlmCandidate(sized, fit, lo, nodes, nodes * price(sized.instance, env.region), speed.source)
+    billed = billed_nodes(env, sized.instance.name, nodes)
+    return LlmCandidate(sized, fit, lo, nodes, billed * price(sized.instance, env.region), speed.source)
 
 
 def _most_replicas(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, best_usd: float) -> int | None:

@@ -12,6 +12,7 @@ from ...spec.environment import EnvironmentSpec
 from ...spec.models import ClassicModelSpec
 from ...spec.pipelines import PipelineSpec
 from .bounds import elsewhere
+from .built_for import built_for_issues, image_for, tensorrt_of
 from ..serving.engine_args import server_observability, triton_server_args
 from ..hardware.instances import InstanceCatalogue
 from ..names import node_group_name
@@ -56,6 +57,10 @@ def compile_classic(classic: list[Indexed], pipelines: list[IndexedPipeline], en
                     in_use: dict[str, tuple[int, int]]) -> Compiled:
     """The CPU models on their CPU node group, the others packed onto GPUs; a pipeline runs where its steps do."""
     if not classic:
+        return [], [], []
+    problems = built_for_issues(classic, env, catalogue)
+    if problems:
+        issues.extend(problems)
         return [], [], []
     devices = choose_devices(classic, [p for _, p in pipelines], env, catalogue, in_use, issues)
     on_cpu = [(i, m) for i, m in classic if m.name in devices.cpu]
@@ -119,7 +124,8 @@ def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: 
                                     PYTHON_SHM_BYTES if packed.python_shm_bytes else 0,
                                     server_observability(env, packed.name, decoupled=any(
                                         chosen.specs[n].streaming for n in packed.models))) + flags,
-            image=env.triton.image, python_shm_bytes=packed.python_shm_bytes, decision=decision, rate_limiter=limiter,
+            image=image_for(next(filter(None, (tensorrt_of(own[n]) for n in packed.models)), None), env.triton.image),
+            python_shm_bytes=packed.python_shm_bytes, decision=decision, rate_limiter=limiter,
             former_names=() if packed.former_name == packed.name else (packed.former_name,),
             physical_name=packed.former_name if packed.former_name in env.deploy.former_server_names else packed.name,
             rollout=workload_rollout([resolve_rollout(own[n].rollout, env) for n in packed.models], env,

@@ -54,7 +54,7 @@ class Devices:
 def is_candidate(model: ClassicModelSpec, steps: set[str]) -> bool:
     return (model.device is None and (model.type == "tabular" or model.framework == "python")
             and model.profile.cpu is not None and model.framework in CPU_FRAMEWORKS and model.name not in steps
-            and not model.overrides.dedicated_gpu)
+            and not model.overrides.dedicated_gpu and model.built_for is None)
 
 
 class _Costs:

@@ -10,8 +10,8 @@ from ...spec.models import ClassicModelSpec
 from .scheduling import scheduling
 from .tensors import tensors
 from .policy import BACKENDS, ClassicSizing, check_budget, triton_decision
-from ..types import Decision, TritonModelPlan, Warning_
-from .warmup import warmup_dims
+from ..types import AbSplitPlan, Decision, TritonModelPlan, Warning_
+from .warmup import unwarmable, warmup_dims, warmup_samples
 
 
 class Server(Protocol):
@@ -50,10 +50,13 @@ def _warn(model: ClassicModelSpec, assumed: tuple[str, ...], warnings: list[Warn
                                  "request.is_cancelled(): REJECT drops requests still queued past the timeout, but "
                                  "a request already in execute() runs to the end even after its client gave up "
                                  "(cancelled it); set handles_cancellation: true once it does"))
-    if not warmup_dims(model):
-        warnings.append(Warning_(model=model.name, message="no warmup: a string input has no representative value "
-                                 "the compiler can make (a failed warmup fails the load), so its first requests on a "
-                                 "fresh pod pay for lazy initialisation"))
+    lacking = unwarmable(model)
+    if lacking:
+        warnings.append(Warning_(model=model.name, message=f"no warmup: string input {', '.join(lacking)} has no "
+                                 "representative value the compiler can make (a failed warmup fails the load), so its "
+                                 "first requests on a fresh pod pay for lazy initialisation; give a sample: "
+                                 f"`warmup: {{inputs: {{{lacking[0]}: samples/{model.name}/{lacking[0]}}}}}` (a file "
+                                 "beside models.yaml holding one representative value, e.g. an image)"))
     if assumed:
         warnings.append(Warning_(model=model.name, message="no measured profile applies, assuming " + ", ".join(assumed)
                                  + "; measure it: `modelfleet profile --stack STACK --url URL` on the GPU "
@@ -100,7 +103,10 @@ def triton_model_plan(model: ClassicModelSpec, index: int, server: Server, sizin
         max_queue_delay_us=sizing.max_queue_delay_us, max_queue_size=sizing.max_queue_size,
         response_cache=_cache(model, server, warnings),
         versions=(model.version.number,) if model.version else model.versions,
-        version_sha256=model.version.sha256 if model.version else None, warmup_dims=warmup_dims(model),
+        version_sha256=model.version.sha256 if model.version else None,
+        ab_split=None if model.ab_split is None else AbSplitPlan(
+            control=model.ab_split.control, candidate=model.ab_split.candidate, candidate_share=model.ab_split.share), warmup_dims=warmup_dims(model),
+        warmup_samples=warmup_samples(model),
         inputs=tensors(model.inputs), outputs=tensors(model.outputs), peak_rps=model.sla.peak_rps,
         p99_latency_ms=model.sla.p99_latency_ms, rps_per_instance=round(sizing.rps_per_instance, 2),
         compute_ms=sizing.compute_ms, measured=sizing.measured, speed_basis=sizing.basis,

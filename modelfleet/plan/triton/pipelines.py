@@ -145,6 +145,14 @@ def run_order(pipeline: PipelineSpec) -> tuple[str, ...]:
     return tuple(order)
 
 
+def _called_version(named: int | None, served: tuple[int, ...] | None) -> int:
+    """The version an ensemble step calls: named, else the model's one pinned version, else -1 (the latest; the
+    spec refuses a model serving several without a name)."""
+    if named is not None:
+        return named
+    return served[0] if served is not None and len(served) == 1 else -1
+
+
 def pipeline_plan(pipeline: PipelineSpec, index: int, models: dict[str, TritonModelPlan],
                   budgets: tuple[StepBudget, ...], decisions: tuple[Decision, ...],
                   issues: list[Issue]) -> PipelinePlan | None:
@@ -162,7 +170,8 @@ def pipeline_plan(pipeline: PipelineSpec, index: int, models: dict[str, TritonMo
     plans = tuple(PipelineStepPlan(
         model=s.name, input_map=tuple(sorted((k, _tensor_of(pipeline, v)) for k, v in spec_steps[s.name].inputs.items())),
         output_map=tuple((t.name, ensemble_tensor(pipeline, s.name, t.name)) for t in s.outputs),
-        budget_ms=share[s.name], queue_timeout_us=s.queue_timeout_us) for s in steps)
+        budget_ms=share[s.name], queue_timeout_us=s.queue_timeout_us,
+        model_version=_called_version(spec_steps[s.name].version, s.versions)) for s in steps)
     first = steps[0]
     return PipelinePlan(name=pipeline.name, server=first.server, node_group=first.node_group,
                         instance_type=first.instance_type, max_batch_size=min(batches),

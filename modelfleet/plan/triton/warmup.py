@@ -9,28 +9,42 @@ until every model has loaded, warmup included: so no client and no Service endpo
 The warmup request is a representative one: the declared shape, each variable dimension (-1) at its declared
 ``typical_dims`` size or, undeclared, at ``TYPICAL_DIM``; sent at every power-of-two batch up to the largest the
 dynamic batcher forms (its ``max_batch_size``), the shapes a server sees first at low and at peak load
-(render/warmup.py).
+(render/warmup.py). Its values are zeros, or the sample file models.yaml names for the input
+(``warmup: {inputs: {NAME: FILE}}``, spec/warmup.py), shipped in the model repository.
 
-Not warmed (plan warnings say so): a model with a string input (zeros or random bytes are no valid image or
-text for its code, and a failed warmup fails the model's load), and ensembles and the vLLM backend (Triton
-has no warmup for them; the steps of an ensemble are warmed on their own).
+A string input has no zero value a model's code accepts (zeros or random bytes are no valid image or text,
+and a failed warmup fails the model's load): a model with one is warmed only when every string input has a
+sample, and the plan asks for one otherwise. Ensembles are not warmed (Triton has no warmup for them; their
+steps are warmed on their own).
 """
 
 from __future__ import annotations
 
-from ...spec.models import ClassicModelSpec
+import base64
 
-# A variable dimension's size in a warmup request when its input declares no typical_dims: 16 is a short
-# query's length in tokens, or a short clip's frames, the small end of what such inputs carry.
-TYPICAL_DIM = 16
+from ...spec.models import ClassicModelSpec
+from ...spec.warmup import TYPICAL_DIM, sample_digest, typical_shape  # noqa: F401  (TYPICAL_DIM: part of this module's API)
+from ..types import WarmupSamplePlan
+
+
+def unwarmable(model: ClassicModelSpec) -> list[str]:
+    """The string inputs without a sample: what keeps the model from being warmed."""
+    return [t.name for t in model.inputs if t.dtype == "string"
+            and (model.warmup is None or t.name not in model.warmup.inputs)]
 
 
 def warmup_dims(model: ClassicModelSpec) -> tuple[tuple[int, ...], ...]:
     """Per input, the warmup request's dims without the batch dimension; () when the model is not warmed."""
-    if any(t.dtype == "string" for t in model.inputs):
+    if unwarmable(model):
         return ()
-    out = []
-    for tensor in model.inputs:
-        typical = tensor.typical_dims or tuple(TYPICAL_DIM if d == -1 else d for d in tensor.dims)
-        out.append(tuple(typical))
-    return tuple(out)
+    return tuple(typical_shape(tensor) for tensor in model.inputs)
+
+
+def warmup_samples(model: ClassicModelSpec) -> tuple[WarmupSamplePlan, ...]:
+    """The inputs warmed with their sample file, in input order (none when the model is not warmed)."""
+    if model.warmup is None or unwarmable(model):
+        return ()
+    return tuple(WarmupSamplePlan(input=t.name, file=model.warmup.inputs[t.name],
+                                  sha256=sample_digest(model.warmup.sample(t.name)),
+                                  content_base64=base64.b64encode(model.warmup.sample(t.name)).decode())
+                 for t in model.inputs if t.name in model.warmup.inputs)

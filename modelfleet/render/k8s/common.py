@@ -8,7 +8,7 @@ from typing import Any
 from ...plan.names import kube_name  # noqa: F401  (c.kube_name: the workloads' modules read it here)
 from ...plan.capacity.node_volume import disk_gib
 from ...plan.teams import TEAM_LABEL
-from ...plan.types import ContainerResourcesPlan, FleetPlan, RolloutPlan
+from ...plan.types import ContainerResourcesPlan, FleetPlan, NodeGroupPlan, RolloutPlan
 
 GPU_RESOURCE = "nvidia.com/gpu"
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -23,6 +23,10 @@ POD_SECURITY = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.
 # before the model even starts loading.
 NODE_AND_IMAGE_S = 900
 AWAIT_TIMEOUT = "pulumi.com/timeoutSeconds"
+# The Prometheus a created cluster runs (render/k8s/prerequisites.py), which HPAs (through the adapter) and KEDA read.
+MONITORING_NAMESPACE = "monitoring"
+PROMETHEUS_URL = f"http://kube-prometheus-stack-prometheus.{MONITORING_NAMESPACE}.svc"  # its fullnameOverride
+PROMETHEUS_PORT = 9090
 
 
 def labels(name: str, component: str) -> dict[str, str]:
@@ -78,16 +82,30 @@ def await_budget_s(replicas: int, startup_s: int) -> int:
     return max(1, replicas) * (NODE_AND_IMAGE_S + startup_s)
 
 
-def gpu_placement(instance_type: str, capacity_type: str) -> dict[str, Any]:
+def gpu_placement(group: NodeGroupPlan) -> dict[str, Any]:
     """Only on this node group's nodes, tolerating the GPU taint every GPU node carries."""
-    return {**cpu_placement(instance_type, capacity_type),
+    return {**cpu_placement(group),
             "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]}
 
 
-def cpu_placement(instance_type: str, capacity_type: str) -> dict[str, Any]:
-    """Only on this node group's nodes (a CPU node group carries no taint, so nothing to tolerate)."""
-    return {"nodeSelector": {"node.kubernetes.io/instance-type": instance_type,
-                             "eks.amazonaws.com/capacityType": "SPOT" if capacity_type == "spot" else "ON_DEMAND"}}
+def cpu_placement(group: NodeGroupPlan) -> dict[str, Any]:
+    """Only on this node group's nodes (a CPU node group carries no taint, so nothing to tolerate). A group of
+    one managed node group is selected by its instance and capacity type, as it always was; a group whose nodes
+    come from several (a Karpenter pool's types and capacity types, a managed group's reservations or on-demand
+    base: modelfleet/deploy/provisioners) by the plan group's label, which all of them carry."""
+    if group.provisioner == "karpenter" or group.reservations or group.on_demand_base_nodes:
+        return {"nodeSelector": {NODE_GROUP_LABEL: group.name}}
+    return {"nodeSelector": {"node.kubernetes.io/instance-type": group.instance_type,
+                             "eks.amazonaws.com/capacityType": "SPOT" if group.capacity_type == "spot" else "ON_DEMAND"}}
+
+
+DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
+
+
+def disruption_annotations(group: NodeGroupPlan) -> dict[str, str]:
+    """On a Karpenter pool, a pod that loads weights is never voluntarily disrupted (a move costs a cold start);
+    expiry still replaces its node (deploy/provisioners/karpenter.py)."""
+    return dict(DO_NOT_DISRUPT) if group.provisioner == "karpenter" else {}
 
 
 def zone_spread(match: dict[str, str], rolling: bool = True) -> list[dict[str, Any]]:

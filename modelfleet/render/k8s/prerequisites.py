@@ -17,13 +17,12 @@ from typing import Any
 
 import yaml
 
+from ...plan.hardware.system_nodes import SYSTEM_GROUP
 from ...plan.types import FleetPlan, VllmModelPlan
+from .common import MONITORING_NAMESPACE, NODE_GROUP_LABEL, PROMETHEUS_PORT, PROMETHEUS_URL
 from .triton import PENDING_METRIC
 from .vllm import WAITING_METRIC
 
-MONITORING_NAMESPACE = "monitoring"
-PROMETHEUS_URL = f"http://kube-prometheus-stack-prometheus.{MONITORING_NAMESPACE}.svc"  # fullnameOverride below
-PROMETHEUS_PORT = 9090
 AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
 ADAPTER_VALUES_FILE = "prerequisites/prometheus-adapter-values.yaml"
 
@@ -42,8 +41,29 @@ PROMETHEUS_STACK = Chart("kube-prometheus-stack", "kube-prometheus-stack", "77.1
                          "https://prometheus-community.github.io/helm-charts", MONITORING_NAMESPACE)
 PROMETHEUS_ADAPTER = Chart("prometheus-adapter", "prometheus-adapter", "5.3.0",
                            "https://prometheus-community.github.io/helm-charts", MONITORING_NAMESPACE)
+# Karpenter's chart (its CRDs included); the version is the stack's (nodes.karpenterVersion), this one the default.
+KARPENTER = Chart("karpenter", "oci://public.ecr.aws/karpenter/karpenter", "1.6.0", None, "kube-system")
+KARPENTER_SERVICE_ACCOUNT = "karpenter"
+# KEDA, for workloads that scale to zero (render/k8s/keda.py): its operator and its ScaledObject CRD.
+KEDA = Chart("keda", "keda", "2.17.2", "https://kedacore.github.io/charts", "keda")
 CLUSTER_AUTOSCALER = Chart("cluster-autoscaler", "cluster-autoscaler", "9.50.1", "https://kubernetes.github.io/autoscaler",
                            "kube-system")
+
+
+def karpenter_values(cluster_name: str, queue: str | None) -> dict[str, Any]:
+    """The controller on the system nodes (it must not run on nodes it manages), reading the stack's
+    interruption queue when a pool uses spot."""
+    settings: dict[str, Any] = {"clusterName": cluster_name}
+    if queue:
+        settings["interruptionQueue"] = queue
+    return {"settings": settings, "serviceAccount": {"name": KARPENTER_SERVICE_ACCOUNT},
+            "nodeSelector": {NODE_GROUP_LABEL: SYSTEM_GROUP}, "replicas": 2}
+
+
+def needs_keda(plan: FleetPlan) -> bool:
+    """A workload at a minimum of 0 replicas is scaled by a ScaledObject."""
+    return any(s.min_replicas == 0 for s in plan.triton_servers) or any(
+        isinstance(m, VllmModelPlan) and m.min_replicas == 0 for m in plan.models)
 
 
 def needs_lws(plan: FleetPlan) -> bool:

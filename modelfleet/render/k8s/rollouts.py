@@ -95,7 +95,7 @@ def canary_objects(workload: TritonServerPlan | VllmModelPlan, plan: FleetPlan, 
         if obj["kind"] == "Deployment":  # its analysis first: the Rollout names it (and Pulumi applies in order)
             out.append(analysis_template(plan, workload, c.metadata(analysis_name(name), plan, "analysis")))
             obj = as_rollout(obj, plan, rollout)
-        elif obj["kind"] == "HorizontalPodAutoscaler":
+        elif obj["kind"] in ("HorizontalPodAutoscaler", "ScaledObject"):
             obj = {**obj, "spec": {**obj["spec"], "scaleTargetRef": {"apiVersion": ROLLOUT_API, "kind": "Rollout",
                                                                     "name": name}}}
         out.append(obj)

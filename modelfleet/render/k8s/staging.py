@@ -108,7 +108,8 @@ def stage_objects(plan: FleetPlan, model: VllmModelPlan, patterns: tuple[str, ..
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": c.metadata(name, plan, "weights", annotations),
            "spec": {"backoffLimit": ATTEMPTS - 1, "activeDeadlineSeconds": budget,
                     "template": {"metadata": {"labels": c.labels(name, "weights"),
-                                              "annotations": c.checkov_skips(SKIPS | c.image_skips(model.image))},
+                                              "annotations": c.checkov_skips(SKIPS | c.image_skips(model.image))
+                                              | c.disruption_annotations(plan.node_group(model.node_group))},
                                  "spec": pod}}}
     program = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": c.metadata(stage_script_name(model), plan, "weights"),
                "data": {SCRIPT.name: SCRIPT.read_text()}}

@@ -30,6 +30,7 @@ from ...plan.capacity.node_volume import repository_gib
 from ...plan.types import FleetPlan, PodPlan, TritonModelPlan, TritonServerPlan
 from ...spec.digest import DIGEST_PIPELINE
 from . import common as c
+from . import keda
 from .rollouts import canary_objects, is_canary
 
 TRITON_UID = 1000  # the image's triton-server user (the image has no USER line, so the pod says it)
@@ -158,7 +159,7 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
     pod: dict[str, Any] = {
         "serviceAccountName": server.kube_name, "automountServiceAccountToken": False,
         "securityContext": c.pod_security(TRITON_UID),
-        **(c.cpu_placement if server.device == "cpu" else c.gpu_placement)(group.instance_type, group.capacity_type),
+        **(c.cpu_placement if server.device == "cpu" else c.gpu_placement)(group),
         "initContainers": [_init_container(sync_script(bucket, server, plan, revision), aws_cli_image, plan.region,
                                            server.pod)],
         "containers": [_container(server, plan, server.pod)],
@@ -185,7 +186,8 @@ def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_i
                repository: Mapping[str, bytes]) -> dict[str, Any]:
     skips = c.checkov_skips(SKIPS | c.image_skips(server.image))
     meta = c.metadata(server.kube_name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
-    annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository)}
+    annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository),
+                   **c.disruption_annotations(plan.node_group(server.node_group))}
     template = {"metadata": {"labels": c.labels(server.kube_name, "triton"), "annotations": annotations},
                 "spec": _pod(server, plan, bucket, aws_cli_image, revision_prefix(server, repository))}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
@@ -206,6 +208,14 @@ def autoscaling_metrics(server: TritonServerPlan, plan: FleetPlan) -> list[dict[
     return metrics
 
 
+def queue_triggers(server: TritonServerPlan, plan: FleetPlan) -> list[dict[str, Any]]:
+    """The HPA's metrics as KEDA triggers (a server scaling to zero): each model's pending requests."""
+    return [keda.trigger(keda.queue_query(PENDING_METRIC, plan.namespace, server.kube_name, {"model": m["pods"]["metric"]
+                                                                                            ["selector"]["matchLabels"]["model"]}),
+                         int(m["pods"]["target"]["averageValue"]), f"pending-{i}")
+            for i, m in enumerate(autoscaling_metrics(server, plan))]
+
+
 def service(server: TritonServerPlan, plan: FleetPlan, ports: list[tuple[str, int]]) -> dict[str, Any]:
     """Its ClusterIP Service; a server of stateful models keeps each client IP on one pod, where its sequences
     live (plan/triton/sequences.py says why and for how long)."""
@@ -223,8 +233,9 @@ def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: s
     name = server.kube_name  # the cluster's name for it; the modelfleet.io/server label says the plan's
     target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
     ports = [("http", TRITON_HTTP_PORT), ("grpc", TRITON_GRPC_PORT), ("metrics", TRITON_METRICS_PORT)]
-    scaler = c.autoscaler(name, plan, target, autoscaling_metrics(server, plan),
-                          (server.min_replicas, server.max_replicas))
+    scaler = (keda.scaled_object(name, plan, target, queue_triggers(server, plan), server.max_replicas)
+              if server.min_replicas == 0 else
+              c.autoscaler(name, plan, target, autoscaling_metrics(server, plan), (server.min_replicas, server.max_replicas)))
     objects = [c.service_account(name, plan),
                deployment(server, plan, bucket, aws_cli_image, repository),
                service(server, plan, ports),

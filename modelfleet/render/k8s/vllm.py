@@ -21,6 +21,7 @@ from ...plan.teams import TEAM_LABEL, team_of
 from ...plan import names
 from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
+from . import keda
 from .rollouts import canary_objects, is_canary
 from .staging import HF_TOKEN_DIR, stage_objects, wait_container
 
@@ -136,7 +137,7 @@ def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role:
         volumes.append({"name": "hf-token", "secret": {"secretName": hf_secret_name(model), "defaultMode": 0o400}})
     pod: dict[str, Any] = {
         "serviceAccountName": model.name, "automountServiceAccountToken": False,
-        "securityContext": c.pod_security(None), **c.gpu_placement(group.instance_type, group.capacity_type),
+        "securityContext": c.pod_security(None), **c.gpu_placement(group),
         "containers": [container], "volumes": volumes,
         "terminationGracePeriodSeconds": c.PRE_STOP_S + 60,  # the preStop pause, then in-flight requests finish
     }
@@ -157,8 +158,9 @@ def _pod(model: VllmModelPlan, plan: FleetPlan, container: dict[str, Any], role:
 def _template(model: VllmModelPlan, plan: FleetPlan, command: list[str], role: str | None) -> dict[str, Any]:
     labels = c.labels(model.name, "vllm") | ({"role": role} if role else {})
     pod = _pod(model, plan, _container(model, plan, command, leader=role != "worker"), role)
-    return {"metadata": {"labels": labels, "annotations": c.checkov_skips(SKIPS | c.image_skips(model.image))},
-            "spec": pod}
+    annotations = c.checkov_skips(SKIPS | c.image_skips(model.image)) | c.disruption_annotations(
+        plan.node_group(model.node_group))
+    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod}
 
 
 def await_budget_s(model: VllmModelPlan, plan: FleetPlan) -> int:
@@ -204,8 +206,11 @@ def render_vllm_manifests(plan: FleetPlan, model: VllmModelPlan) -> list[dict[st
     multi_node = model.nodes_per_replica > 1
     kind, api = ("LeaderWorkerSet", LWS_API) if multi_node else ("Deployment", "apps/v1")
     leaders = c.selector(model.name) | ({"role": "leader"} if multi_node else {})
-    scaler = c.autoscaler(model.name, plan, {"apiVersion": api, "kind": kind, "name": model.name},
-                          [autoscaling_metric(model)], (model.min_replicas, model.max_replicas))
+    target = {"apiVersion": api, "kind": kind, "name": model.name}
+    scaler = (keda.scaled_object(model.name, plan, target, [keda.trigger(
+        keda.queue_query(WAITING_METRIC, plan.namespace, model.name), model.max_num_seqs // 4, "waiting")],
+        model.max_replicas) if model.min_replicas == 0 else
+        c.autoscaler(model.name, plan, target, [autoscaling_metric(model)], (model.min_replicas, model.max_replicas)))
     staging = stage_objects(plan, model, DOWNLOAD_PATTERNS, hf_secret_name(model)) if staged(model) else []
     objects = [*staging, c.service_account(model.name, plan), workload(model, plan),
                c.service(model.name, plan, "vllm", [("http", VLLM_PORT)], c.await_budget_s(1, cold_start_s(model, plan)), leaders),

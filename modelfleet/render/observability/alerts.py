@@ -33,6 +33,12 @@ CACHE_DROP = 0.5  # the hit rate at half of its trailing day's...
 CACHE_FLOOR = 0.1  # ...where that day's was at least 10% (below it the cache saves too little to matter)
 KV_CACHE_FULL = 0.9
 QUEUE_NEAR = 0.8
+# The batch the dynamic batcher reaches while the load is near its planned peak, as a share of the compiled
+# max_batch_size: the plan's throughput (rps_per_instance, hence the GPUs packed and the queue timeout) assumes
+# full batches at peak, so a quarter of one means the premise is wrong. "Near the peak": at least half of
+# sla.peak_rps (below it, small batches are simply a quiet hour). Only for a max_batch_size of 4 or more.
+BATCH_FAR_BELOW = 0.25
+PEAK_SHARE = 0.5
 
 
 class RuleContext:
@@ -111,7 +117,22 @@ def triton_model_rules(ctx: RuleContext, model: TritonModelPlan) -> list[Rule]:
             f"of its {model.availability:g}% SLA; its p99 SLA is {model.p99_latency_ms:g} ms."))
     if model.response_cache:
         rules.append(_cache_drop(ctx, target, model))
+    if model.max_batch_size * BATCH_FAR_BELOW >= 1 and model.sequence is None:
+        rules.append(_batch_far_below(ctx, target, model))
     return rules
+
+
+def _batch_far_below(ctx: RuleContext, target: q.Target, model: TritonModelPlan) -> Rule:
+    window, floor, busy = ctx.window("30m"), BATCH_FAR_BELOW * model.max_batch_size, PEAK_SHARE * model.peak_rps
+    return ctx.rule(
+        "TritonBatchFarBelowCompiled", f"{q.triton_batch_size(target, window)} < {floor:g} and "
+        f"{q.triton_request_rate(target, window)} >= {busy:g}", "30m",
+        _labels(model.name, model.team, "ticket", "saturation"),
+        f"{model.name}: batches of {{{{ $value | humanize }}}} at peak load, compiled for {model.max_batch_size}",
+        f"For 30 minutes {model.name} has served at least {PEAK_SHARE:.0%} of sla.peak_rps = {model.peak_rps:g} req/s, "
+        f"yet its batches averaged under {BATCH_FAR_BELOW:.0%} of the compiled max_batch_size of "
+        f"{model.max_batch_size}. The plan's throughput ({model.rps_per_instance:g} req/s per instance), hence its "
+        "GPU packing and queue timeout, assume full batches at peak: that premise is wrong here.")
 
 
 def _bound_note(model: TritonModelPlan, bound: int) -> str:

@@ -38,6 +38,8 @@ KINDS = (
     AlertKind("TritonQueueNearBound", "triton", TICKET, "saturation", "sla.p99_latency_ms (the queue timeout)"),
     AlertKind("TritonResponseCacheHitRateDrop", "triton", TICKET, "saturation", "sla.peak_rps (capacity planned "
                                                                                   "with the cache)"),
+    AlertKind("TritonBatchFarBelowCompiled", "triton", TICKET, "saturation", "sla.peak_rps (the packing's "
+                                                                                 "full batches at peak)"),
     AlertKind("TritonReplicasAtMax", "triton", TICKET, "saturation", "sla.peak_rps"),
     AlertKind("TritonPodsNotReady", "triton", TICKET, "saturation", "sla.availability (replicas)"),
     AlertKind("VllmErrorBudgetBurnFast", "vllm", PAGE, "availability", "sla.availability"),

@@ -17,7 +17,7 @@ from typing import Literal
 
 from ...cost.fleet import FleetCost
 from ...plan.names import CLUSTER, stable_name
-from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
+from ...plan.types import AbSplitPlan, FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 from . import slo_queries as q
 from .alerts import QUEUE_NEAR
 from .thresholds import queue_bound, triton_cached
@@ -78,13 +78,15 @@ class Served:
     decoupled: bool = False
     cached: bool = False
     bound: int = 0
+    max_batch_size: int = 0  # the compiled one; 0: no batch panel (an ensemble, the vLLM backend)
+    ab_split: AbSplitPlan | None = None
 
     @classmethod
     def of(cls, model: TritonModelPlan | VllmModelPlan) -> Served:
         if isinstance(model, VllmModelPlan):
             return cls(model.name, model.p99_ttft_ms, model.availability, decoupled=True)
         return cls(model.name, model.p99_latency_ms, model.availability, model.decoupled, triton_cached(model),
-                   queue_bound(model))
+                   queue_bound(model), model.max_batch_size, model.ab_split)
 
 
 def _triton_model_row(plan: FleetPlan, server: str, model: Served) -> Row:
@@ -109,7 +111,34 @@ def _triton_model_row(plan: FleetPlan, server: str, model: Served) -> Row:
     if model.cached:
         panels.append(Panel("Response cache hit rate", "timeseries", "Share of requests answered from the cache.",
                             (Query(q.triton_cache_hit_ratio(target, RATE), "hit rate"),), "percentunit"))
+    if model.max_batch_size > 1:
+        panels.append(Panel("Batch size reached vs compiled", "timeseries", "Requests per execution (the batch the "
+                            "dynamic batcher formed, on average); the line is the compiled max_batch_size "
+                            f"({model.max_batch_size}). Far below it at peak, the batching window or the packing "
+                            "premise is wrong.", (Query(q.triton_batch_size(target, RATE), "batch"),), "short",
+                            float(model.max_batch_size)))
     return Row(model.name, tuple(panels))
+
+
+def _ab_row(plan: FleetPlan, server: str, model: Served) -> Row:
+    """The two sides of a held A/B split, side by side: Triton labels every series with its version."""
+    split = model.ab_split
+    assert split is not None
+    sides = [(str(v), q.Target(plan.namespace, server, model.name, version=str(v)))
+             for v in (split.control, split.candidate)]
+    return Row(f"{model.name}: A/B, version {split.control} vs {split.candidate} ({split.candidate_share:.0%})", (
+        Panel("Requests per version", "timeseries", f"Answered requests per second of each version; the split sends "
+              f"{split.candidate_share:.0%} of the requests naming no version to {split.candidate}.",
+              tuple(Query(q.triton_request_rate(t, RATE), f"v{v}") for v, t in sides), "reqps", width=6),
+        Panel("Error ratio per version", "timeseries", "Failed over all requests, per version.",
+              tuple(Query(q.triton_error_ratio(t, RATE), f"v{v}") for v, t in sides), "percentunit", width=6),
+        Panel("Mean latency per version", "timeseries", f"Mean request time inside Triton; the line is the SLA's "
+              f"p99 {model.p99_ms:g} ms.", tuple(Query(q.triton_mean_latency_ms(t, RATE), f"v{v}") for v, t in sides),
+              "ms", model.p99_ms, width=6),
+        Panel("Batch size per version", "timeseries", "Requests per execution, per version.",
+              tuple(Query(q.triton_batch_size(t, RATE), f"v{v}") for v, t in sides), "short",
+              float(model.max_batch_size) or None, width=6),
+    ))
 
 
 def _gpu_share_table(plan: FleetPlan, server: TritonServerPlan) -> Panel:
@@ -141,6 +170,7 @@ def triton_server_dashboard(plan: FleetPlan, server: TritonServerPlan) -> Dashbo
     served += [Served(p.name, p.p99_latency_ms, p.availability) for p in plan.pipelines if p.server == server.name]
     # the series know it by its cluster name (a former name where the stack keeps it); the title says the plan's
     rows = [_triton_model_row(plan, server.kube_name, s) for s in served]
+    rows += [_ab_row(plan, server.kube_name, s) for s in served if s.ab_split is not None]
     rows += [Row("Server", (_gpu_share_table(plan, server),)), _workload_row(plan, server.kube_name, False)]
     return Dashboard(dashboard_uid(plan.environment, server.name), f"modelfleet {plan.environment}: Triton {server.name}",
                      server.kube_name, ("modelfleet", plan.environment, "triton"), tuple(rows))

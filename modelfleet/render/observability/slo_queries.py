@@ -53,6 +53,8 @@ class Target:
     job: str
     model: str | None = None
     model_label: str = "model"
+    version: str | None = None  # Triton's version label: one version's series (an A/B split's side); None: all
+
 
     def selector(self, **extra: str) -> str:
         """``{namespace="..",job="..",model=".."}`` plus ``extra`` (a value starting ``=~`` or ``!=`` keeps
@@ -60,6 +62,8 @@ class Target:
         pairs = [("namespace", self.namespace), ("job", self.job)]
         if self.model is not None:
             pairs.append((self.model_label, self.model))
+        if self.version is not None:
+            pairs.append(("version", self.version))
         parts = [f'{k}="{v}"' for k, v in pairs]
         for key, value in extra.items():
             op, text = (value[:2], value[2:]) if value[:2] in ("=~", "!=") else ("=", value)
@@ -84,6 +88,17 @@ def triton_rejected_rate(target: Target, window: str) -> str:
 def triton_request_rate(target: Target, window: str) -> str:
     """Answered requests per second (cache hits included)."""
     return _rate("nv_inference_request_success", target, window)
+
+
+def triton_batch_size(target: Target, window: str) -> str:
+    """Requests (batch items) per execution: the batch the dynamic batcher actually formed, on average."""
+    return f"({_rate('nv_inference_count', target, window)} / {_rate('nv_inference_exec_count', target, window)})"
+
+
+def triton_mean_latency_ms(target: Target, window: str) -> str:
+    """Mean end-to-end request time inside Triton, milliseconds (its cumulative duration counter)."""
+    return (f"({_rate('nv_inference_request_duration_us', target, window)} / "
+            f"{_rate('nv_inference_request_success', target, window)} / 1000)")
 
 
 def triton_error_ratio(target: Target, window: str) -> str:

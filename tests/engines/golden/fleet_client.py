@@ -23,6 +23,8 @@ its SLA allows and was rejected rather than answered late.
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -56,6 +58,33 @@ def _with_caller(caller: str, options: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(caller, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}", caller):
         raise ValueError(f"caller: {caller!r}, expected a service name such as checkout-service")
     return {"headers": {CALLER_HEADER: caller}, **options}
+
+
+def _split(model: Any, split_key: str | None) -> int:
+    """The version of a held A/B split (``ab_split``: control, candidate, candidate share) a request goes to: by
+    its key (the same key, the same version), else at random."""
+    control, candidate, share = model.ab_split
+    if split_key is None:
+        draw = random.random()
+    else:
+        draw = int.from_bytes(hashlib.sha256(f"{model.name}\0{split_key}".encode()).digest()[:8], "big") / 2**64
+    return candidate if draw < share else control
+
+
+def _with_version(model: Any, version: int | None, options: dict[str, Any], split_key: str | None = None) -> dict[str, Any]:
+    """infer's keyword arguments naming ``version`` (None: the A/B split's choice, else the server's: the
+    version it serves or its latest); a version the model does not serve in every stack is refused here, not by
+    one stack's server."""
+    if version is None and getattr(model, "ab_split", None) is not None:
+        version = _split(model, split_key)
+    if version is None:
+        return options
+    served = model.versions
+    if isinstance(version, bool) or not isinstance(version, int) or version <= 0 or (
+            served is not None and version not in served):
+        expected = ", ".join(map(str, served)) if served is not None else "a positive version number"
+        raise ValueError(f"{model.name}: version {version!r}, expected {expected or 'none (no version is served in every stack)'}")
+    return {**options, "model_version": str(version)}
 
 
 def _dtype_ok(tensor: Tensor, value: np.ndarray) -> bool:
@@ -107,16 +136,18 @@ class FraudScorer:
     max_batch_size: ClassVar[int] = 32
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("features", "FP32", (64,)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("fraud_probability", "FP32", (1,)),)
+    # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
+    versions: ClassVar[tuple[int, ...] | None] = (1,)
     stateful: ClassVar[bool] = False
     streaming: ClassVar[bool] = False
 
     @classmethod
-    def request(cls, features: np.ndarray, *, caller: str, protocol: ModuleType = _http) -> Request:
-        """features: FP32 [batch, 64] (batch <= 32)"""
+    def request(cls, features: np.ndarray, *, caller: str, version: int | None = None, protocol: ModuleType = _http) -> Request:
+        """features: FP32 [batch, 64] (batch <= 32); version: the model version to call (default: the one the server serves)"""
         values = (features,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, {}))
+                       _with_caller(caller, _with_version(cls, version, {})))
 
     @staticmethod
     def decode(result: Any) -> FraudScorerResult:
@@ -141,16 +172,18 @@ class ImageClassification:
     max_batch_size: ClassVar[int] = 8
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("image_bytes", "BYTES", (1,)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("probabilities", "FP32", (1000,)),)
+    # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
+    versions: ClassVar[tuple[int, ...] | None] = (1,)
     stateful: ClassVar[bool] = False
     streaming: ClassVar[bool] = False
 
     @classmethod
-    def request(cls, image_bytes: np.ndarray, *, caller: str, protocol: ModuleType = _http) -> Request:
-        """image_bytes: BYTES [batch, 1] (batch <= 8)"""
+    def request(cls, image_bytes: np.ndarray, *, caller: str, version: int | None = None, protocol: ModuleType = _http) -> Request:
+        """image_bytes: BYTES [batch, 1] (batch <= 8); version: the model version to call (default: the one the server serves)"""
         values = (image_bytes,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, {}))
+                       _with_caller(caller, _with_version(cls, version, {})))
 
     @staticmethod
     def decode(result: Any) -> ImageClassificationResult:
@@ -177,16 +210,18 @@ class ImagePreprocessor:
     max_batch_size: ClassVar[int] = 8
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("image_bytes", "BYTES", (1,)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("images", "FP32", (3, 224, 224)),)
+    # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
+    versions: ClassVar[tuple[int, ...] | None] = (1,)
     stateful: ClassVar[bool] = False
     streaming: ClassVar[bool] = False
 
     @classmethod
-    def request(cls, image_bytes: np.ndarray, *, caller: str, protocol: ModuleType = _http) -> Request:
-        """image_bytes: BYTES [batch, 1] (batch <= 8)"""
+    def request(cls, image_bytes: np.ndarray, *, caller: str, version: int | None = None, protocol: ModuleType = _http) -> Request:
+        """image_bytes: BYTES [batch, 1] (batch <= 8); version: the model version to call (default: the one the server serves)"""
         values = (image_bytes,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, {}))
+                       _with_caller(caller, _with_version(cls, version, {})))
 
     @staticmethod
     def decode(result: Any) -> ImagePreprocessorResult:
@@ -213,16 +248,18 @@ class Resnet50Classifier:
     max_batch_size: ClassVar[int] = 32
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("images", "FP32", (3, 224, 224)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("probabilities", "FP32", (1000,)),)
+    # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
+    versions: ClassVar[tuple[int, ...] | None] = (1,)
     stateful: ClassVar[bool] = False
     streaming: ClassVar[bool] = False
 
     @classmethod
-    def request(cls, images: np.ndarray, *, caller: str, protocol: ModuleType = _http) -> Request:
-        """images: FP32 [batch, 3, 224, 224] (batch <= 32)"""
+    def request(cls, images: np.ndarray, *, caller: str, version: int | None = None, protocol: ModuleType = _http) -> Request:
+        """images: FP32 [batch, 3, 224, 224] (batch <= 32); version: the model version to call (default: the one the server serves)"""
         values = (images,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, {}))
+                       _with_caller(caller, _with_version(cls, version, {})))
 
     @staticmethod
     def decode(result: Any) -> Resnet50ClassifierResult:
@@ -250,20 +287,22 @@ class SessionRecommender:
     max_batch_size: ClassVar[int] = 32
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("item_embedding", "FP32", (16,)),)
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("session_profile", "FP32", (16,)), Tensor("events", "INT32", (1,)))
+    # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
+    versions: ClassVar[tuple[int, ...] | None] = (1,)
     stateful: ClassVar[bool] = True
     streaming: ClassVar[bool] = False
 
     @classmethod
-    def request(cls, item_embedding: np.ndarray, *, caller: str, protocol: ModuleType = _http,
+    def request(cls, item_embedding: np.ndarray, *, caller: str, version: int | None = None, protocol: ModuleType = _http,
                 sequence_id: int,
                 start: bool = False,
                 end: bool = False) -> Request:
-        """item_embedding: FP32 [batch, 16] (batch <= 32)"""
+        """item_embedding: FP32 [batch, 16] (batch <= 32); version: the model version to call (default: the one the server serves)"""
         values = (item_embedding,)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, 
-                       {"sequence_id": sequence_id, "sequence_start": start, "sequence_end": end}))
+                       _with_caller(caller, _with_version(cls, version, 
+                       {"sequence_id": sequence_id, "sequence_start": start, "sequence_end": end})))
 
     @staticmethod
     def decode(result: Any) -> SessionRecommenderResult:
@@ -292,19 +331,21 @@ class TextEmbedder:
     max_batch_size: ClassVar[int] = 32
     inputs: ClassVar[tuple[Tensor, ...]] = (Tensor("input_ids", "INT64", (-1,)), Tensor("attention_mask", "INT64", (-1,)))
     outputs: ClassVar[tuple[Tensor, ...]] = (Tensor("embedding", "FP32", (384,)),)
+    # the versions request(version=...) may name: those served in every stack (None: any, the model pins none)
+    versions: ClassVar[tuple[int, ...] | None] = (1,)
     priorities: ClassVar[dict[str, int]] = {"interactive": 1, "batch": 2}
     stateful: ClassVar[bool] = False
     streaming: ClassVar[bool] = False
 
     @classmethod
-    def request(cls, input_ids: np.ndarray, attention_mask: np.ndarray, *, caller: str, protocol: ModuleType = _http,
+    def request(cls, input_ids: np.ndarray, attention_mask: np.ndarray, *, caller: str, version: int | None = None, protocol: ModuleType = _http,
                 priority: str = "batch") -> Request:
-        """input_ids: INT64 [batch, L]; attention_mask: INT64 [batch, L] (batch <= 32) (L: any length)"""
+        """input_ids: INT64 [batch, L]; attention_mask: INT64 [batch, L] (batch <= 32) (L: any length); version: the model version to call (default: the one the server serves)"""
         values = (input_ids, attention_mask)
         return Request(cls.name, [_input(protocol, t, v, cls.max_batch_size) for t, v in zip(cls.inputs, values)],
                        [protocol.InferRequestedOutput(t.name) for t in cls.outputs],
-                       _with_caller(caller, 
-                       {"priority": cls.priorities[priority]}))
+                       _with_caller(caller, _with_version(cls, version, 
+                       {"priority": cls.priorities[priority]})))
 
     @staticmethod
     def decode(result: Any) -> TextEmbedderResult:

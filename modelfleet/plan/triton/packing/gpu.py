@@ -39,6 +39,7 @@ from ...names import stable_name, triton_server_name
 from ...hardware.node_price import ranking_usd_per_node_hour
 from ..pipelines import PipelineSizing, StepBudget, size_on, together
 from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor
+from ..built_for import pool_suffix, wrong_gpu
 from ..policy import ClassicSizing, within_budget
 
 # Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
@@ -230,6 +231,9 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
     standalone cost instead would ignore idle GPUs, and adding a model could then lower the cost.
     ``pipelines``: their steps' load and p99 shares (plan/triton/pipelines.py), and their steps kept on one server
     (unless ``keep_together`` is false: the plan prices what the constraint costs that way)."""
+    wrong = wrong_gpu(models, instance)
+    if wrong is not None:
+        return wrong
     capacity = capacity_of(instance)
     cache = sizing_cache if sizing_cache is not None else {}
     if instance.gpu.key not in cache:  # sizing depends on the GPU model only, not on the instance size
@@ -270,10 +274,11 @@ def default_pool(instance: InstanceType) -> str:
 
 
 def _pools(models: list[ClassicModelSpec], instance: InstanceType) -> list[tuple[str, list[ClassicModelSpec]]]:
-    """Models by pool, pools in name order; a declared pool equal to the default one is the default pool."""
+    """Models by pool, pools in name order; a declared pool equal to the default one is the default pool. The
+    default pool is split by TensorRT version (plan/triton/built_for.py: a server runs one)."""
     pools: dict[str, list[ClassicModelSpec]] = {}
     for model in models:
-        pools.setdefault(model.pool or default_pool(instance), []).append(model)
+        pools.setdefault(model.pool or default_pool(instance) + pool_suffix(model), []).append(model)
     return sorted(pools.items())
 
 
