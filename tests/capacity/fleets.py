@@ -28,6 +28,7 @@ def project_with(tmp_path: Path, stack: str, changes: dict[str, Any]) -> Project
     for name in ("__main__.py", "Pulumi.yaml", "models.yaml"):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks", dirs_exist_ok=True)
+    shutil.copytree(ROOT / "samples", tmp_path / "samples", dirs_exist_ok=True)  # warmup samples models.yaml names
     path = tmp_path / "stacks" / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump({"config": stack_config(stack, **changes)}, sort_keys=False))
     return Project(root=str(tmp_path))

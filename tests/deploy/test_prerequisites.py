@@ -57,6 +57,7 @@ def test_a_fleet_without_canaries_needs_no_argo_rollouts(project, tmp_path, caps
     (tmp_path / "models.yaml").write_text(re.sub(r"\n\s*rollout: \{strategy: canary[^\n]*", "", text))
     import shutil
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "samples", tmp_path / "samples")  # warmup samples models.yaml names
     assert main(["--project", str(tmp_path), "doctor", "--stack", "dev", "--offline"]) == 0
     out = capsys.readouterr().out
     assert "Argo Rollouts" not in out and "cluster autoscaler" in out

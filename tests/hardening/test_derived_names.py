@@ -8,6 +8,7 @@ of one stack, about a second)."""
 from __future__ import annotations
 
 import copy
+import shutil
 import os
 import tempfile
 from collections import Counter
@@ -33,6 +34,7 @@ from tests.hardening.adversarial_names import (
 
 EXAMPLES = int(os.environ.get("MODELFLEET_NAME_EXAMPLES", "60"))
 MODELS_FILE = Path(tempfile.mkdtemp(prefix="modelfleet-names-")) / "models.yaml"
+shutil.copytree(ROOT / "samples", MODELS_FILE.parent / "samples")  # the warmup samples models.yaml names
 
 
 def _located(error: SpecError | CompileError) -> None:

@@ -127,9 +127,7 @@ class FraudScorerResult:
 class FraudScorer:
     """fraud-scorer (tabular; stacks dev, prod, staging; batch <= 32, the strictest of dev 128, prod 32, staging 32).
 
-    dev: SLA p99 20 ms: a request queued longer than 11100 us is rejected (503), not answered late. prod: SLA p99
-    20 ms: a request queued longer than 7200 us is rejected (503), not answered late. staging: SLA p99 20 ms: a
-    request queued longer than 7200 us is rejected (503), not answered late.
+    SLA p99 20 ms: a request queued longer than 7200 us is rejected (503), not answered late.
     """
 
     name: ClassVar[str] = "fraud-scorer"
@@ -201,9 +199,7 @@ class ImagePreprocessorResult:
 class ImagePreprocessor:
     """image-preprocessor (vision; stacks dev, prod, staging).
 
-    dev: SLA p99 36.5 ms: a request queued longer than 20600 us is rejected (503), not answered late. prod: SLA
-    p99 36.5 ms: a request queued longer than 13600 us is rejected (503), not answered late. staging: SLA p99 36.5
-    ms: a request queued longer than 13600 us is rejected (503), not answered late.
+    SLA p99 36.5 ms: a request queued longer than 13600 us is rejected (503), not answered late.
     """
 
     name: ClassVar[str] = "image-preprocessor"
@@ -239,9 +235,7 @@ class Resnet50ClassifierResult:
 class Resnet50Classifier:
     """resnet50-classifier (vision; stacks dev, prod, staging).
 
-    dev: SLA p99 100 ms: a request queued longer than 50600 us is rejected (503), not answered late. prod: SLA p99
-    100 ms: a request queued longer than 28800 us is rejected (503), not answered late. staging: SLA p99 100 ms: a
-    request queued longer than 28800 us is rejected (503), not answered late.
+    SLA p99 100 ms: a request queued longer than 28800 us is rejected (503), not answered late.
     """
 
     name: ClassVar[str] = "resnet50-classifier"
@@ -276,7 +270,7 @@ class SessionRecommenderResult:
 
 
 class SessionRecommender:
-    """session-recommender (recommender; stacks dev, prod, staging; batch <= 32, the strictest of dev 64, prod 32, staging 32).
+    """session-recommender (recommender; stacks dev, prod, staging).
 
     SLA p99 50 ms (the sequence batcher has no queue timeout: slots are sized for it).
     Stateful: every request carries ``sequence_id``; ``start=True`` on a sequence's first request, ``end=True`` on
@@ -318,12 +312,10 @@ class TextEmbedderResult:
 
 
 class TextEmbedder:
-    """text-embedder (embedding; stacks dev, prod, staging; batch <= 32, the strictest of dev 64, prod 32, staging 32).
+    """text-embedder (embedding; stacks dev, prod, staging).
 
-    dev: SLA p99 50 ms: a request queued longer than 14400 us is rejected (503), not answered late. prod: SLA p99
-    50 ms: a request queued longer than 24400 us is rejected (503), not answered late. staging: SLA p99 50 ms: a
-    request queued longer than 24400 us is rejected (503), not answered late.
-    Priority classes, highest first: interactive (queue timeout 14400 us), batch (queue timeout 1964400 us);
+    SLA p99 50 ms: a request queued longer than 24400 us is rejected (503), not answered late.
+    Priority classes, highest first: interactive (queue timeout 24400 us), batch (queue timeout 1974400 us);
     ``priority=`` picks one.
     """
 
