@@ -8,9 +8,10 @@ coefficients:
   lies outside the engine (HTTP, tokenising, handing the request to the engine core, streaming the token);
 - a median ITL at batch ``B`` is ``step(decodes=B)``: most steps of ``B`` decoding sequences hold no prefill.
 
-``step_ms = base + prefill_token * prefill_tokens + prefill_attention * prefill_tokens * (prefill_context +
-prefill_tokens / 2) + decode * decodes + decode_context * decode_context`` (``decode_context``: the context
-tokens all decoding sequences read). Fitted by weighted least squares of the relative error (a 10% miss on a
+``step_ms = base + prefill_token * p + prefill_attention * p * (prefill_context - p / 2) + decode * decodes
++ decode_context * decodes * decode_context``, in the simulator's terms (``StepTime``: ``p`` prompt tokens
+whose context ends at ``prefill_context``; ``decodes`` sequences of mean context ``decode_context``): the
+prompt's attention grows with the context its tokens see, a decode's with the context it reads. Fitted by weighted least squares of the relative error (a 10% miss on a
 5 ms step weighs what it weighs on a 50 ms one), every coefficient non-negative (a step never gets faster
 with more work): the exact non-negative solution, by trying every subset of the terms, which is cheap for
 six unknowns and needs no dependency.
@@ -66,9 +67,9 @@ class StepFit:
 
     def __call__(self, prefill_tokens: int, prefill_context: int, decodes: int, decode_context: int) -> float:
         """One engine step in ms (the overhead outside the engine is not a step's: add it to a TTFT)."""
-        attention = prefill_tokens * (prefill_context + prefill_tokens / 2.0)
+        attention = prefill_tokens * (prefill_context - prefill_tokens / 2.0)
         return (self.base_ms + self.prefill_token_ms * prefill_tokens + self.prefill_attention_ms * attention
-                + self.decode_ms * decodes + self.decode_context_ms * decode_context)
+                + self.decode_ms * decodes + self.decode_context_ms * decodes * decode_context)
 
     def errors(self) -> list[float]:
         """Relative error of the fit on each observation: fitted / measured - 1."""
