@@ -16,9 +16,10 @@ sequences, their mean context)``; several partial prefills in one step are one p
 with the context that keeps their attention work.
 
 Speed: a run of identical decode-only steps (every running request decoding, nothing waiting that could be
-admitted) is taken at once, up to the next completion, the next arrival that could be admitted (``horizon``)
-or the step at which the KV cache would run out; its step time is taken at the run's mean context (step time
-is linear in it). So a simulation costs a few events per request, not a Python loop per token.
+admitted) is taken at once, up to the next completion or the step at which the KV cache would run out, and
+cut short at the first step boundary after an arrival that could be admitted (``cut``); its step time is
+taken at the run's mean context (step time is linear in it). So a simulation costs a few events per request,
+not a Python loop per token.
 """
 
 from __future__ import annotations
@@ -52,13 +53,16 @@ class Replica:
         self.now = 0.0
         self.preemptions = 0
         self.gaps: dict[float, int] = {}  # inter-token gap (ms) -> how many measured tokens had it
+        self.run: tuple[int, float, float] | None = None  # a pending decode run: (steps, mean context, first step ms)
+        self.busy = False  # a step (or run) is under way
+        self.decode_only = False  # the last schedule: every request scheduled is decoding, none admitted
 
     def idle(self) -> bool:
         return not self.running and not self.waiting
 
-    def step(self, horizon: float) -> list[Request]:
-        """Run the next step (or run of identical decode steps, ending before ``horizon`` when an arrival
-        then could be admitted) from ``now``; returns the requests that finished."""
+    def begin(self) -> tuple[float, list[Request]]:
+        """Start the next step at ``now``: (when it ends, the requests it finished). A single step is carried
+        out at once; a run of identical decode steps is pending until ``complete`` (or cut short by ``cut``)."""
         scheduled, preempted = self._schedule()
         if not scheduled:  # the only running request preempted itself: the next schedule admits it
             scheduled, preempted = self._schedule()
@@ -66,35 +70,64 @@ class Replica:
                 head = self.waiting[0]
                 raise ValueError(f"a request of {head.prompt + head.output} tokens does not fit the KV cache "
                                  f"({self.free} blocks of {self.block_size} free)")
-        if not preempted and len(scheduled) == len(self.running) and all(
-                new == 1 and r.generated for r, new in scheduled):
-            return self._decode_run(horizon)
-        return self._one_step(scheduled)
+        if not preempted and self.decode_only and len(scheduled) == len(self.running):
+            return self._plan_run(), []
+        finished = self._one_step(scheduled)
+        return self.now, finished
+
+    def cut(self, arrival: float) -> float | None:
+        """An arrival that could be admitted ends a pending run at the first step boundary after it: the new
+        end, or None when nothing changes (no run pending, or every slot taken)."""
+        if self.run is None or len(self.running) >= self.max_num_seqs:
+            return None
+        steps, context, first = self.run
+        shorter = min(steps, max(1, math.ceil((arrival - self.now) / first)))
+        if shorter == steps:
+            return None
+        self.run = (shorter, context, first)
+        return self.now + shorter * self._each(shorter)
+
+    def complete(self) -> list[Request]:
+        """Carry out the pending run, if any: the requests it finished."""
+        if self.run is None:
+            return []
+        steps = self.run[0]
+        return self._commit_run(steps, self._each(steps))
 
     def _schedule(self) -> tuple[list[tuple[Request, int]], bool]:
         budget, bs, running = self.budget, self.block_size, self.running
         scheduled: list[tuple[Request, int]] = []
-        preempted, i = False, 0
+        preempted, i, free, decode_only = False, 0, self.free, True
         while i < len(running) and budget > 0:
             r = running[i]
-            new = min(r.prompt + r.generated - r.computed, budget)
-            need = -(-(r.computed + new) // bs) - r.blocks
-            while need > self.free:
-                victim = running.pop()
-                self._preempt(victim)
-                preempted = True
+            computed = r.computed
+            new = r.prompt + r.generated - computed
+            if new > budget:
+                new = budget
+            if new != 1 or not r.generated:
+                decode_only = False
+            need = -(-(computed + new) // bs) - r.blocks
+            if need > free:
+                self.free = free
+                while need > self.free:
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is r:
+                        break
+                free = self.free
                 if victim is r:
                     break
-            else:
-                r.blocks += need
-                self.free -= need
-                scheduled.append((r, new))
-                budget -= new
-                i += 1
-                continue
-            break
+            r.blocks += need
+            free -= need
+            scheduled.append((r, new))
+            budget -= new
+            i += 1
+        self.free = free
+        count = len(scheduled)
         if not preempted:
-            budget = self._admit(scheduled, budget)
+            self._admit(scheduled, budget)
+        self.decode_only = decode_only and len(scheduled) == count  # nothing admitted
         return scheduled, preempted
 
     def _admit(self, scheduled: list[tuple[Request, int]], budget: int) -> int:
@@ -146,33 +179,42 @@ class Replica:
         self.now = end
         return self._finish(finished)
 
-    def _decode_run(self, horizon: float) -> list[Request]:
+    def _plan_run(self) -> float:
         running, n = self.running, len(self.running)
         steps = min(r.output - r.generated for r in running)
         context = sum(r.computed for r in running) / n + 1.0
-        first = self.step_time(0, 0.0, n, context)
-        if len(running) < self.max_num_seqs and horizon < math.inf:
-            steps = min(steps, max(1, math.ceil((horizon - self.now) / first)))
-        steps = self._kv_steps(steps)
-        each = self.step_time(0, 0.0, n, context + (steps - 1) / 2.0) if steps > 1 else first
-        end, bs = self.now + steps * each, self.block_size
-        gaps, finished = self.gaps, []
-        for r in running:
-            r.computed += steps
+        self.run = (self._kv_steps(steps), context, self.step_time(0, 0.0, n, context))
+        return self.now + self.run[0] * self._each(self.run[0])
+
+    def _each(self, steps: int) -> float:
+        """One step's time in a run of ``steps``: at the run's mean context."""
+        _, context, first = self.run
+        return self.step_time(0, 0.0, len(self.running), context + (steps - 1) / 2.0) if steps > 1 else first
+
+    def _commit_run(self, steps: int, each: float) -> list[Request]:
+        now, bs = self.now, self.block_size
+        end = now + steps * each
+        gaps, finished, free, counted = self.gaps, [], self.free, 0
+        for r in self.running:
+            computed = r.computed = r.computed + steps
             r.generated += steps
-            blocks = -(-r.computed // bs)  # what the run's last step allocated
+            blocks = -(-computed // bs)  # what the run's last step allocated
             if blocks > r.blocks:
-                self.free -= blocks - r.blocks
+                free -= blocks - r.blocks
                 r.blocks = blocks
             if r.measured:
-                gap = self.now + each - r.last
-                gaps[gap] = gaps.get(gap, 0) + 1
-                if steps > 1:
-                    gaps[each] = gaps.get(each, 0) + steps - 1
+                counted += 1
+                if r.last != now:  # not decoded in the step before the run: its first gap is longer
+                    gap = now + each - r.last
+                    gaps[gap] = gaps.get(gap, 0) + 1
+                    counted -= 1
             r.last = end
             if r.generated >= r.output:
                 finished.append(r)
-        self.now = end
+        if counted or steps > 1:
+            measured = sum(1 for r in self.running if r.measured)
+            gaps[each] = gaps.get(each, 0) + counted + measured * (steps - 1)
+        self.free, self.now, self.run = free, end, None
         return self._finish(finished)
 
     def _kv_steps(self, steps: int) -> int:

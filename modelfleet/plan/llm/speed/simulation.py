@@ -5,11 +5,12 @@ The replica is vLLM's V1 scheduler (replica.py: continuous batching, chunked pre
 with running requests first, ``max_num_seqs``, FCFS waiting, KV blocks with preemption by recompute); the
 traffic is workload.py's (Poisson, bursty or closed-loop arrivals; fixed, random, histogram or traced
 lengths; spread over the replicas at random as a Kubernetes Service spreads them). An open stream is thinned
-to one replica; a closed loop's users go from replica to replica, so all of them are simulated together.
+to one replica; a closed loop's users go from replica to replica, so all of them are simulated together, on
+one clock: a replica's pending run of decode steps is cut short when an arrival it could admit comes.
 
 Each request's figures are those ``vllm bench serve`` reports: TTFT from arrival to first token; TPOT
 ``(end - first token) / (output tokens - 1)`` (requests of more than one output token); ITL each gap between
-tokens. The first ``requests // 5`` requests (at least twice the users of a closed loop) warm the replicas up
+tokens. The first ``requests // 10`` requests (at least twice the users of a closed loop) warm the replicas up
 and are not measured, nor those sent after the last measured one (they keep the load on until it ends).
 
 A p99 from ``n`` samples is uncertain: the ``ceil(0.99 n + 1.96 sqrt(0.0099 n))``-th smallest sample bounds it
@@ -69,22 +70,24 @@ def simulate(*, step_ms: StepTime, workload: Workload, max_num_seqs: int, max_nu
     replicas = [Replica(step_time=grid, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         kv_blocks=kv_cache_tokens // block_size, block_size=block_size)
                 for _ in range(workload.replicas if closed else 1)]
-    warmup = max(requests // 5, 2 * workload.users if closed else 0)
+    warmup = max(requests // 10, 2 * workload.users if closed else 0)
     done = _Run(workload, replicas, random.Random(seed), warmup, warmup + requests).run()
     return _result(done, replicas, workload)
 
 
+ARRIVAL, STEP_END = 0, 1  # at equal times an arrival comes first: the step then starting sees it
+
+
 class _Run:
-    """The event loop: arrivals and replica steps in time order (a replica's run of decode steps stops
-    where an arrival, or another replica's next step end plus the think time, could reach it)."""
+    """The event loop: arrivals and the ends of replicas' steps, in time order."""
 
     def __init__(self, workload: Workload, replicas: list[Replica], rng: random.Random, warmup: int,
                  total: int) -> None:
         self.workload, self.replicas, self.rng = workload, replicas, rng
         self.warmup, self.total, self.issued, self.pending = warmup, total, 0, total - warmup
         self.lengths = request_lengths(workload, rng)
-        self.arrivals: list[tuple[float, int, int, int]] = []  # (time ms, sequence, replica, user)
-        self.active: list[tuple[float, int]] = []  # (now, replica index) of busy replicas
+        self.events: list[tuple[float, int, int, int, int]] = []  # (ms, kind, order, replica, user or version)
+        self.versions = [0] * len(replicas)
         self.measured: list[Request] = []
         self.think_ms = workload.think_time_s * 1000.0
         if workload.arrivals == "closed":
@@ -96,47 +99,54 @@ class _Run:
 
     def _send(self, time: float, user: int) -> None:
         target = self.rng.randrange(len(self.replicas)) if len(self.replicas) > 1 else 0
-        heapq.heappush(self.arrivals, (time, self.issued, target, user))
+        heapq.heappush(self.events, (time, ARRIVAL, self.issued, target, user))
         self.issued += 1
 
     def run(self) -> list[Request]:
         while self.pending > 0:
-            if self.arrivals and (not self.active or self.arrivals[0][0] <= self.active[0][0]):
-                self._arrive()
-            else:
-                self._step()
+            time, kind, order, index, extra = heapq.heappop(self.events)
+            if kind == ARRIVAL:
+                self._arrive(time, order, index, extra)
+            elif extra == self.versions[index]:
+                replica = self.replicas[index]
+                self._collect(replica.complete())
+                if replica.idle():
+                    replica.busy = False
+                else:
+                    self._begin(index)
         return self.measured
 
-    def _arrive(self) -> None:
-        time, sequence, target, user = heapq.heappop(self.arrivals)
+    def _arrive(self, time: float, sequence: int, index: int, user: int) -> None:
         prompt, output = self.lengths()
-        request = Request(time, prompt, output, user, self.warmup <= sequence < self.total)
-        replica = self.replicas[target]
-        if replica.idle():
+        replica = self.replicas[index]
+        replica.waiting.append(Request(time, prompt, output, user, self.warmup <= sequence < self.total))
+        if not replica.busy:
             replica.now = max(replica.now, time)  # an engine idle since its last step ended
-            heapq.heappush(self.active, (time, target))
-        replica.waiting.append(request)
+            replica.busy = True
+            self._begin(index)
+        else:
+            end = replica.cut(time)
+            if end is not None:
+                self._schedule_end(index, end)
         if user < 0:
             self._send(time + next(self.gaps), -1)
 
-    def _step(self) -> None:
-        now, index = heapq.heappop(self.active)
-        replica = self.replicas[index]
-        for request in replica.step(self._horizon()):
+    def _begin(self, index: int) -> None:
+        end, finished = self.replicas[index].begin()
+        self._collect(finished)
+        self._schedule_end(index, end)
+
+    def _schedule_end(self, index: int, end: float) -> None:
+        self.versions[index] += 1
+        heapq.heappush(self.events, (end, STEP_END, 0, index, self.versions[index]))
+
+    def _collect(self, finished: list[Request]) -> None:
+        for request in finished:
             if request.measured:
                 self.measured.append(request)
                 self.pending -= 1
             if request.user >= 0:
                 self._send(request.finish + self.think_ms, request.user)
-        if not replica.idle():
-            heapq.heappush(self.active, (replica.now, index))
-
-    def _horizon(self) -> float:
-        """The earliest time a request not yet in the arrival queue could reach any replica."""
-        nearest = self.arrivals[0][0] if self.arrivals else math.inf
-        if self.active:  # another replica's step ending finishes a request whose user sends the next one
-            nearest = min(nearest, self.active[0][0] + self.think_ms)
-        return nearest
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -54,6 +54,12 @@ class Lengths:
         cumulative = _cumulative([w for _, w in self.histogram])
         return lambda: tokens[bisect.bisect_right(cumulative, rng.random() * cumulative[-1])]
 
+    def expected(self) -> float:
+        """The mean length before the cap (a histogram's weighted mean of its capped lengths)."""
+        if self.distribution != "histogram":
+            return self.mean
+        return sum(min(t, self.maximum) * w for t, w in self.histogram) / sum(w for _, w in self.histogram)
+
     def quantile(self, q: float) -> float:
         """The ``q`` quantile of the capped distribution (what the plan reports as p99 and the spec checks)."""
         if self.distribution == "fixed":
