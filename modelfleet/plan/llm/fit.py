@@ -122,7 +122,8 @@ def _choose(verifier: Verifier, demand: Demand, guess: int, ceiling: int,
         if verdict.miss is None:
             return verdict, demand.pinned_by, None
         enough = verifier.least_replicas(max(guess, demand.pinned_replicas + 1), demand.pinned_replicas + 1, MAX_REPLICAS)
-        return verdict, demand.pinned_by, miss_text(verdict, demand, enough)
+        text = miss_text(verdict, demand, enough)
+        return verdict if verdict.result else verifier.overloaded(demand.pinned_replicas), demand.pinned_by, text
     least = verifier.least_replicas(guess, demand.floor, ceiling)
     if least is None:
         return None

@@ -7,8 +7,7 @@ then bisects: the fewest replicas whose simulated p99 TTFT and p99 TPOT (their 9
 SLA, at least the availability floor. At each count ``max_num_seqs`` is the closed form's (the most whose
 steady TPOT meets the target), else the most the KV cache and the stack allow (more slots, less queueing).
 
-Cost: the search runs on short screening runs (a fifth of the requests, judged by the upper bound a full run
-would likely have); from the fewest replicas that pass the screen, full runs (judged on the p99s' upper bounds) go up
+Cost: the search runs on short screening runs (a fifth of the requests, judged on their p99 point estimates); from the fewest replicas that pass the screen, full runs (judged on the p99s' upper bounds) go up
 one replica at a time until one passes, usually the first. A replica count whose per-replica rate exceeds 1.25 x the closed form's throughput at max_num_seqs is
 failed without simulating (it is unstable); ``most`` (the most replicas that can still beat the cheapest
 layout verified so far) stops the search, so layouts that cannot win are not simulated further.
@@ -43,8 +42,8 @@ class Verdict:
 
 class Verifier:
     """The simulated verdicts of one layout for one demand, memoised per replica count: ``screen`` (a short run,
-    judged by the bound a full run would likely have: peak.meets) and ``verify`` (the full run, judged on the
-    p99s' upper bounds)."""
+    judged on its p99s' point estimates: its interval's upper end is its largest sample or near it, too noisy
+    to steer by) and ``verify`` (the full run, judged on the p99s' upper bounds)."""
 
     def __init__(self, speed: Speed, demand: Demand, seq_options: tuple[int, ...], kv_tokens: int) -> None:
         self.speed, self.demand, self.options, self.kv_tokens = speed, demand, seq_options, kv_tokens
@@ -77,14 +76,14 @@ class Verifier:
                 break
         return first
 
-    def _run(self, replicas: int, seqs: int, requests: int) -> Verdict:
+    def _run(self, replicas: int, seqs: int, requests: int, force: bool = False) -> Verdict:
         chunk, demand = batched_tokens(self.demand, seqs), self.demand
-        if self._unstable(replicas, seqs, chunk):
+        if not force and self._unstable(replicas, seqs, chunk):
             return Verdict(replicas, seqs, chunk, None, "ttft")
         self.runs += 1
         result = simulated(self.speed, self.traffic, seqs, chunk, self.kv_tokens, replicas, demand.ttft_ms,
                            demand.tpot_ms, demand.seed, requests)
-        judged = meets(result, demand.ttft_ms, demand.tpot_ms, math.sqrt(requests / SIMULATED_REQUESTS))
+        judged = meets(result, demand.ttft_ms, demand.tpot_ms, 1.0 if requests == SIMULATED_REQUESTS else 0.0)
         return Verdict(replicas, seqs, chunk, result, judged)
 
     def _unstable(self, replicas: int, seqs: int, chunk: int) -> bool:
@@ -102,6 +101,11 @@ class Verifier:
             if self.verify(replicas).miss is None:
                 return replicas
         return None
+
+    def overloaded(self, replicas: int) -> Verdict:
+        """A replica count too few for the peak, simulated all the same (a short run): the figures a pinned
+        count reports (its queue grows for as long as the run lasts)."""
+        return self._run(replicas, self.options[-1], SCREEN_REQUESTS, force=True)
 
     def below(self, replicas: int) -> Verdict | None:
         """What one replica fewer came to: its full run if there was one, else its screening run."""

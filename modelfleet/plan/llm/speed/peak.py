@@ -91,8 +91,7 @@ def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched
 
 def meets(result: SimulationResult, ttft_ms: float, tpot_ms: float | None, share: float = 1.0) -> str | None:
     """None when both p99s' upper bounds are within the targets, else the stage that misses (ttft, tpot).
-    ``share`` < 1 judges a short run by the bound a full run would likely have: its p99 plus ``share`` of its
-    interval's upper half (the interval narrows as 1 / sqrt(requests))."""
+    ``share`` 0 judges the point estimates instead (a short screening run), and between 0 and 1 in between."""
     ttft = result.ttft_p99_ms + share * (result.ttft_p99_high_ms - result.ttft_p99_ms)
     tpot = result.tpot_p99_ms + share * (result.tpot_p99_high_ms - result.tpot_p99_ms)
     if ttft > ttft_ms:
