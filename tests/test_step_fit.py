@@ -105,6 +105,11 @@ def test_calibration_stays_within_the_engine_limits():
     lone = [load for kind, load in loads if kind == "first_token"]
     assert len(lone) == 1 and math.ceil(lone[0].input_tokens * (1 + lone[0].range_ratio)) <= 1024
     assert [load.concurrency for kind, load in loads if kind == "decode_step"] == [1, 4]
+    setup = check.CheckSetup(max_num_seqs=11, max_num_batched_tokens=2048, kv_cache_tokens=65536, input_tokens=2000,
+                             output_tokens=32, range_ratio=0.5)
+    assert [load.concurrency for kind, load in check.calibration_loads(setup) if kind == "decode_step"] == [1, 4, 11]
+    (lone,) = [load for kind, load in check.calibration_loads(setup) if kind == "first_token"]
+    assert math.ceil(lone.input_tokens * (1 + lone.range_ratio)) <= 2048
     assert all(load.request_rate is None for _, load in loads)
 
 

@@ -28,10 +28,11 @@ from .step_fit import Observation, StepFit
 from .vllm_bench import LlmLoad, LlmMeasurement
 
 METRICS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
-FIRST_TOKEN_PROMPT, FIRST_TOKEN_RANGE = 800, 0.95  # lone prompts of 40-1,560 tokens: one prefill step each
+# Calibrated where the check's requests are: lone prompts from a tenth to almost four times the mean prompt
+# (the fit extrapolates nothing), closed groups of 1, 4 and max_num_seqs sequences decoding together.
+FIRST_TOKEN_RANGE = 0.9  # lone prompts uniform over 2 x mean x (1 -/+ 0.9)
 FIRST_TOKEN_REQUESTS, FIRST_TOKEN_BINS = 32, 4  # the medians of 4 bins of 8 requests by prompt length
-DECODE_BATCHES = (1, 4, 8)
-DECODE_PROMPT, DECODE_OUTPUT = 32, 64
+DECODE_BATCHES = (1, 4)  # and max_num_seqs
 DECODE_WAVES = 3  # groups of B requests each decoding together
 SIMULATED_REQUESTS = 20_000  # the simulated p99's 95% interval is then within about 3% of it
 SEED = 2026
@@ -53,12 +54,12 @@ class CheckSetup:
 
 def calibration_loads(setup: CheckSetup) -> list[tuple[str, LlmLoad]]:
     """The single-request benchmarks the step model is fitted on: (kind, load). One run of lone requests of
-    many prompt lengths (a run costs vllm bench serve's start, 10-20 s here), one per decode batch."""
-    longest = min(setup.max_num_batched_tokens, math.ceil(FIRST_TOKEN_PROMPT * (1 + FIRST_TOKEN_RANGE)))
-    middle = round(longest / (1 + FIRST_TOKEN_RANGE))
+    many prompt lengths (a run costs vllm bench serve's start, about 10 s), one per decode batch."""
+    middle = min(2 * setup.input_tokens, math.floor(setup.max_num_batched_tokens / (1 + FIRST_TOKEN_RANGE)))
     lone = [("first_token", LlmLoad(1, middle, 2, FIRST_TOKEN_REQUESTS, None, FIRST_TOKEN_RANGE))]
-    together = [("decode_step", LlmLoad(b, DECODE_PROMPT, DECODE_OUTPUT, DECODE_WAVES * b))
-                for b in DECODE_BATCHES if b <= setup.max_num_seqs]
+    batches = sorted({b for b in DECODE_BATCHES if b < setup.max_num_seqs} | {setup.max_num_seqs})
+    together = [("decode_step", LlmLoad(b, setup.input_tokens, setup.output_tokens, DECODE_WAVES * b))
+                for b in batches]
     return lone + together
 
 

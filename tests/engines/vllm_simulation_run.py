@@ -2,22 +2,23 @@
 shared by tests/engines/test_vllm_simulation.py (CI's size) and bench/vllm_cpu_simulation.py (repeated runs,
 the table in bench/).
 
-The engine is the dev stack's compiled Llama entry served as ``modelfleet serve --llm`` serves it, with two
-changes:
+The engine is vLLM's API server with the arguments ``modelfleet serve --llm`` gives the dev stack's Llama
+entry on this machine (modelfleet/serve/vllm_local.py; the plan is not compiled here: it simulates every
+layout and takes minutes), with two changes:
 
 - the random Llama is heavier than ``serve --llm``'s (4 layers of 512, :data:`MODEL_LAYERS`, not 2 of 128):
   the 2-layer model's decode step takes about 2 ms here, less than the API server takes to stream a token
   on this machine, so a client-side TPOT of it measured the HTTP server (whole answers arrived in one read,
-  TPOT 0.004 ms); with 4 x 512 a decode step is about 10 ms and a prompt token about 0.6 ms, so the engine,
+  TPOT 0.004 ms); with 4 x 512 a decode step is about 10 ms and a prompt token about 0.3 ms, so the engine,
   whose scheduling is what the simulator models, is what the client waits for;
-- three flags so that it runs the policy the simulator models, which is also the GPU V1 scheduler's:
+- flags so that it runs the policy the simulator models, which is also the GPU V1 scheduler's:
   ``--enable-chunked-prefill`` (V1's default, said explicitly), ``--no-async-scheduling`` (the CPU platform
-  forces it off, a GPU turns it on: it overlaps scheduling with the step and changes no batch) and
+  forces it off, a GPU turns it on: it overlaps scheduling with the step and changes no batch),
   ``--no-enable-prefix-caching`` (the compiled entry turns it on; the simulator has no prefix cache, and
-  random prompts share a first block now and then).
+  random prompts share a first block now and then), and ``--max-num-seqs 11 --max-num-batched-tokens 2048``
+  (the dev entry's when the table was measured; fixed so that the check does not move with the plan).
 
-``max_num_seqs`` and ``max_num_batched_tokens`` are the compiled ones (11 and 2,048); the KV cache is what
-vLLM reports at start (``--kv-cache-memory-bytes 64M``: 8,192 tokens of this model).
+The KV cache is what vLLM reports at start (``--kv-cache-memory-bytes 64M``: 8,192 tokens of this model).
 """
 
 from __future__ import annotations
@@ -31,15 +32,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from modelfleet.commands.serve_llm import running_vllm, vllm_environment, vllm_python
+from modelfleet.commands.serve_llm import running_vllm_with, vllm_environment, vllm_python
 from modelfleet.engines import simulation_check as check
 from modelfleet.engines.step_fit import StepFit, fit_step_time
 from modelfleet.engines.vllm_bench import RESULT_FILE, LlmLoad, LlmMeasurement, bench_arguments, run_bench
-from modelfleet.project import Project
 from tests.conftest import ROOT
 from tests.engines.local_vllm import LLM
 
-ENGINE_FLAGS = ("--enable-chunked-prefill", "--no-async-scheduling", "--no-enable-prefix-caching")
+MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS = 11, 2048  # the dev entry's when the table was measured
+# What modelfleet serve --llm passes the dev entry on this machine (modelfleet/serve/vllm_local.py), with the
+# scheduling limits above and the flags that make the simulator's policy explicit (module docstring).
+ENGINE_ARGS = ("--max-model-len", "2048", "--kv-cache-memory-bytes", "64M", "--dtype", "float32",
+               "--max-num-seqs", str(MAX_NUM_SEQS), "--max-num-batched-tokens", str(MAX_NUM_BATCHED_TOKENS),
+               "--enable-chunked-prefill", "--no-async-scheduling", "--no-enable-prefix-caching")
 MODEL_LAYERS, MODEL_HIDDEN = 4, 512
 WRITE_MODEL = ("import sys; from modelfleet.engines.tiny_llm import write_tiny_llama; "
                f"write_tiny_llama(sys.argv[1], layers={MODEL_LAYERS}, hidden_size={MODEL_HIDDEN})")
@@ -51,28 +56,26 @@ REQUESTS = 200  # per load: a p99 between the 198th and 199th of 200
 
 def setup(kv_cache_tokens: int, input_tokens: int = 128, output_tokens: int = 32, range_ratio: float = 0.5,
           requests: int = REQUESTS) -> check.CheckSetup:
-    """The compiled entry's scheduling limits, the engine's KV cache and the benchmark's lengths."""
-    model = Project(str(ROOT)).plan("dev").model(LLM)
-    return check.CheckSetup(max_num_seqs=model.max_num_seqs, max_num_batched_tokens=_flag(model.args,
-                            "--max-num-batched-tokens"), kv_cache_tokens=kv_cache_tokens, input_tokens=input_tokens,
-                            output_tokens=output_tokens, range_ratio=range_ratio, requests=requests)
-
-
-def _flag(args: tuple[str, ...], name: str) -> int:
-    return int(args[args.index(name) + 1])
+    """The engine's scheduling limits (:data:`ENGINE_ARGS`), its KV cache and the benchmark's lengths."""
+    return check.CheckSetup(max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
+                            kv_cache_tokens=kv_cache_tokens, input_tokens=input_tokens, output_tokens=output_tokens,
+                            range_ratio=range_ratio, requests=requests)
 
 
 @contextmanager
 def engine(workdir: Path) -> Iterator[tuple[str, str, int]]:
-    """The real vLLM serving the heavier random Llama with :data:`ENGINE_FLAGS`: yields (base URL, tokenizer
+    """The real vLLM serving the heavier random Llama with :data:`ENGINE_ARGS`: yields (base URL, tokenizer
     dir, KV cache tokens as vLLM reports them)."""
-    model = Project(str(ROOT)).plan("dev").model(LLM)
     python = vllm_python(None, str(ROOT))
     assert python is not None, "vLLM is not installed: bash scripts/setup-vllm.sh"
-    model_dir = workdir / "tiny-llama"  # running_vllm serves what it finds there
+    model_dir = workdir / "tiny-llama"  # running_vllm_with serves what it finds there
     if not (model_dir / "config.json").is_file():
         subprocess.run([python, "-c", WRITE_MODEL, str(model_dir)], env=vllm_environment(), check=True)
-    with raised_priority(), running_vllm(model, workdir, python, ENGINE_FLAGS) as (url, served):
+
+    def arguments(model: Path, port: int) -> list[str]:
+        return ["--model", str(model), "--served-model-name", LLM, "--host", "127.0.0.1", "--port", str(port),
+                *ENGINE_ARGS]
+    with raised_priority(), running_vllm_with(arguments, workdir, python) as (url, served):
         logs = sorted(workdir.glob("run-*/vllm.log"), key=lambda p: p.stat().st_mtime)
         found = KV_LINE.search(logs[-1].read_text(errors="replace"))
         assert found, f"no KV cache size in {logs[-1]}"
