@@ -142,9 +142,24 @@ def poisson_load(setup: CheckSetup, rate_per_s: float, seed: int) -> LlmLoad:
                    setup.range_ratio, seed)
 
 
-FIT_TOLERANCE = 0.25  # TODO
-TOLERANCE = {"ttft_p50_ms": 0.5, "ttft_p99_ms": 0.5, "tpot_p50_ms": 0.5, "tpot_p99_ms": 0.5}  # TODO from spread
-TOLERANCE_REASON = "TODO"
+# The step model must fit the single-request figures it was fitted on. Measured: worst 7.6% and 31.6% in two
+# calibrations (bench/vllm_cpu_simulation.md; each figure a median of 8 or more requests, the second run's
+# batch of 4 decoding slower than its batch of 11, which no step model that grows with work can fit). It
+# catches a fit that does not describe the engine at all (units, a kind of figure ignored), not the noise.
+FIT_TOLERANCE = 0.35
+# |predicted / measured - 1| a comparison may show and still be within this machine's noise: the real engine's
+# run-to-run spread, (max - min) / median of the same figure measured in two runs of the whole procedure at
+# 30% load (the load neither run overloaded): 26% for a median TTFT, 5% for a median TPOT, 69% for a p99
+# TPOT and 2% for a p99 TTFT (two p99s of 200 requests agreeing by chance). A median gets the larger of its
+# pair's spreads (30%), a p99 the larger of its pair's (70%): two runs are too few to tell TTFT and TPOT
+# apart, and a p99 of 200 requests is the mean of its 198th and 199th values, which one descheduled
+# process moves.
+TOLERANCE = {"ttft_p50_ms": 0.30, "ttft_p99_ms": 0.70, "tpot_p50_ms": 0.30, "tpot_p99_ms": 0.70}
+TOLERANCE_REASON = ("the real engine's run-to-run spread at 30% load, (max - min) / median over two runs of "
+                    "the whole procedure: 26% (TTFT p50), 5% (TPOT p50), 2% (TTFT p99), 69% (TPOT p99); each "
+                    "median gets the larger of the two medians' spreads, each p99 the larger of the p99s'. The two runs' "
+                    "30% loads were 5.9 and 2.9 requests/s (their calibrations differed), nearly idle both: the "
+                    "spread is the machine's noise and the calibration's together, as a test run meets them")
 
 
 def misses(predicted: Figures, measured: Figures) -> list[str]:
