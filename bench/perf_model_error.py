@@ -49,14 +49,14 @@ def model(name: str, weight_bytes: float) -> tuple[dict, LlmShape]:
     return config, shape_from_fields(shape_fields(config), weight_bytes=weight_bytes)
 
 
-def sample(system: str, memory_gib: float) -> list[aic.Point]:
+def sample(system: str, memory_gib: float, per_model: int = PER_MODEL) -> list[aic.Point]:
     rng = random.Random(f"{SEED}-{system}")
     points = []
     for name, weight_bytes in HELD_OUT:
         _, shape = model(name, weight_bytes)
         combos = [(tp, b, i, o) for tp in GRID["tp"] for b in GRID["batch"] for i in GRID["input"]
                   for o in GRID["output"] if shape.heads % tp == 0 and fits(shape, memory_gib, tp, b, i + o)]
-        for tp, b, i, o in rng.sample(combos, min(PER_MODEL, len(combos))):
+        for tp, b, i, o in rng.sample(combos, min(per_model, len(combos))):
             points.append(aic.Point(name, system, tp, b, i, o, expert_parallel=shape.is_moe and rng.random() < 0.3))
     return points
 
@@ -135,12 +135,13 @@ def main() -> int:
     parser.add_argument("--performance", default=None, help="constants file (default: the shipped one)")
     parser.add_argument("--cache", default="bench/results/aic_heldout.json")
     parser.add_argument("--out", default="bench/perf_model_error.md")
+    parser.add_argument("--points", type=int, default=PER_MODEL, help="points per held-out model and GPU (CI: a few)")
     args = parser.parse_args()
     assert not {name for name, _ in HELD_OUT} & {name for name, _ in TRAINING_MODELS}, "held out means not trained on"
     Path(args.cache).parent.mkdir(parents=True, exist_ok=True)
     cache = EstimateCache(args.cache)
     points = [p for system in aic.SYSTEMS.values()
-              for p in sample(system, aic.system_spec(system)["gpu"]["mem_capacity"] / 2**30)]
+              for p in sample(system, aic.system_spec(system)["gpu"]["mem_capacity"] / 2**30, args.points)]
     references = [aic.Point(m, s, tp, b, i, o) for m, s, tp, b, i, o in REFERENCE]
     measured = {p: measure(cache, p) for p in points + references}
     cache.save()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import yaml
@@ -13,7 +14,7 @@ CLASSIC_TYPES = ("vision", "nlp", "tabular", "embedding", "audio")
 def classic(i: int, rng: random.Random, small: bool = False) -> dict:
     memory = round(rng.uniform(0.1, 1.0 if small else 6.0), 2)
     return {"name": f"classic-{i:05d}", "type": rng.choice(CLASSIC_TYPES), "framework": "onnx",
-            "artifact": f"s3://synthetic-models/classic-{i:05d}", "size": {"memory_gib": memory},
+            "artifact": f"s3://synthetic-models/classic-{i:05d}", "version": 1, "size": {"memory_gib": memory},
             "inputs": [{"name": "x", "dtype": "fp32", "dims": [rng.choice([16, 64, 256])]}],
             "outputs": [{"name": "y", "dtype": "fp32", "dims": [rng.choice([1, 10, 100])]}],
             "sla": {"p99_latency_ms": rng.choice([50, 100, 200]),
@@ -24,7 +25,9 @@ def classic(i: int, rng: random.Random, small: bool = False) -> dict:
 
 
 def llm(i: int, rng: random.Random) -> dict:
-    return {"name": f"llm-{i:05d}", "type": "llm", "artifact": "org/model", "size": {"dtype": "bf16"},
+    # Pinned like every model of a stack that requires pins (the bench stack copies prod's requirePins).
+    return {"name": f"llm-{i:05d}", "type": "llm", "artifact": "org/model", "revision": hashlib.sha1(f"llm-{i:05d}".encode()).hexdigest(),
+            "size": {"dtype": "bf16"},
             "architecture": rng.choice(PRESETS),
             "sla": {"max_context_tokens": rng.choice([4096, 8192]), "peak_concurrent_sequences": rng.choice([4, 16, 32]),
                     "p99_ttft_ms": 4000}}

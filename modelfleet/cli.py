@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from .errors import EXIT_USER_ERROR, ModelfleetError
 
-COMMANDS = ("validate", "plan", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate", "profile",
+COMMANDS = ("validate", "plan", "explore", "render", "schema", "serve", "client", "cost", "prices", "preview", "calibrate", "profile",
             "digest")
 
 

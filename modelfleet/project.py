@@ -13,7 +13,7 @@ from .deploy import Deployment
 from .errors import CompileError, Issue, ModelfleetError, SpecError
 from .plan.hardware.instances import InstanceCatalogue, load_instance_catalogue
 from .plan.types import FleetPlan
-from .render.fleet import render_fleet
+from .render.fleet import render_fleet, render_triton_repositories
 from .render.k8s import render_fleet_manifests, render_kubernetes
 from .render.observability import DashboardBuilder
 from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
@@ -87,9 +87,10 @@ class Project:
         with a ``dashboards`` builder: modelfleet.grafana)."""
         plan, cost = self.plan_and_cost(stack)
         env = self.environment(stack)
+        repositories = render_triton_repositories(plan)  # once: plan.json's tree and the manifests both carry them
         kubernetes = functools.partial(render_kubernetes, deploy=env.deploy, docs_url=env.observability.docs_url,
-                                       dashboards=dashboards, cost=cost)
-        return plan, render_fleet(plan, extra=(kubernetes,), cost=cost)
+                                       dashboards=dashboards, cost=cost, repositories=repositories)
+        return plan, render_fleet(plan, extra=(kubernetes,), cost=cost, repositories=repositories)
 
     def environment_path(self, stack: str) -> str:
         return stack_path(self.stacks_dir, stack)

@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # real processes interrupted at many instants: the full tier
+
 INTERRUPT_AT = """
 import os, signal, sys
 from modelfleet.cli import main

@@ -140,3 +140,24 @@ def test_env_defaults_are_documented_values():
     env = EnvironmentSpec(name="x", region="us-east-1")
     assert env.vllm.gpu_memory_utilization == 0.90
     assert env.capacity_type == "on-demand"
+
+
+def test_the_replica_floor_is_decided_in_one_place():
+    """Every workload's floor (LLMs, Triton GPU and CPU servers, rollouts) is sizing.replica_floor: no module
+    but sizing.py applies the availability thresholds itself (issue 29 found four copies)."""
+    import ast
+    from pathlib import Path
+
+    from modelfleet.plan.sizing import replica_floor
+    from modelfleet.spec.environment import EnvironmentSpec
+
+    package = Path(__file__).resolve().parent.parent / "modelfleet"
+    callers = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
+                     if any(isinstance(n, ast.Name) and n.id == "availability_floor" or
+                            isinstance(n, ast.Attribute) and n.attr in ("ha_availability", "ha3_availability")
+                            for n in ast.walk(ast.parse(p.read_text()))))
+    assert callers == ["plan/sizing.py"], callers
+    env = EnvironmentSpec(name="prod", region="us-east-1")
+    single = EnvironmentSpec.model_validate({"name": "dev", "region": "us-east-1", "replicas": {"singleReplica": True}})
+    assert [replica_floor(env, a) for a in (99.0, 99.9, 99.995)] == [1, 2, 3]
+    assert replica_floor(single, 99.995) == 1

@@ -130,6 +130,7 @@ def _takes_tags(token: str) -> bool:
     return "tags" in inspect.signature(resource._internal_init).parameters
 
 
+@pytest.mark.slow  # the Pulumi program under mocks
 @pytest.mark.parametrize("config", ["prod", "created-cluster"])
 def test_every_deployed_object_is_labelled_or_tagged_with_its_team(config: str):
     """Under mocks, every stack resource: AWS ones that take tags have the tag, Kubernetes objects the label

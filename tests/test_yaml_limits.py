@@ -24,10 +24,10 @@ def billion_laughs(levels: int = 10) -> str:
 
 def test_billion_laughs_stops_fast_and_small():
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU: other processes on a shared machine do not count
     with pytest.raises(SpecError) as caught:
         parse_fleet_text(billion_laughs())
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     peak_mib = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     (issue,) = caught.value.issues

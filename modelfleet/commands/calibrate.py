@@ -30,6 +30,7 @@ import yaml
 from ..errors import Issue, SpecError
 from ..render.outputs import write_file
 from ..plan.llm.speed.performance import GpuPerformance, Layout, LlmShape, Roofline, shape_from_fields
+from ..plan.hardware.instances import load_instance_catalogue
 from ..plan.llm.speed.calibration import DATASHEET_DEFAULTS, performance_to_data
 from ..spec.hf_config import shape_fields
 
@@ -82,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     for key in gpus:  # an MLA model fits only the biggest nodes: the others take the MLA constant of one that has it
         if key not in with_mla and with_mla:
             gpus[key] = dataclasses.replace(gpus[key], mla_layer_floor_us=gpus[with_mla[0]].mla_layer_floor_us)
-    data = performance_to_data(gpus, version, date.today().isoformat())
+    registry = load_instance_catalogue().gpus  # each calibrated GPU's form factor, as the instance table says
+    data = performance_to_data(gpus, version, date.today().isoformat(), {k: registry[k].form_factor for k in gpus})
     write_file(args.out, (HEADER + yaml.safe_dump(data, sort_keys=False, width=120)).encode())
     print(f"wrote {args.out}")
     return 0

@@ -3,6 +3,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..cost.alternatives import PlanAlternative, find_alternatives
+from ..errors import Issue, SpecError
 from ..plan.changes import version_of
 from ..plan.types import (Decision, FleetPlan, LengthsPlan, NodeGroupPlan, NodeResourcesPlan, TrafficPlan, TritonModelPlan,
                           VllmModelPlan)
@@ -10,25 +12,66 @@ from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
 
 NAME = "plan"
+# Cheaper alternatives re-plan each model several times (about 50 ms a model here): named for every model of a
+# fleet up to this size; beyond it, for the models --model names (a 1,000-model plan stays seconds).
+ALTERNATIVES_FOR_UP_TO = 100
 HELP = "show what one stack needs: node groups, Triton servers, vLLM layouts, and why"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_project_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the whole plan as JSON")
+    parser.add_argument("--model", action="append", default=None, metavar="NAME",
+                        help="show only this model, with its node group and Triton server (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
-    plan, cost = project_from(args).plan_and_cost(args.stack)
-    if args.json:
-        sys.stdout.write(to_json(plan_document(plan, cost)).decode())
+    project = project_from(args)
+    plan, cost = project.plan_and_cost(args.stack)
+    names = _selected(plan, args.model)
+    alternatives = ()
+    if names is not None or len(plan.models) <= ALTERNATIVES_FOR_UP_TO:
+        alternatives = find_alternatives(project.fleet(), project.environment(args.stack), project.catalogue(), names)
     else:
-        sys.stdout.write(format_plan(plan))
+        print(f"note: cheaper alternatives are named for fleets of up to {ALTERNATIVES_FOR_UP_TO} models; "
+              f"`plan --model NAME` names a model's", file=sys.stderr)
+    if names is not None:
+        plan = only_models(plan, names)
+    if args.json:
+        doc = plan_document(plan, cost)
+        doc["alternatives"] = [a.model_dump(mode="json") for a in alternatives]
+        sys.stdout.write(to_json(doc).decode())
+    else:
+        sys.stdout.write(format_plan(plan, alternatives))
     print_warnings(plan)
     return 0
 
 
-def format_plan(plan: FleetPlan) -> str:
+def _selected(plan: FleetPlan, asked: list[str] | None) -> tuple[str, ...] | None:
+    if not asked:
+        return None
+    known = {m.name for m in plan.models}
+    missing = [n for n in asked if n not in known]
+    if missing:
+        raise SpecError([Issue("", 0, 0, "--model", f"no model named {n!r} in {plan.environment}",
+                               f"use one of: {', '.join(sorted(known))}") for n in missing])
+    return tuple(dict.fromkeys(asked))
+
+
+def only_models(plan: FleetPlan, names: tuple[str, ...]) -> FleetPlan:
+    """The plan cut to ``names``: those models, the Triton servers that hold them, the node groups they run on,
+    the pipelines made of them alone, and their warnings (a server or group also lists what else it holds)."""
+    models = tuple(m for m in plan.models if m.name in names)
+    servers = tuple(s for s in plan.triton_servers if set(s.models) & set(names))
+    groups = {m.node_group for m in models} | {s.node_group for s in servers}
+    return plan.model_copy(update={
+        "models": models, "triton_servers": servers,
+        "node_groups": tuple(g for g in plan.node_groups if g.name in groups),
+        "pipelines": tuple(p for p in plan.pipelines if {s.model for s in p.steps} <= set(names)),
+        "warnings": tuple(w for w in plan.warnings if w.model in names)})
+
+
+def format_plan(plan: FleetPlan, alternatives: tuple[PlanAlternative, ...] = ()) -> str:
     lines = [f"environment {plan.environment} ({plan.region}, {plan.capacity_type}; prices as of "
              f"{plan.catalogue_as_of})", "", "node groups:"]
     for g in plan.node_groups:
@@ -64,7 +107,14 @@ def format_plan(plan: FleetPlan) -> str:
     lines += ["", "models:"]
     for m in plan.models:
         lines += _model_lines(m)
+        lines += alternative_lines([a for a in alternatives if a.model == m.name], "      ")
     return "\n".join(lines) + "\n"
+
+
+def alternative_lines(alternatives: list[PlanAlternative], indent: str) -> list[str]:
+    """What would make the model cheaper, each with its saving (the model planned alone both ways)."""
+    return [f"{indent}cheaper: {a.change}: saves {a.monthly_saving_usd:,.2f} USD/month (planned alone: "
+            f"{a.baseline_monthly_usd:,.2f} -> {a.monthly_usd:,.2f}); {a.result}; {a.note}" for a in alternatives]
 
 
 def _resources(r: NodeResourcesPlan) -> str:

@@ -23,6 +23,7 @@ from ..errors import Issue
 from ..plan.changes import version_change
 from ..plan.compiler import models_in
 from ..plan.types import FleetPlan, LlmEstimatesPlan, PlanModel, TritonModelPlan, VllmModelPlan
+from .alternatives import find_alternatives, short
 from .fleet import LEVELS, FleetCost, MonthlyUsd, NodeGroupCost, UnitCost
 from .policy import BudgetStatus
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 CENT = 0.005  # deltas smaller than half a cent are rounding, not change
 CAUSES = ("price table", "stack settings", "models.yaml")  # the attribution order (module docstring)
 MAX_FIELDS = 4  # spec fields named per model; more are counted
+CHEAPER_SHOWN = 2  # cheaper alternatives named per added or changed model (the PR comment stays short)
+CHEAPER_MODELS = 20  # models whose alternatives are planned, the largest changes first (each takes ~50 ms)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ class ModelChange(PlanModel):
     unit_cost: UnitCost | None = None  # after the change
     estimates: LlmEstimatesPlan | None = None  # an LLM's predicted speed at peak, after the change
     edited: bool = False  # its spec in models.yaml changed (else it changed because of other models or inputs)
+    # What would make it cheaper after the change, at most CHEAPER_SHOWN, the largest saving first
+    # (cost/alternatives.py): "size.dtype: bf16 -> fp8: -7,828.04 USD/month"
+    cheaper: tuple[str, ...] = ()
 
 
 class TeamChange(PlanModel):
@@ -261,6 +267,9 @@ def _model_changes(env: str, base: CostedPlan | None, head: CostedPlan | None) -
         else:
             changes.append(change)
     changes.sort(key=lambda c: (-abs(c.delta_usd or 0.0), c.name))
+    planned = set([c.name for c in changes if c.status != "removed"][:CHEAPER_MODELS]) if head else set()
+    changes = [c.model_copy(update={"cheaper": cheaper_than(head, c.name)}) if c.name in planned else c  # type: ignore[arg-type]
+               for c in changes]
     return tuple(changes), unchanged
 
 
@@ -307,6 +316,14 @@ def _changed(name: str, base: CostedPlan, head: CostedPlan, spec0: dict[str, Any
     return ModelChange(name=name, status="changed", before_usd=before, after_usd=after, delta_usd=delta,
                        layout=describe_layout(m1, head.plan), reasons=reasons, edited=bool(edits),
                        unit_cost=head.cost.model(name).unit_cost, estimates=head.cost.model(name).estimates)
+
+
+def cheaper_than(head: CostedPlan, name: str) -> tuple[str, ...]:
+    """The head's top cheaper alternatives of one model (none when the side kept no environment)."""
+    if head.env is None or head.catalogue is None:
+        return ()
+    found = find_alternatives(head.fleet, head.env, head.catalogue, (name,))
+    return tuple(short(a) for a in found[:CHEAPER_SHOWN])
 
 
 def describe_spec_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, ...]:

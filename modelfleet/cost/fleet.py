@@ -313,7 +313,7 @@ def workload_gpus(plan: FleetPlan) -> dict[Workload, tuple[int, int, int]]:
     for s in plan.triton_servers:
         out[(s.node_group, s.name)] = tuple(s.slots_per_replica * r for r in (s.min_replicas, s.replicas, s.max_replicas))  # type: ignore[assignment]
     for m in plan.models:
-        if isinstance(m, VllmModelPlan) and m.serving == "vllm":
+        if isinstance(m, VllmModelPlan):
             out[(m.node_group, m.name)] = tuple(m.gpus_per_replica * r for r in (m.min_replicas, m.replicas, m.max_replicas))  # type: ignore[assignment]
     return out
 

@@ -19,6 +19,7 @@ from ..spec.environment import EnvironmentSpec, ForbidRule
 from ..spec.load import locate_issues
 from ..spec.models import ClassicModelSpec, FleetSpec, LlmModelSpec
 from ..spec.yaml_source import Document
+from .dtype_check import with_dtype_warnings
 from .fleet import FleetCost, compute_fleet_cost, estimate_llm_loads
 
 BUDGET_WARNING = "budget"  # the Warning_.model of a budget warning: it concerns the environment, not a model
@@ -218,7 +219,7 @@ def compile_with_guardrails(fleet: FleetSpec, env: EnvironmentSpec,
                             catalogue: InstanceCatalogue) -> tuple[FleetPlan, FleetCost]:
     """compile_fleet, priced, with the environment's policies and budget enforced: what ``plan``, ``render``
     and the Pulumi program all run, so ``pulumi up`` can never deploy a plan that ``plan`` refuses."""
-    plan = compile_fleet(fleet, env, catalogue)
+    plan = with_dtype_warnings(compile_fleet(fleet, env, catalogue), fleet, env, catalogue)
     cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
     return enforce_guardrails(plan, cost, fleet, env), cost
 
@@ -232,15 +233,19 @@ class CostedPlan:
     budget: BudgetStatus | None  # None: the stack sets no budget
     violations: tuple[Issue, ...]  # policy violations, located at their models.yaml lines
     fleet: FleetSpec  # what was compiled (a diff names the spec fields that changed)
+    # The environment and prices it was compiled with: a diff plans a changed model's cheaper alternatives
+    # with them (None: not kept, so none are named).
+    env: EnvironmentSpec | None = None
+    catalogue: InstanceCatalogue | None = None
 
 
 def cost_environment(fleet: FleetSpec, doc: Document, env: EnvironmentSpec,
                      catalogue: InstanceCatalogue) -> CostedPlan:
     """Compile and price one environment without enforcing guardrails; compile errors located in ``doc``."""
     try:
-        plan = compile_fleet(fleet, env, catalogue)
+        plan = with_dtype_warnings(compile_fleet(fleet, env, catalogue), fleet, env, catalogue)
     except CompileError as exc:
         raise locate_issues(exc, doc) from None
     cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
     violations = locate_issues(CompileError(check_policies(plan, cost, fleet, env)), doc).issues
-    return CostedPlan(plan, cost, check_budget(cost, env), violations, fleet)
+    return CostedPlan(plan, cost, check_budget(cost, env), violations, fleet, env, catalogue)

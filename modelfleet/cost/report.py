@@ -221,6 +221,7 @@ def _environment_diff_text(env: EnvironmentDiff) -> list[str]:
             lines.append(f"  {'':8} {'':28} {'':>14}  WARNING: {change.unit_cost.shortfall}")
         if change.unit_cost is not None and change.unit_cost.unmeasured:
             lines.append(f"  {'':8} {'':28} {'':>14}  {change.unit_cost.unmeasured}")
+        lines += [f"  {'':8} {'':28} {'':>14}  cheaper: {c}" for c in change.cheaper]
     lines += [f"  node group {n}" for n in env.node_groups] + [f"  cluster: {n}" for n in env.cluster]
     lines += [f"  team {t.name}: {_team_side(t.before_usd)} -> {_team_side(t.after_usd)} "
               f"({usd(t.delta_usd, signed=True)})" for t in env.teams]
@@ -378,7 +379,8 @@ def _environment_md(env: EnvironmentDiff) -> list[str]:
 
 def _change_row(change: ModelChange) -> str:
     label = f"`{change.name}`" + ("" if change.status == "changed" else f" ({change.status})")
-    why = "; ".join(change.reasons) + f" — {change.layout}"
+    why = "; ".join(change.reasons) + f" — {change.layout}" + (
+        f" — 💡 cheaper: {'; '.join(change.cheaper)}" if change.cheaper else "")
     unit = "-" if change.status == "removed" else _unit(change.unit_cost)
     fast = "-" if change.status == "removed" else speed(change.estimates)
     return f"| {label} | {usd(change.delta_usd, signed=True)} | {usd(change.after_usd)} | {unit} | {fast} | {why} |"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..cost.fleet import FleetCost
+from ..plan.names import refuse_twice
 from ..plan.capacity.disk import staged
 from ..plan.types import FleetPlan
 from ..render.k8s import model_repository_bucket, vllm_models, workload_endpoints
@@ -84,8 +85,28 @@ def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = 
                                 _context(deployment, frozenset(r.name for r in charts)))
     repository = (BucketDeploy(name="model-repository", bucket=model_repository_bucket(plan, env.deploy), protect=env.protect)
                   if needs_repository(plan) else None)
-    return DeployPlan(stack=env.name, project=project, cluster=cluster_deploy(env), node_role=node_role(),
+    return _created_once(DeployPlan(stack=env.name, project=project, cluster=cluster_deploy(env), node_role=node_role(),
                       system_node_group=system, node_groups=groups, cluster_objects=cluster_objects(deployment.manifests),
                       releases=charts, repository=repository, triton_servers=servers, vllm_models=models,
                       outputs=_outputs(deployment, groups), warnings=_warnings(deployment, every_group, live, project),
-                      notes=tuple(f"node group {g.name}: {g.scaling.note}" for g in every_group if g.scaling.note))
+                      notes=tuple(f"node group {g.name}: {g.scaling.note}" for g in every_group if g.scaling.note)))
+
+
+def _created_once(fleet: DeployPlan) -> DeployPlan:
+    """The second line of defence (plan/names.py): every applied object, pod identity association, role, node
+    group and S3 object once, or a CompileError naming both producers (never a silent replacement)."""
+    entries = [(("object", o.name), "the cluster-wide objects") for o in fleet.cluster_objects]
+    for workload in (*fleet.triton_servers, *fleet.vllm_models):
+        owner = f"workload {workload.name}"
+        entries += [(("object", o.name), owner) for o in workload.manifests]
+        secret = getattr(workload, "hf_secret", None)
+        entries += [(("object", secret.name), owner)] if secret is not None else []
+        identities = [getattr(workload, "identity", None), getattr(workload, "stage_identity", None)]
+        for identity in (i for i in identities if i is not None):
+            entries += [(("pod identity of service account", identity.namespace, identity.service_account), owner),
+                        (("IAM role", f"{identity.name}-pod"), owner)]
+        entries += [(("S3 object", o.key), owner) for o in getattr(workload, "objects", ())]
+    groups = (*fleet.node_groups, *((fleet.system_node_group,) if fleet.system_node_group else ()))
+    entries += [(("node group", g.name), f"node group {g.instance_type}") for g in groups]
+    refuse_twice(entries, "the deploy plan")
+    return fleet

@@ -41,8 +41,10 @@ def cluster_issues(env: EnvironmentSpec, file: str) -> list[Issue]:
 
 def credential_issues(fleet: DeployPlan, token_set: bool, dry_run: bool, file: str) -> tuple[list[Issue], list[str]]:
     """(errors, warnings) about the Hugging Face token: models pulled from the hub (gated meta-llama ones among
-    them) crash-loop without it, so a real deploy stops; a preview only warns, so it runs offline."""
-    hub = sorted(m.name for m in fleet.vllm_models if m.hf_secret is not None)
+    them) crash-loop without it, so a real deploy stops; a preview only warns, so it runs offline. A repository
+    anyone may download (hub.gated: false, or a preset's ungated one) needs none: its pods read the Secret if
+    it is set, and do without it."""
+    hub = sorted(m.name for m in fleet.vllm_models if m.hf_secret is not None and m.hf_token_required)
     if token_set or not hub:
         return [], []
     message = f"modelfleet:hfToken is not set: {', '.join(hub)} download from the Hugging Face hub"
@@ -65,7 +67,7 @@ def _minor(version: str) -> int:
 
 
 def _uses(plan: FleetPlan, what: str) -> list[str]:
-    workloads = [*plan.triton_servers, *(m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm")]
+    workloads = [*plan.triton_servers, *(m for m in plan.models if isinstance(m, VllmModelPlan))]
     if what == "multi-node":
         return sorted(w.name for w in workloads if getattr(w, "nodes_per_replica", 1) > 1)
     return sorted(w.name for w in workloads if w.spread_zones)

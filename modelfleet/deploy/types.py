@@ -254,6 +254,7 @@ class VllmDeploy(DeployModel):
     team: str = "unassigned"  # the modelfleet.io/team tag of its AWS resources (the model's team)
     identity: PodIdentityDeploy | None  # streamed from S3 (an s3:// artifact or a staged Hub checkpoint)
     hf_secret: SecretDeploy | None  # read from the Hub (by the pods or the staging Job)
+    hf_token_required: bool = True  # the Hub repository is gated or private (VllmModelPlan.hub_token_required)
     stage_identity: PodIdentityDeploy | None = None  # a staged Hub checkpoint's Job: writes its revision's prefix
     manifests: tuple[AppliedObject, ...]
 

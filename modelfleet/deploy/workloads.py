@@ -198,7 +198,7 @@ def vllm_model(plan: FleetPlan, model: VllmModelPlan, manifests: Sequence[dict[s
                               policy_name="write") if staged(model) else None
     secret = hf_secret(plan, model, ctx) if needs_hub_token(model) else None  # LoRA adapters come from the Hub too
     return VllmDeploy(name=model.name, team=team_of(model.team), identity=identity, stage_identity=stage,
-                      hf_secret=secret, manifests=applied(manifests, model.node_group, identity is not None, ctx, model.name))
+                      hf_secret=secret, hf_token_required=model.hub_token_required, manifests=applied(manifests, model.node_group, identity is not None, ctx, model.name))
 
 
 def workloads(plan: FleetPlan, env: EnvironmentSpec, files: Mapping[str, bytes],

@@ -12,14 +12,17 @@ from ..spec.models import ArchitectureSpec, ClassicModelSpec, FleetSpec, LlmMode
 from .triton.classic import compile_classic
 from .serving.engine_args import LoraArgs, lora_source, vllm_serve_args, vllm_shm_gib
 from .capacity.fit import check_fit, with_requested, zone_warnings
+from .hardware.gpus import unknown_gpu_issues
 from .hardware.instances import InstanceCatalogue
 from .hardware.kubelet import memory_share_gib
 from .capacity.node_groups import size_node_groups
-from .llm.search import LlmCandidate, choose_llm_layout, replica_bounds
+from .llm.search import LlmCandidate, replica_bounds
+from .llm.precision_choice import choose_precision
 from .llm.explain import architecture_decision
 from .llm.measured import with_measurement
 from .llm.speed.load import Fit
 from .llm.speed.peak import SIMULATION_SOURCE, traffic_of, traffic_plan
+from .name_checks import name_issues
 from .names import node_group_name
 from .capacity.node_disks import with_node_disks
 from .triton.pipelines import pipelines_in
@@ -50,18 +53,21 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     models = models_in(fleet, env.name)
     classic = [(i, m) for i, m in models if isinstance(m, ClassicModelSpec)]
     llms = [(i, m) for i, m in models if isinstance(m, LlmModelSpec)]
+    if unknown := unknown_gpu_issues(models, catalogue):  # every later step looks these GPUs up
+        raise CompileError(unknown)
     issues: list[Issue] = []
     warnings: list[Warning_] = []
     pin_issues(models, env, issues, warnings)
     vllm_plans = []
     for index, model in llms:
-        chosen = choose_llm_layout(model, env, catalogue, index)
+        chosen = choose_precision(model, env, catalogue, index)
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue
-        candidate, decision, found = chosen
+        model, (candidate, decision, found), picked = chosen
         extra = architecture_decision(model, candidate, found)
-        decisions = (decision, _precision_decision(candidate)) + ((extra,) if extra else ())
+        decisions = (decision, _precision_decision(candidate)) + ((picked,) if picked else ()) + (
+            (extra,) if extra else ())
         vllm_plans.append(_vllm_plan(model, env, candidate, decisions, warnings=warnings, issues=issues, index=index))
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
     pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
@@ -82,8 +88,10 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
     plan = with_session_affinity(plan)
-    if fit := check_fit(plan, {m.name: f"models[{i}]" for i, m in models}):
-        raise CompileError(fit)
+    where = {m.name: f"models[{i}]" for i, m in models}
+    named_by = {m.name: f"models[{i}].{'pool' if getattr(m, 'pool', None) else 'name'}" for i, m in models}
+    if problems := name_issues(plan, named_by) + check_fit(plan, where):
+        raise CompileError(problems)
     if zones := zone_warnings(plan):
         plan = plan.model_copy(update={"warnings": tuple(sorted((*plan.warnings, *zones), key=lambda w: (w.model, w.message)))})
     return plan
@@ -137,7 +145,8 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
         max_num_batched_tokens=fit.max_num_batched_tokens, expert_parallel=chosen.expert_parallel,
         lora_adapters=tuple(a.name for a in model.lora.adapters) if model.lora else (),
         lora_downloads=lora_downloads(model),
-        lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen))
+        lora_gib=round(chosen.sized.lora_gib, 3), binding_constraint=fit.binding, estimates=estimates_of(model, chosen),
+        hub_token_required=model.hub_gated()[0])
     # the sequences in flight at peak, as the plan spreads them (a rate load's too): what a measurement is held to
     return with_measurement(plan, model, chosen.instance.gpu.key, fit.sequences_per_replica * desired, index, issues,
                             warnings)

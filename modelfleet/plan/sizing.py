@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 
 from ..spec.architecture import ArchitectureSpec, ResolvedArchitecture
+from ..spec.environment import EnvironmentSpec
 from ..spec.units import DTYPE_BYTES, GIB
 
 # CUDA context, NCCL buffers, activations of one chunked-prefill step and CUDA graphs: vLLM needs a few GiB
@@ -41,6 +42,14 @@ def availability_floor(availability: float, ha: float, ha3: float) -> int:
     if availability >= ha3:
         return 3
     return 2 if availability >= ha else 1
+
+
+def replica_floor(env: EnvironmentSpec, availability: float) -> int:
+    """The one replica floor of every workload (LLM, Triton server, CPU server): what the availability SLA
+    demands under the stack's thresholds, and 1 in a single-replica stack."""
+    if env.replicas.single_replica:
+        return 1
+    return availability_floor(availability, env.replicas.ha_availability, env.replicas.ha3_availability)
 
 
 def nodes_for_pods(pods: Mapping[int, int], gpus_per_node: int) -> int:

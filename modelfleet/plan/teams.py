@@ -32,11 +32,14 @@ def server_team(plan: FleetPlan, server: TritonServerPlan) -> str:
 
 def workload_team(plan: FleetPlan, workload: str) -> str:
     """A Triton server's or a vLLM model's label value; ``shared`` for any other name (cluster objects)."""
-    server = next((s for s in plan.triton_servers if s.name == workload), None)
-    if server is not None:
-        return server_team(plan, server)
-    model = next((m for m in plan.models if m.name == workload), None)
-    return team_of(model.team) if model is not None else SHARED
+    try:
+        return server_team(plan, plan.server(workload))
+    except KeyError:
+        pass
+    try:
+        return team_of(plan.model(workload).team)
+    except KeyError:
+        return SHARED
 
 
 def node_group_team(plan: FleetPlan, group: NodeGroupPlan) -> str:

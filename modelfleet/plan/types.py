@@ -434,6 +434,9 @@ class VllmModelPlan(PlanModel):
     max_model_len: int
     weights_gib: float
     kv_cache_gib: float  # per replica, all GPUs
+    # Reading the Hub (a pod, or the staging Job) needs the stack's hfToken: false only for a repository anyone may
+    # download (hub.gated: false, or the preset's own ungated repository; LlmModelSpec.hub_gated)
+    hub_token_required: bool = True
     kv_cache_tokens: int  # per replica
     gpu_memory_utilization: float
     dtype: str  # the weights' dtype in GPU memory (size.dtype)

@@ -8,6 +8,7 @@ create and tests can check it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -204,6 +205,7 @@ def run_program(project_dir: str, stack: str, config: dict[str, Any], secrets: d
     ``environ``: extra environment variables for the program (e.g. MODELFLEET_MODELS); ``mocks``: what AWS
     answers (default: a first deploy into an existing cluster); ``dry_run``: False runs it as `pulumi up`."""
     result = PreviewResult(stack)
+    _usable_event_loop()
     mocks = mocks or FleetMocks(str(config.get("aws:region", "us-east-1")))
     pulumi.runtime.set_all_config({**stack_config_strings(config), **(secrets or {})}, list(secrets or {}))
     pulumi.runtime.set_mocks(mocks, project="modelfleet", stack=stack, preview=dry_run, logger=_logger(result),
@@ -215,6 +217,18 @@ def run_program(project_dir: str, stack: str, config: dict[str, Any], secrets: d
         except pulumi.RunError as error:
             result.error = str(error)
     return result
+
+
+def _usable_event_loop() -> None:
+    """The SDK runs the program on this thread's current event loop. Whoever ran before (an ``asyncio.run``, a
+    test that closed its loop) may have left none, or a closed one, which the SDK would use and fail on: start a
+    fresh one then, so a preview never depends on what ran before it in the same process."""
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:  # set_event_loop(None) was called: there is no current loop
+        loop = None
+    if loop is None or loop.is_closed():
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 @pulumi.runtime.test

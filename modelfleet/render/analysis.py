@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
+from ..plan.names import analysis_name  # noqa: F401  (re-exported: rollouts name the template)
 
 PROMETHEUS_ADDRESS = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"  # k8s/prerequisites' Prometheus
 CANARY_HASH = "canary-hash"  # the AnalysisTemplate's argument: the canary ReplicaSet's pod-template hash
@@ -102,10 +103,6 @@ def workload_queries(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan
         selector = canary_selector(plan, workload.kube_name, name)  # its pods carry the cluster's name
         out += triton_queries(model, selector) if isinstance(model, TritonModelPlan) else vllm_queries(model, selector)
     return out
-
-
-def analysis_name(workload: str) -> str:
-    return f"{workload}-slo"
 
 
 def analysis_template(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan,

@@ -14,9 +14,10 @@ Layout of ``render --out DIR``::
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..plan.names import refuse_twice
 from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
 from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
 from .ensemble import VERSION_NOTE, ensemble_config
@@ -68,15 +69,17 @@ def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
 
 def render_vllm_settings(plan: FleetPlan) -> dict[str, bytes]:
     return {f"vllm/{m.name}.json": to_json(m.model_dump(mode="json"))
-            for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"}
+            for m in plan.models if isinstance(m, VllmModelPlan)}
 
 
-def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = (), cost: FleetCost | None = None) -> dict[str, bytes]:
+def render_fleet(plan: FleetPlan, extra: tuple[Renderer, ...] = (), cost: FleetCost | None = None,
+                 repositories: Mapping[str, bytes] | None = None) -> dict[str, bytes]:
     """Every artifact of one environment. ``extra`` renderers (e.g. Kubernetes manifests) add files;
-    with ``cost``, plan.json carries the monthly costs as ``plan --json`` does."""
-    files = {"plan.json": to_json(plan_document(plan, cost))}
-    files.update(render_triton_repositories(plan))
-    files.update(render_vllm_settings(plan))
-    for renderer in extra:
-        files.update(renderer(plan))
-    return dict(sorted(files.items()))
+    with ``cost``, plan.json carries the monthly costs as ``plan --json`` does; ``repositories``: the Triton
+    repositories when the caller rendered them already (the manifests embed them too). A path two renderers
+    write is refused (plan/names.refuse_twice), never silently replaced."""
+    parts = [{"plan.json": to_json(plan_document(plan, cost))},
+             render_triton_repositories(plan) if repositories is None else dict(repositories),
+             render_vllm_settings(plan), *(renderer(plan) for renderer in extra)]
+    refuse_twice((((path,), f"renderer {index}") for index, part in enumerate(parts) for path in part), "render")
+    return dict(sorted(item for part in parts for item in part.items()))

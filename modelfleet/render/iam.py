@@ -8,8 +8,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ..errors import CompileError, Issue
 from ..plan.capacity.disk import weights_of
 from ..plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
+from ..spec.values import s3_problem
 
 # Exactly the three managed policies an EKS worker node needs, and nothing more.
 NODE_POLICY_ARNS = (
@@ -42,9 +44,14 @@ def pod_identity_trust_policy() -> str:
 
 
 def s3_location(uri: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix/`` -> ``("bucket", "some/prefix")``."""
+    """``s3://bucket/some/prefix/`` -> ``("bucket", "some/prefix")``. A URI whose grant would not be exactly its
+    prefix (a wildcard, a policy variable, a bare bucket, an empty or dot segment: spec/values.s3_problem) is
+    refused here too, whatever reached this point: the spec refuses it with its line first."""
+    if problem := s3_problem(uri):
+        raise CompileError([Issue("", 0, 0, "", f"{uri!r} cannot be granted as an IAM prefix: {problem}",
+                                  "a compiler bug: the spec should have refused it; report it")])
     bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key.strip("/")
+    return bucket, key.removesuffix("/")
 
 
 def read_only_policy(locations: Iterable[tuple[str, str]]) -> str:
@@ -65,7 +72,8 @@ def read_only_policy(locations: Iterable[tuple[str, str]]) -> str:
 
 def model_read_policy(repository_bucket: str, repository_prefix: str, artifacts: tuple[str, ...]) -> str:
     """Read-only: a Triton server's own config prefix and its models' artifact prefixes."""
-    return read_only_policy([(repository_bucket, repository_prefix.strip("/")), *map(s3_location, artifacts)])
+    repository = s3_location(f"s3://{repository_bucket}/{repository_prefix}")
+    return read_only_policy([repository, *map(s3_location, artifacts)])
 
 
 def s3_artifacts(plan: FleetPlan, names: Iterable[str]) -> tuple[str, ...]:

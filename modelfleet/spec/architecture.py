@@ -20,7 +20,7 @@ from typing import Annotated, Any, Mapping
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from .hf_config import shape_fields
+from .hf_config import published_dtype, shape_fields
 from .presets import LLM_PRESETS
 from .tensors import Frozen
 from .values import MAX_POSITION_EMBEDDINGS, FieldProblem, quantity
@@ -68,6 +68,8 @@ class ArchitectureConfigSpec(Frozen):
         "path of the model's Hugging Face config.json relative to models.yaml, inside its directory (no '..', not "
         "absolute), ending in .json"))]
     _figures: dict[str, Any] | None = PrivateAttr(default=None)
+    _dtype: str | None = PrivateAttr(default=None)
+    _read_config: dict[str, Any] | None = PrivateAttr(default=None)  # as read, to validate a changed model again
 
     @field_validator("config")
     @classmethod
@@ -87,10 +89,22 @@ class ArchitectureConfigSpec(Frozen):
             raise FieldProblem(("config",), read, f"commit the model's config.json at {self.config}, next to models.yaml")
         try:
             self._figures = shape_fields(read)
+            self._dtype = published_dtype(read)
+            self._read_config = read
         except ValueError as exc:
             raise FieldProblem(("config",), f"{self.config}: {exc}", "copy the model's config.json unchanged from "
                                "its Hugging Face repository") from None
         return self
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The validation context that reads this config again (the loader's, for this one file)."""
+        return {CONFIGS_CONTEXT: {self.config: self._read_config}} if self._read_config is not None else {}
+
+    @property
+    def dtype(self) -> str | None:
+        """The weights' dtype the config.json publishes (published_dtype); None when it says none."""
+        return self._dtype
 
     @property
     def figures(self) -> dict[str, Any]:

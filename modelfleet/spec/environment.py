@@ -24,7 +24,7 @@ from .engine_versions import TRITON_IMAGE, VLLM_IMAGE
 from .issues import issues_from_validation
 from .rollout import RolloutSpec
 from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
-from .values import FieldProblem, lists_as_tuples, quantity
+from .values import FieldProblem, bucket_problem, lists_as_tuples, quantity
 from .yaml_source import Document, load_yaml
 
 
@@ -178,6 +178,12 @@ ALLOWANCE_BASE_MEMORY_GIB = 1.0
 ALLOWANCE_MEMORY_PER_GPU_GIB = 0.25
 
 
+def _bucket_name(bucket: str) -> str:
+    if problem := bucket_problem(bucket):
+        raise FieldProblem((), problem, "name a bucket as S3 allows: 3 to 63 lowercase letters, digits, '.' and '-'")
+    return bucket
+
+
 class DeploySettings(EnvFrozen):
     """How ``pulumi up`` creates things (no effect on the plan's decisions)."""
 
@@ -185,7 +191,9 @@ class DeploySettings(EnvFrozen):
     ami_type: Literal["AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA"] = "AL2023_x86_64_NVIDIA"
     # Holds each Triton server's config.pbtxt files. S3 names are global: set your own; the default,
     # modelfleet-<stack>-model-repository, is for trying things out.
-    model_repository_bucket: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")] | None = None
+    # Its name reaches the pods' IAM grants (render/iam.py): S3's naming rules are checked, not just the characters.
+    model_repository_bucket: Annotated[str, AfterValidator(_bucket_name),
+                                       Field(json_schema_extra={"pattern": r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"})] | None = None
     # Root volume of GPU nodes, at least: a group whose pods write more (model caches) gets what they need.
     node_disk_gib: _bounded(50, 16_384, "GPU nodes' root volume in GiB, 50 to 16,384 (EBS gp3's largest)",
                             kind=int) = 200

@@ -106,3 +106,17 @@ def _window(config: Mapping[str, Any], fields: dict[str, Any]) -> None:
     if windowed:
         fields["sliding_window"] = window
         fields["sliding_window_layers"] = windowed
+
+
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+QUANTIZED_DTYPES = {"fp8": "fp8", "mxfp4": "int4", "awq": "int4"}  # quantization_config.quant_method -> weights
+
+
+def published_dtype(config: dict[str, Any]) -> str | None:
+    """The weights' dtype a Hugging Face config.json publishes: its quantization_config's format when it has
+    one (fp8, mxfp4, awq; others: None, their bits vary), else ``torch_dtype`` (``dtype`` in newer
+    transformers) as size.dtype names it."""
+    quantized = config.get("quantization_config")
+    if isinstance(quantized, dict):
+        return QUANTIZED_DTYPES.get(str(quantized.get("quant_method", "")))
+    return TORCH_DTYPES.get(str(config.get("torch_dtype") or config.get("dtype") or ""))

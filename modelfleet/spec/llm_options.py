@@ -71,6 +71,15 @@ class LoraAdapterSpec(Frozen):
         return value
 
 
+class HubSpec(Frozen):
+    """What the Hugging Face repository at ``artifact`` asks of a reader."""
+
+    # false: anyone may download it (an ungated public model), so the stack's hfToken is not required; true: gated
+    # or private, the token is required. None: the preset's knowledge when the artifact is the preset's own
+    # repository (presets.py), else required (a repository the compiler knows nothing of may be gated or private).
+    gated: bool | None = None
+
+
 class LoraSpec(Frozen):
     adapters: Annotated[tuple[LoraAdapterSpec, ...], Field(**LIST, min_length=1, max_length=256)]
     # vLLM's own default rank; an adapter of a higher rank fails to load, so declare the largest.

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ..errors import Issue, ModelfleetError, SpecError
 from . import models as S
-from .architecture import CONFIGS_CONTEXT
+from .architecture import CONFIGS_CONTEXT, ArchitectureConfigSpec
 from .traffic import TRACES_CONTEXT, read_traces
 from .issues import issues_from_validation
 from .pipelines import PipelineSlaSpec, apply_pipeline_environment, pipeline_problems
@@ -26,10 +26,10 @@ ModelSpec = S.ClassicModelSpec | S.LlmModelSpec
 
 
 # ---------------------------------------------------------------------------------------------- environments
-def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in patch.items():
-        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
@@ -44,11 +44,35 @@ def apply_environment(model: ModelSpec, environment: str) -> ModelSpec | None:
     if not patch.enabled:
         return None
     base = model.model_dump(mode="python", exclude={"environments", "architecture"}, exclude_defaults=True)
-    merged = _deep_merge(base, {k: v for k, v in (("sla", patch.sla), ("profile", patch.profile),
+    merged = deep_merge(base, {k: v for k, v in (("sla", patch.sla), ("profile", patch.profile),
                                                   ("overrides", patch.overrides)) if v})
-    if isinstance(model, S.LlmModelSpec):
-        merged["architecture"] = model.architecture  # as validated (a config.json's figures were read once)
-    return type(model).model_validate(merged)
+    return _validated(model, merged)
+
+
+def with_fields(model: ModelSpec, changes: tuple[tuple[str, Any], ...]) -> ModelSpec:
+    """The model with dotted fields set (``("sla.p99_ttft_ms", 800)``), validated again as models.yaml would be
+    (pydantic.ValidationError when the result is invalid); its environment patches are dropped: apply them
+    first (apply_environment)."""
+    base = model.model_dump(mode="python", exclude={"environments", "architecture"}, exclude_defaults=True)
+    patch: dict[str, Any] = {}
+    for path, value in changes:
+        node = patch
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return _validated(model, deep_merge(base, patch))
+
+
+def _validated(model: ModelSpec, merged: dict[str, Any]) -> ModelSpec:
+    """``merged`` (the model's fields, changed) validated as ``model``'s type; an LLM keeps its architecture as
+    validated, and a config.json it names is read from what the loader read (not the disk) again."""
+    if not isinstance(model, S.LlmModelSpec):
+        return type(model).model_validate(merged)
+    arch = model.architecture
+    merged["architecture"] = arch
+    context = arch.context if isinstance(arch, ArchitectureConfigSpec) else None
+    return type(model).model_validate(merged, context=context)
 
 
 def _check_environments(doc: Document, fleet: S.FleetSpec, known: tuple[str, ...] | None) -> list[Issue]:

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from .architecture import ArchitectureConfigSpec, ArchitectureSpec, ResolvedArchitecture, resolve
-from .llm_options import IMAGE, ExtraArgs, LoraSpec, check_extra_args
+from .llm_options import IMAGE, ExtraArgs, HubSpec, LoraSpec, check_extra_args
 from .pipelines import PipelineSpec
 from .presets import LLM_PRESETS, presets_of_size, sizes_named
 from .profiles import ClassicProfileSpec, GpuModel, LlmProfileSpec  # noqa: F401  (part of this module's API)
@@ -398,6 +398,14 @@ class LlmModelSpec(Frozen):
     # loading). Owned by the compiler's quantization rules (docs/concepts/decisions.md, "Quantized LLMs").
     # (mxfp4: gpt-oss's own 4-bit experts.)
     quantization: QUANTIZATIONS | None = None
+    # The precisions the compiler may serve the weights at; the cheapest plan that meets the SLA wins (ties: the
+    # checkpoint's own). ``auto``: the checkpoint's own size.dtype, and fp8 where vLLM can quantize the 16-bit
+    # checkpoint while loading; or a list of those. None: size.dtype exactly (quality is the owner's call, so
+    # the compiler never lowers it unasked).
+    precision: Annotated[Optional[Union[Literal["auto"], Annotated[tuple[WeightDtype, ...], Field(
+        **LIST, min_length=1, max_length=6)]]], Field(description=(
+        "precisions the compiler may serve the weights at, cheapest meeting the SLA wins: auto (size.dtype, and "
+        "fp8 for a 16-bit checkpoint) or a list of them; default: size.dtype only"))] = None
     # The pinned checkpoint (spec/versions.py): a Hub commit, or an immutable sub-prefix of an s3:// artifact.
     # None: unpinned (an error in a stack with requirePins).
     revision: Annotated[Optional[str], Field(max_length=128, description=(
@@ -409,6 +417,7 @@ class LlmModelSpec(Frozen):
     image: Annotated[Optional[str], Field(pattern=IMAGE, max_length=512, description=(
         "the vLLM container image for this model, e.g. vllm/vllm-openai:v0.11.0; default: the stack's"))] = None
     lora: Optional[LoraSpec] = None  # LoRA adapters served on top of it (spec/llm_options.py)
+    hub: HubSpec = HubSpec()  # what the Hugging Face repository asks of a reader (spec/llm_options.py)
     profile: LlmProfileSpec = LlmProfileSpec()
     overrides: LlmOverridesSpec = LlmOverridesSpec()
     environments: dict[str, EnvironmentPatch] = Field(default_factory=dict)
@@ -508,8 +517,44 @@ class LlmModelSpec(Frozen):
                            f"weights, not {self.size.dtype or 'an unspecified dtype'}",
                            f"set size.dtype: {allowed[0]}")
 
+    @model_validator(mode="after")
+    def _precisions(self) -> LlmModelSpec:
+        if not isinstance(self.precision, tuple):
+            return self
+        allowed = self.allowed_precisions()
+        wrong = [p for p in self.precision if p not in allowed]
+        if wrong:
+            raise FieldProblem(("precision",), f"{', '.join(wrong)}: the checkpoint ({self.size.dtype or 'bf16'}"
+                               + (f", {self.quantization}" if self.quantization else "") + ") can be served at "
+                               f"{' or '.join(allowed)} only", f"list some of {', '.join(allowed)}, or use auto")
+        return self
+
+    def allowed_precisions(self) -> tuple[str, ...]:
+        """The weight dtypes this checkpoint can be served at: its own, and fp8 where vLLM quantizes a 16-bit
+        checkpoint while loading (not a pre-quantized one)."""
+        own = self.size.dtype or "bf16"
+        online = self.quantization is None and own in ("bf16", "fp16", "fp32")
+        return (own, "fp8") if online else (own,)
+
+    def precisions(self) -> tuple[str, ...]:
+        """The weight dtypes the compiler weighs, the checkpoint's own first when it is one of them."""
+        if self.precision is None:
+            return (self.size.dtype or "bf16",)
+        wanted = self.allowed_precisions() if self.precision == "auto" else self.precision
+        return tuple(p for p in self.allowed_precisions() if p in wanted)
+
     def resolved_architecture(self) -> ResolvedArchitecture:
         return resolve(self.architecture)
+
+    def hub_gated(self) -> tuple[bool, str]:
+        """(whether reading the Hub needs the stack's hfToken, why): hub.gated as declared, else the preset's
+        knowledge of its own repository, else needed (the repository may be gated or private)."""
+        if self.hub.gated is not None:
+            return self.hub.gated, f"hub.gated: {str(self.hub.gated).lower()}"
+        preset = LLM_PRESETS.get(self.architecture) if isinstance(self.architecture, str) else None
+        if preset is not None and preset.gated is not None and preset.repo.lower() == self.artifact.lower():
+            return preset.gated, f"preset {self.architecture}: {preset.repo} is {'gated' if preset.gated else 'not gated'}"
+        return True, "the repository may be gated or private (say hub: {gated: false} if anyone may download it)"
 
     def resolved_params(self) -> int | None:
         """Declared, or the preset's published count; None: the planner counts them from the figures."""
@@ -545,7 +590,3 @@ class FleetSpec(Frozen):
 
     def model(self, name: str) -> ClassicModelSpec | LlmModelSpec:
         return next(m for m in self.models if m.name == name)
-
-
-def is_llm(model: ClassicModelSpec | LlmModelSpec) -> bool:
-    return isinstance(model, LlmModelSpec)

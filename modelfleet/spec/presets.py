@@ -7,6 +7,9 @@ AIConfigurator 0.12.0 ships copies of Llama 3.1, Qwen3, Mixtral, DeepSeek and gp
 the repositories' config.json), checked 2026-11. ``params`` is the published total parameter count, every
 expert of a MoE model included (and a multimodal model's vision tower, which vLLM loads too).
 
+``torch_dtype`` (and a pre-quantized checkpoint's ``quantization_config``) is the published weights' dtype,
+against which ``size.dtype`` is checked; Gemma 2's 2B and 9B are left without one (not re-checked).
+
 Instruct variants are the ones teams serve: where a family's base and instruct configs differ (Qwen2.5's
 ``max_position_embeddings``: 131,072 base, 32,768 instruct), the instruct figure is here.
 """
@@ -17,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .hf_config import shape_fields
+from .hf_config import published_dtype, shape_fields
 
 
 @dataclass(frozen=True)
@@ -27,8 +30,18 @@ class ArchitecturePreset:
     config: Mapping[str, Any] = field(repr=False)
 
     @property
+    def gated(self) -> bool | None:
+        """Whether the repository asks a reader to accept its licence first (GATED_ORGS); None: not recorded."""
+        return GATED_ORGS.get(self.repo.split("/")[0])
+
+    @property
     def fields(self) -> dict[str, Any]:
         return shape_fields(self.config)
+
+    @property
+    def dtype(self) -> str | None:
+        """The weights' dtype the config.json publishes (architecture.published_dtype); None: not recorded."""
+        return published_dtype(dict(self.config))
 
     @property
     def layers(self) -> int:
@@ -51,11 +64,19 @@ class ArchitecturePreset:
         return int(self.config["max_position_embeddings"])
 
 
+# Whether an organisation's repositories named by the presets are gated on the Hub, as their licences read in
+# 2026-11 (not checked live: `validate --online` reads a pinned repository's own answer): Meta's Llama and
+# Google's Gemma ask for the licence to be accepted first; Qwen (Apache-2.0), Microsoft's Phi (MIT), DeepSeek
+# and OpenAI's gpt-oss (Apache-2.0) do not. Mistral's differ by model: not recorded.
+GATED_ORGS = {"meta-llama": True, "google": True, "Qwen": False, "microsoft": False, "deepseek-ai": False,
+              "openai": False}
+
+
 def _dense(repo: str, params: float, layers: int, hidden: int, heads: int, kv: int, inter: int, vocab: int,
-           context: int, **extra: Any) -> ArchitecturePreset:
+           context: int, torch_dtype: str | None = "bfloat16", **extra: Any) -> ArchitecturePreset:
     config = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
               "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab,
-              "max_position_embeddings": context, **extra}
+              "max_position_embeddings": context, **({"torch_dtype": torch_dtype} if torch_dtype else {}), **extra}
     return ArchitecturePreset(repo, int(round(params * 1e9)), config)
 
 
@@ -70,11 +91,14 @@ _DEEPSEEK_V3 = {
     "intermediate_size": 18432, "vocab_size": 129280, "max_position_embeddings": 163840,
     "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "n_shared_experts": 1,
     "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128, "v_head_dim": 128,
+    "qk_nope_head_dim": 128, "v_head_dim": 128, "torch_dtype": "bfloat16",
+    "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                            "weight_block_size": [128, 128]},
 }
 _GPT_OSS = {"hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
             "intermediate_size": 2880, "vocab_size": 201088, "max_position_embeddings": 131072,
-            "num_experts_per_tok": 4, "sliding_window": 128}
+            "num_experts_per_tok": 4, "sliding_window": 128, "torch_dtype": "bfloat16",
+            "quantization_config": {"quant_method": "mxfp4"}}
 
 
 def _gpt_oss(repo: str, params: float, layers: int, experts: int) -> ArchitecturePreset:
@@ -121,8 +145,9 @@ LLM_PRESETS: dict[str, ArchitecturePreset] = {
                             num_local_experts=8, num_experts_per_tok=2),
     # Gemma 2 (local and global layers alternate) and Gemma 3 (five local layers to one global; 4B and up
     # are multimodal: params include the vision tower)
-    "gemma-2-2b": _dense("google/gemma-2-2b-it", 2.61, 26, 2304, 8, 4, 9216, **_GEMMA2, head_dim=256),
-    "gemma-2-9b": _dense("google/gemma-2-9b-it", 9.24, 42, 3584, 16, 8, 14336, **_GEMMA2, head_dim=256),
+    "gemma-2-2b": _dense("google/gemma-2-2b-it", 2.61, 26, 2304, 8, 4, 9216, **_GEMMA2, head_dim=256, torch_dtype=None),
+    "gemma-2-9b": _dense("google/gemma-2-9b-it", 9.24, 42, 3584, 16, 8, 14336, **_GEMMA2, head_dim=256,
+                         torch_dtype=None),
     "gemma-2-27b": _dense("google/gemma-2-27b-it", 27.23, 46, 4608, 32, 16, 36864, **_GEMMA2, head_dim=128),
     "gemma-3-1b": _dense("google/gemma-3-1b-it", 1.0, 26, 1152, 4, 1, 6912, 262144, 32768, head_dim=256,
                          sliding_window=512, sliding_window_pattern=6, tie_word_embeddings=True),

@@ -26,10 +26,13 @@ from .tensors import LIST, Frozen
 from .triton_options import CpuProfileSpec
 from .values import MAX_LATENCY_MS, MAX_OUTPUT_TOKENS_PER_S, MAX_PEAK_RPS, MAX_SEQUENCES, FieldProblem, quantity
 
-# The GPUs of the instance catalogue (data/instances.yaml ``gpus:``), by its keys.
-GpuModel = Literal["t4", "a10g", "l4", "l40s", "a100", "a100-80", "h100", "h200"]
+# A GPU of the instance catalogue (data/instances.yaml ``gpus:``), by its key. The catalogue is the one GPU
+# registry: the spec checks the key's shape, and compile_fleet checks it names a GPU of the catalogue in use
+# (plan/hardware/gpus.py), so adding a GPU is a data change.
+GpuModel = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,31}$",
+                                description="a GPU key of the instance catalogue (data/instances.yaml gpus:), e.g. l40s")]
 CPU = "cpu"
-MeasuredOn = Literal["t4", "a10g", "l4", "l40s", "a100", "a100-80", "h100", "h200", "cpu"]
+MeasuredOn = GpuModel  # a GPU key of the catalogue, or cpu
 MAX_BATCHES = 16  # powers of two from 1 to 4,096 are 13 rows; more is not a profile but a log
 
 

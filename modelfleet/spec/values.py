@@ -41,24 +41,69 @@ def quantity(low: float, high: float, why: str, *, low_inclusive: bool = False, 
     return Annotated[Optional[number] if optional else number, Field(description=why)]
 
 
-S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[^\s]*)?$"
+S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[A-Za-z0-9._=\-]+)+/?$"
 HF_ID = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
+_IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+# Reserved by S3 for access points, Object Lambda, Multi-Region Access Points, directory and table buckets.
+_BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+# A key's segments: letters, digits, '.', '_', '=' and '-' (S3's safe characters, less '*', which IAM reads as a
+# wildcard, and the few that some clients quote or normalise). IAM also reads '?' as a wildcard and '${...}' as
+# a policy variable; a segment '.' or '..' is normalised away by clients but not by IAM, and '//' names a
+# different key than the one clients read: each would make the pods' grant other than the prefix declared.
+_KEY_SEGMENT = re.compile(r"^[A-Za-z0-9._=-]+$")
+_IAM_SPECIALS = {"*": "a wildcard in IAM (any run of characters)", "?": "a wildcard in IAM (any one character)",
+                 "$": "the start of an IAM policy variable (${...})"}
+MAX_S3_PREFIX_BYTES = 768  # S3 keys have at most 1,024 bytes: room for the files' own paths under the prefix
 TRITON_ARTIFACT_FIX = "write the s3:// directory that holds the model's version folders, e.g. s3://my-bucket/models/resnet50"
 LLM_ARTIFACT_FIX = "write a Hugging Face id such as meta-llama/Llama-3.1-8B-Instruct, or an s3:// path to the weights"
 
 
-def s3_problem(uri: str) -> str | None:
-    """What is wrong with an ``s3://bucket/prefix`` URI, in words; None when it is fine."""
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
+def bucket_problem(bucket: str) -> str | None:
+    """What S3's bucket naming rules refuse in ``bucket``, in words; None when it is a valid name."""
     if not 3 <= len(bucket) <= 63:
         return f"bucket name {bucket!r} has {len(bucket)} characters: S3 bucket names have 3 to 63"
-    if not _BUCKET.match(bucket):
+    if not _BUCKET.match(bucket) or ".." in bucket:
         return (f"bucket name {bucket!r} is not a valid S3 bucket name: lowercase letters, digits, '.' and '-', "
-                "starting and ending with a letter or digit")
-    if any(c.isspace() for c in key):
-        return "the path contains whitespace"
+                "starting and ending with a letter or digit, no two periods in a row")
+    if _IP_ADDRESS.match(bucket):
+        return f"bucket name {bucket!r} is formatted as an IP address, which S3 refuses"
+    reserved = next((a for a in _BUCKET_RESERVED_PREFIXES if bucket.startswith(a)), None) or next(
+        (a for a in _BUCKET_RESERVED_SUFFIXES if bucket.endswith(a)), None)
+    return None if reserved is None else f"bucket name {bucket!r} uses {reserved!r}, which S3 reserves"
+
+
+def s3_problem(uri: str) -> str | None:
+    """What is wrong with an ``s3://bucket/prefix`` URI, in words; None when it is fine. The prefix is what a
+    pod's IAM grant covers (render/iam.py): it must be a literal prefix IAM cannot read more into."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    if problem := bucket_problem(bucket):
+        return problem
+    key = key.removesuffix("/")
+    if not key:
+        return "names a whole bucket: the pods' role would read every object in it"
+    for segment in key.split("/"):
+        if problem := _segment_problem(segment):
+            return problem
+    if len(key.encode()) > MAX_S3_PREFIX_BYTES:
+        return f"the key prefix has {len(key.encode())} bytes: at most {MAX_S3_PREFIX_BYTES} (S3 keys have 1,024)"
     return None
+
+
+def _segment_problem(segment: str) -> str | None:
+    if not segment:
+        return "has an empty path segment ('//'): S3 keys are literal, so the grant would not be the prefix read"
+    if segment in (".", ".."):
+        return f"has a {segment!r} path segment: clients resolve it, IAM and S3 do not"
+    if _KEY_SEGMENT.match(segment):
+        return None
+    special = next((c for c in segment if c in _IAM_SPECIALS), None)
+    if special is not None:
+        return f"{special!r} is {_IAM_SPECIALS[special]}: the pods' grant would cover more than the prefix"
+    odd = "".join(sorted({c for c in segment if not re.match(r"[A-Za-z0-9._=-]", c)}))
+    return (f"the path has characters S3 clients or IAM may read differently ({odd!r}): use letters, digits, "
+            "'.', '_', '=' and '-' between the slashes")
 
 
 def _triton_artifact(value: str) -> str:

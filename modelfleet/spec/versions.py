@@ -66,10 +66,3 @@ def revision_problem(revision: str, artifact: str) -> FieldProblem | None:
     return FieldProblem(("revision",), f"{revision!r} is not a commit: a branch or tag of a Hub repository moves",
                         "write the full 40-hex commit id (the Hub page's 'History', or "
                         "`huggingface_hub.model_info(ID).sha`)")
-
-
-def version_text(version: VersionSpec | None, versions: tuple[int, ...] | None) -> str:
-    """How a pin reads in plan and diffs: ``2``, ``2 (sha256 0123abcd…)``, ``1, 2``, or ``unpinned``."""
-    if version is not None:
-        return str(version.number) + (f" (sha256 {version.sha256[:12]})" if version.sha256 else "")
-    return ", ".join(map(str, versions)) if versions else "unpinned"

@@ -20,10 +20,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import ROOT
 from tests.cost.test_diff import ADDITION, BIG_COPY, GIT
+
+pytestmark = pytest.mark.slow  # the PR workflow's steps run for real (git, preview): the full tier
 
 WORKFLOW = ROOT / ".github" / "workflows" / "models-pr.yml"
 INSTALL = "bash scripts/setup.sh"

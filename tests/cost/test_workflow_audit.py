@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.cost.test_workflow import WORKFLOW, load_workflow
 
+pytestmark = pytest.mark.judge  # zizmor and actionlint: external judges
+
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
 
 

@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.engines.conftest import required_engines
 
+pytestmark = pytest.mark.slow  # each test runs pytest itself in a subprocess
+
 MISSING_ENGINE_MODULE = """
 from tests.engines.conftest import engine_unavailable
 

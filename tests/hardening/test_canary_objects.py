@@ -17,6 +17,8 @@ import yaml
 from modelfleet.render.analysis import CANARY_HASH
 from tests.hardening.judges import crd_errors, kubernetes_objects, require_executable
 
+pytestmark = pytest.mark.judge  # the real CRDs (kubernetes-validate) and promtool: external judges
+
 SAMPLE_HASH = "7d9c5b8f6"  # a pod-template hash, as Argo Rollouts passes it
 
 

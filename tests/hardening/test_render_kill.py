@@ -22,6 +22,8 @@ import pytest
 from modelfleet.render.outputs import MARKER
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # renders SIGKILLed mid-write: the full tier
+
 # argv: the function after whose return the process kills itself ("" for none), "fallback" or "exchange",
 # then the CLI's arguments.
 KILL_AFTER = """

@@ -15,9 +15,13 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 from pathlib import Path
 
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # renders SIGKILLed mid-write: the full tier
 
 KILL_WHEN_OUT_MOVES = """
 import os, signal, sys

@@ -12,11 +12,14 @@ import copy
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.components.mocked import copy_project, example_models, run
 from tests.conftest import STACKS
+
+pytestmark = pytest.mark.slow  # the Pulumi program under mocks: the full tier
 
 EXAMPLE = example_models()
 NAMES = {m["name"] for m in EXAMPLE["models"]}

@@ -134,8 +134,7 @@ def test_every_gpu_of_the_instance_table_has_constants_and_says_where_they_come_
     gpus = {instance.gpu.key: instance.gpu for instance in load_instance_catalogue().instances.values()}
     assert set(gpus) == {"t4", "a10g", "l4", "l40s", "a100", "a100-80", "h100", "h200"}
     for key, gpu in gpus.items():
-        perf = gpu_performance(table, key, gpu.name, gpu.fp16_tflops, gpu.memory_bandwidth_gbs,
-                               (gpu.compute_capability or 0) >= 8.9)
+        perf = gpu_performance(table, gpu, (gpu.compute_capability or 0) >= 8.9, gpu.memory_bandwidth_gbs)
         assert perf.tflops == pytest.approx(gpu.fp16_tflops, rel=0.01)  # AIConfigurator's L40S: 362.05
         assert perf.memory_gbs == gpu.memory_bandwidth_gbs
         if key in ("a10g", "l4", "t4"):

@@ -93,7 +93,7 @@ def _index(plan: FleetPlan) -> _Index:
             gib = sum(models[n].weights_gib for n in server.models)
             pods.setdefault(server.node_group, []).append((server.slots_per_replica, gib))
         for model in plan.models:
-            if isinstance(model, VllmModelPlan) and model.serving == "vllm":
+            if isinstance(model, VllmModelPlan):
                 pods.setdefault(model.node_group, []).append((model.gpus_per_pod, vllm_download_gib(model)))
         _last[:] = [plan, _Index(models, pods)]
     return _last[1]

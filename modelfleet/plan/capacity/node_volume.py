@@ -67,7 +67,7 @@ def _scratch_per_gpu(plan: FleetPlan, group: str) -> tuple[float, set[str]]:
             per_gpu = max(per_gpu, triton_scratch_gib(server, plan) / server.slots_per_replica)
             images.add(server.image)
     for model in plan.models:
-        if isinstance(model, VllmModelPlan) and model.serving == "vllm" and model.node_group == group:
+        if isinstance(model, VllmModelPlan) and model.node_group == group:
             per_gpu = max(per_gpu, (hf_cache_gib(model) + 1) / model.gpus_per_pod)
             images.add(model.image)
     return per_gpu, images

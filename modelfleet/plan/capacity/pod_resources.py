@@ -67,5 +67,5 @@ def with_pods(plan: FleetPlan, allowance: DaemonSetAllowance) -> FleetPlan:
     servers = tuple(s.model_copy(update={"pod": triton_pod(s, plan, groups[s.node_group], allowance)})
                     for s in plan.triton_servers)
     models = tuple(m.model_copy(update={"pod": vllm_pod(m, groups[m.node_group], allowance)})
-                   if isinstance(m, VllmModelPlan) and m.serving == "vllm" else m for m in plan.models)
+                   if isinstance(m, VllmModelPlan) else m for m in plan.models)
     return plan.model_copy(update={"triton_servers": servers, "models": models})

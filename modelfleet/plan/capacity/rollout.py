@@ -25,15 +25,8 @@ from ...errors import Issue
 from ...spec.environment import EnvironmentSpec
 from ...spec.models import LlmModelSpec
 from ...spec.rollout import ROLLING, RolloutSpec
-from ..sizing import availability_floor
+from ..sizing import replica_floor
 from ..types import RolloutPlan, Warning_
-
-
-def replica_floor(env: EnvironmentSpec, availability: float) -> int:
-    """Replicas the availability SLA demands (1 in a single-replica environment)."""
-    if env.replicas.single_replica:
-        return 1
-    return availability_floor(availability, env.replicas.ha_availability, env.replicas.ha3_availability)
 
 
 def choose_rollout(min_replicas: int, floor: int, nodes_per_replica: int, instance_type: str,

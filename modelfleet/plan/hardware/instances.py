@@ -12,12 +12,15 @@ the catalogue as a value, so tests can hand it any table they like.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
 from typing import Mapping
 
 import yaml
+
+from ...errors import Issue, SpecError
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,9 @@ class GpuType:
     fp16_tflops: float  # dense, per GPU
     memory_bandwidth_gbs: float | None = None  # None: unknown (throughput is then scaled by compute alone)
     compute_capability: float | None = None  # CUDA compute capability; None: unknown (bf16 assumed, FP8 not)
+    # sxm (NVLink board parts: A100, H100, H200) or pcie (T4, A10G, L4, L40S): which calibrated GPU's measured
+    # efficiencies an uncalibrated one may borrow (llm/speed/calibration.py), never across the two.
+    form_factor: str = "pcie"
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,6 @@ class InstanceType:
     @property
     def gpu_memory_gib(self) -> float:
         return self.gpu.memory_gib
-
-    @property
-    def total_gpu_memory_gib(self) -> float:
-        return self.gpu.memory_gib * self.gpus
 
     def price(self, region: str) -> float | None:
         return self.usd_per_hour.get(region)
@@ -159,6 +161,8 @@ class InstanceCatalogue:
     ebs_price_sources: Mapping[str, PriceSource] = field(default_factory=lambda: MappingProxyType({}))
     # CPU-only types for KIND_CPU servers, priced with the GPU types (same region sources, same refresh).
     cpu_instances: Mapping[str, CpuInstanceType] = field(default_factory=lambda: MappingProxyType({}))
+    # The GPU registry: every GPU the table knows (``gpus:``), by key, whether or not a type carries it yet.
+    gpus: Mapping[str, GpuType] = field(default_factory=lambda: MappingProxyType({}))
 
     def in_families(self, families: tuple[str, ...]) -> tuple[InstanceType, ...]:
         """The GPU types of ``families`` (CPU families among them are ignored here)."""
@@ -180,10 +184,11 @@ class InstanceCatalogue:
         return self.instances.get(name) or self.cpu_instances.get(name)
 
 
+FORM_FACTORS = ("sxm", "pcie")
+
+
 def catalogue_from_data(data: dict) -> InstanceCatalogue:
-    gpus = {key: GpuType(key, g["name"], float(g["memory_gib"]), float(g["fp16_tflops"]),
-                         _optional_float(g.get("memory_bandwidth_gbs")), _optional_float(g.get("compute_capability")))
-            for key, g in data["gpus"].items()}
+    gpus = {key: _gpu(key, g) for key, g in data["gpus"].items()}
     instances = {
         name: InstanceType(name, i["family"], gpus[i["gpu"]], int(i["gpus"]), int(i["vcpu"]), float(i["ram_gib"]),
                            MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
@@ -199,7 +204,20 @@ def catalogue_from_data(data: dict) -> InstanceCatalogue:
     ebs, ebs_sources = _ebs_gp3(data.get("ebs_gp3") or {})
     return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances),
                              MappingProxyType(sources), None if eks is None else float(eks), system, system_sources,
-                             ebs, ebs_sources, _cpu_instances(data.get("cpus") or {}, data.get("cpu_instances") or {}))
+                             ebs, ebs_sources, _cpu_instances(data.get("cpus") or {}, data.get("cpu_instances") or {}),
+                             MappingProxyType(gpus))
+
+
+def _gpu(key: str, entry: dict) -> GpuType:
+    """One ``gpus:`` entry. ``form_factor`` is required: it decides whose measured efficiencies an
+    uncalibrated GPU borrows, and a guess there would be silent."""
+    form = entry.get("form_factor")
+    if form not in FORM_FACTORS:
+        raise _TableProblem(f"gpus.{key}.form_factor", f"is {form!r}, not one of {', '.join(FORM_FACTORS)}",
+                            "sxm: NVLink board parts such as H100 SXM; pcie: cards such as L40S")
+    return GpuType(key, entry["name"], float(entry["memory_gib"]), float(entry["fp16_tflops"]),
+                   _optional_float(entry.get("memory_bandwidth_gbs")), _optional_float(entry.get("compute_capability")),
+                   str(form))
 
 
 def _cpu_instances(cpus: dict, types: dict) -> Mapping[str, CpuInstanceType]:
@@ -240,11 +258,38 @@ def _optional_float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
+# libyaml where PyYAML has it: the table is 300 lines of flow mappings, which the Python parser takes half a
+# second over, and every command reads it (some twice).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> InstanceCatalogue:
+    """One parse per table text: the catalogue is frozen, so every reader may share it."""
+    return catalogue_from_data(yaml.load(text, Loader=_LOADER))  # noqa: S506 (a safe loader)
+
+
+class _TableProblem(ValueError):
+    def __init__(self, where: str, message: str, fix: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where, self.message, self.fix = where, message, fix
+
+
 def load_instance_catalogue(path: str | None = None) -> InstanceCatalogue:
-    """The shipped table (or ``path``, e.g. one written by ``modelfleet prices refresh``)."""
+    """The shipped table (or ``path``, e.g. one written by ``modelfleet prices refresh``). A table that is not
+    one is a SpecError naming the file (never a traceback from deep in the loader)."""
     if path is None:
         text = resources.files("modelfleet").joinpath("data/instances.yaml").read_text(encoding="utf-8")
     else:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-    return catalogue_from_data(yaml.safe_load(text))
+    where = path or "modelfleet/data/instances.yaml"
+    try:
+        return _parsed(text)
+    except _TableProblem as problem:
+        raise SpecError([Issue(where, 0, 0, problem.where, problem.message, problem.fix)]) from None
+    except (KeyError, TypeError, ValueError, AttributeError, yaml.YAMLError) as exc:
+        missing = f"a required key {exc} is missing" if isinstance(exc, KeyError) else str(exc)
+        raise SpecError([Issue(where, 0, 0, "", f"not an instance table: {missing}",
+                               "compare it with the shipped modelfleet/data/instances.yaml, or write one with "
+                               "`modelfleet prices refresh`")]) from None

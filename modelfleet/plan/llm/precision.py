@@ -79,6 +79,23 @@ def unsupported(model: LlmModelSpec, gpu: GpuType) -> str | None:
     return None
 
 
+def fp8_weights_possible(model: LlmModelSpec) -> bool:
+    """vLLM can serve the checkpoint as fp8 weights, quantizing it while loading, and it is not fp8 already."""
+    return "fp8" in model.allowed_precisions() and weight_dtype(model) != "fp8"
+
+
+def weights_changes(model: LlmModelSpec, dtype: str) -> tuple[tuple[str, object], ...]:
+    """The models.yaml fields that serve ``model`` at weight ``dtype`` and no other (spec.load.with_fields): a
+    declared memory_gib scales with the bytes; a precision list is dropped."""
+    changes: tuple[tuple[str, object], ...] = (("size.dtype", dtype),)
+    if model.precision is not None:
+        changes += (("precision", None),)
+    if model.size.memory_gib is not None:
+        ratio = DTYPE_BYTES[dtype] / DTYPE_BYTES[weight_dtype(model)]
+        changes += (("size.memory_gib", round(model.size.memory_gib * ratio, 3)),)
+    return changes
+
+
 def precision_on(model: LlmModelSpec, gpu: GpuType, image: str) -> Precision:
     """The flags and memory figures for ``model`` on ``gpu`` with the vLLM release in ``image``."""
     weights, notes = weight_dtype(model), []

@@ -32,7 +32,7 @@ from .speed.performance import Layout, LlmShape
 from .speed.calibration import gpu_for
 from .precision import Precision, precision_on, unsupported
 from ..rejection import CONTEXT, MEMORY, PRECISION, TPOT, TTFT, Rejection, closeness
-from ..sizing import LLM_RUNTIME_OVERHEAD_GIB_PER_GPU, MAX_PIPELINE_STAGES, availability_floor, nodes_for_pods, tensor_parallel_ok
+from ..sizing import LLM_RUNTIME_OVERHEAD_GIB_PER_GPU, MAX_PIPELINE_STAGES, nodes_for_pods, replica_floor, tensor_parallel_ok
 from .candidate import LlmCandidate, Outcome, Sized
 from .explain import decision_for, override_problem
 
@@ -44,8 +44,7 @@ def demand_of(model: LlmModelSpec, env: EnvironmentSpec) -> Demand:
     load, amount = next((kind, float(value)) for kind, value in (
         ("sequences", sla.peak_concurrent_sequences), ("output_tokens_per_s", sla.peak_output_tokens_per_s),
         ("requests_per_s", sla.peak_requests_per_s)) if value is not None)
-    floor = 1 if policy.single_replica else availability_floor(sla.availability, policy.ha_availability,
-                                                                 policy.ha3_availability)
+    floor = replica_floor(env, sla.availability)
     pinned = 1 if policy.single_replica else model.overrides.replicas
     return Demand(sla.input_tokens(), sla.output_tokens(), sla.max_context_tokens - sla.output_tokens(),
                   sla.p99_ttft_ms, sla.p99_tpot_ms, load, amount, floor, env.vllm.max_num_seqs_cap,
@@ -59,7 +58,7 @@ def replica_bounds(model: LlmModelSpec, env: EnvironmentSpec, desired: int) -> t
     policy = env.replicas
     if policy.single_replica:
         return 1, 1, 1
-    floor = availability_floor(model.sla.availability, policy.ha_availability, policy.ha3_availability)
+    floor = replica_floor(env, model.sla.availability)
     # A pin below the availability floor is the user's call; min must not exceed it (as for Triton servers).
     return min(floor, desired), desired, max(desired, math.ceil(desired * policy.max_scale_factor))
 

@@ -21,7 +21,8 @@ from .packing.gpu import PYTHON_SHM_BYTES, ClassicPlacement, gpu_placements, pac
 from .pipelines import binding_pipelines, budget_decision, pipeline_plan, size_on, step_decision
 from .rate_limiter import SERVER_FLAGS as RATE_LIMIT_FLAGS
 from .rate_limiter import rate_limit
-from ..capacity.rollout import choose_rollout, replica_floor, resolve_rollout, workload_rollout
+from ..capacity.rollout import resolve_rollout, workload_rollout
+from ..sizing import replica_floor
 from .model import Where, triton_model_plan
 from .policy import EXECUTIONS_IN_WORST_CASE, check_budget, within_budget
 from ..types import Alternative, Decision, PipelinePlan, TritonModelPlan, TritonServerPlan, Warning_

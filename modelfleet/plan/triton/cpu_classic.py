@@ -15,7 +15,8 @@ from ..rejection import Rejection
 from ..names import node_group_name
 from .packing.gpu import PYTHON_SHM_BYTES
 from .pipelines import binding_pipelines, budget_decision, pipeline_plan, step_decision
-from ..capacity.rollout import replica_floor, resolve_rollout, workload_rollout
+from ..capacity.rollout import resolve_rollout, workload_rollout
+from ..sizing import replica_floor
 from .model import Where, triton_model_plan
 from ..types import Alternative, Decision, PipelinePlan, TritonModelPlan, TritonServerPlan, Warning_
 

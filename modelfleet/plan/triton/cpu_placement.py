@@ -37,7 +37,7 @@ from .cpu_sizing import MAX_CPU_INSTANCES, CpuFigures, cpu_figures, cpu_sizing, 
 from ..hardware.instances import CpuInstanceType, InstanceCatalogue
 from ..hardware.kubelet import kube_reserved_cpu_millis, memory_allocatable_mib
 from ..rejection import Rejection
-from ..names import stable_name
+from ..names import triton_server_name
 from ..hardware.node_price import ranking_usd_per_node_hour
 from .packing.gpu import (
     MIN_CACHE_BYTES,
@@ -204,7 +204,7 @@ def place_on_cpu(models: list[ClassicModelSpec], pipelines: list[PipelineSpec], 
     pools: dict[str, list[ClassicModelSpec]] = {}
     for name, spec in sorted(specs.items()):
         pools.setdefault(spec.pool or instance.name.replace(".", "-"), []).append(spec)
-    servers = [_server(stable_name("triton", pool), members, figures, env, instance) for pool, members in sorted(pools.items())]
+    servers = [_server(triton_server_name(pool), members, figures, env, instance) for pool, members in sorted(pools.items())]
     rejected = next((s for s in servers if isinstance(s, Rejection)), None)
     if rejected is not None:
         return rejected

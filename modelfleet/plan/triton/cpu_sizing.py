@@ -18,7 +18,6 @@ What differs from a GPU:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ...spec.models import ClassicModelSpec
@@ -107,8 +106,3 @@ def cpu_sizing(model: ClassicModelSpec, figures: CpuFigures, count: int, replica
                          figures.rps_per_instance, demand, window, timeout, queue, figures.assumed,
                          not figures.assumed, figures.basis, None, instance_memory_gib(model) * count,
                          figures.first_response_ms)
-
-
-def replicas_for(model: ClassicModelSpec, figures: CpuFigures, count: int, target_utilization: float) -> int:
-    """Replicas the model's load needs at ``count`` instances each."""
-    return max(1, math.ceil(instances_for_load(model, figures, target_utilization) / count - 1e-9))

@@ -142,7 +142,9 @@ def choose_devices(classic: list[Indexed], pipelines: list[PipelineSpec], env: E
     steps = {s for p in pipelines for s in p.step_models()}
     costs, everything = _Costs(models, pipelines, env, catalogue, in_use), frozenset(models)
     candidates = sorted(n for n, m in models.items() if is_candidate(m, steps))
-    cpu = _split(candidates, frozenset(explicit), everything, costs) if allowed else frozenset()
+    # Without candidates the split is what models.yaml says: pricing it would pack the whole fleet for nothing.
+    cpu = frozenset() if not allowed else _split(candidates, frozenset(explicit), everything, costs) if candidates \
+        else frozenset(explicit)
     decisions = {name: _why(name, models[name], cpu, everything, costs) if allowed else Decision(
         choice="GPU", reason=f"a {models[name].type} model with a measured CPU profile, but stack {env.name} "
                              "allows no CPU instance family (modelfleet:instanceFamilies)") for name in candidates}

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...cost.fleet import FleetCost
+from ...plan.names import CLUSTER, refuse_twice
 from ...plan.serving.engine_args import TRITON_GRPC_PORT, TRITON_HTTP_PORT, VLLM_PORT
 from ...plan.teams import workload_team
 from ...plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
@@ -38,7 +39,6 @@ __all__ = ["AMIS_WITHOUT_DEVICE_PLUGIN", "CLUSTER", "dump_yaml", "from_hub", "hf
            "render_cluster_manifests", "render_fleet_manifests", "render_kubernetes", "render_triton_manifests",
            "render_vllm_manifests", "repository_files", "repository_objects", "vllm_models", "workload_endpoints"]
 
-CLUSTER = "cluster"  # the workload name of the cluster-wide objects (namespace, device plugin)
 
 
 def model_repository_bucket(plan: FleetPlan, deploy: DeploySettings) -> str:
@@ -47,7 +47,7 @@ def model_repository_bucket(plan: FleetPlan, deploy: DeploySettings) -> str:
 
 def vllm_models(plan: FleetPlan) -> list[VllmModelPlan]:
     """LLMs served by vLLM itself (one served by Triton's vLLM backend belongs to its Triton server)."""
-    return [m for m in plan.models if isinstance(m, VllmModelPlan) and m.serving == "vllm"]
+    return [m for m in plan.models if isinstance(m, VllmModelPlan)]
 
 
 def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories: Mapping[str, bytes] | None = None, *,
@@ -58,18 +58,19 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories
     PrometheusRule (runbook links under ``docs_url``); with a ``dashboards`` builder, its dashboard ConfigMap,
     and the cluster group the fleet overview (with ``cost``)."""
     files = render_triton_repositories(plan) if repositories is None else repositories
-    groups: dict[str, list[dict[str, Any]]] = {CLUSTER: render_cluster_manifests(plan, deploy.ami_type,
-                                                                                    deploy.install_device_plugin)}
     bucket = model_repository_bucket(plan, deploy)
-    for server in plan.triton_servers:
-        groups[server.name] = render_triton_manifests(plan, server, bucket, deploy.aws_cli_image,
-                                                      repository_files(files, server))
-    for model in vllm_models(plan):
-        groups[model.name] = render_vllm_manifests(plan, model)
+    pieces = [(CLUSTER, render_cluster_manifests(plan, deploy.ami_type, deploy.install_device_plugin))]
+    pieces += [(server.name, render_triton_manifests(plan, server, bucket, deploy.aws_cli_image,
+                                                     repository_files(files, server))) for server in plan.triton_servers]
+    pieces += [(model.name, render_vllm_manifests(plan, model)) for model in vllm_models(plan)]
+    refuse_twice((((name,), f"workload {name}") for name, _ in pieces), "render")
+    groups = dict(pieces)
     for workload in (*plan.triton_servers, *vllm_models(plan)):
         groups[workload.name] += _observability(plan, workload, docs_url, dashboards)
     if dashboards is not None and cost is not None:
         groups[CLUSTER].append(fleet_config_map(plan, cost, dashboards))
+    refuse_twice((((o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]), f"kubernetes/{name}.yaml")
+                  for name, objects in groups.items() for o in objects), "render")
     servers = {s.name for s in plan.triton_servers}  # labelled with the plan's name (c.SERVER_LABEL)
     return {name: [_labelled(with_team(o, workload_team(plan, name)), name if name in servers else None)
                    for o in objects] for name, objects in groups.items()}
@@ -88,10 +89,13 @@ def _observability(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan, 
 
 
 def render_kubernetes(plan: FleetPlan, deploy: DeploySettings, *, docs_url: str | None = None,
-                      dashboards: DashboardBuilder | None = None, cost: FleetCost | None = None) -> dict[str, bytes]:
+                      dashboards: DashboardBuilder | None = None, cost: FleetCost | None = None,
+                      repositories: Mapping[str, bytes] | None = None) -> dict[str, bytes]:
     """``kubernetes/<workload>.yaml``: one multi-document file per workload, objects in apply order, keys
-    sorted; and ``prerequisites/``: the prometheus-adapter values a platform team installs for the HPAs."""
-    manifests = render_fleet_manifests(plan, deploy, docs_url=docs_url, dashboards=dashboards, cost=cost)
+    sorted; and ``prerequisites/``: the prometheus-adapter values a platform team installs for the HPAs.
+    ``repositories``: the rendered Triton repositories, when the caller has them (rendered here otherwise)."""
+    manifests = render_fleet_manifests(plan, deploy, repositories, docs_url=docs_url, dashboards=dashboards,
+                                       cost=cost)
     files = {f"kubernetes/{name}.yaml": dump_yaml(objects) for name, objects in sorted(manifests.items())}
     return files | {ADAPTER_VALUES_FILE: render_adapter_values()}
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...plan.names import kube_name  # noqa: F401  (c.kube_name: the workloads' modules read it here)
 from ...plan.capacity.node_volume import disk_gib
 from ...plan.teams import TEAM_LABEL
-from ...plan.types import ContainerResourcesPlan, FleetPlan, RolloutPlan, TritonServerPlan, VllmModelPlan
+from ...plan.types import ContainerResourcesPlan, FleetPlan, RolloutPlan
 
 GPU_RESOURCE = "nvidia.com/gpu"
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -45,12 +46,6 @@ def with_label(obj: dict[str, Any], key: str, value: str) -> dict[str, Any]:
         out["spec"] = {**spec, "leaderWorkerTemplate": {
             **lws, **{k: with_label(lws[k], key, value) for k in ("leaderTemplate", "workerTemplate") if k in lws}}}
     return out
-
-
-def kube_name(workload: TritonServerPlan | VllmModelPlan) -> str:
-    """What the cluster knows a workload by: a Triton server's ``kube_name`` (its former name in a stack that
-    keeps them), a vLLM model's name."""
-    return workload.kube_name if isinstance(workload, TritonServerPlan) else workload.name
 
 
 def selector(name: str) -> dict[str, str]:

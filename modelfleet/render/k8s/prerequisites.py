@@ -47,7 +47,7 @@ CLUSTER_AUTOSCALER = Chart("cluster-autoscaler", "cluster-autoscaler", "9.50.1",
 
 
 def needs_lws(plan: FleetPlan) -> bool:
-    return any(isinstance(m, VllmModelPlan) and m.serving == "vllm" and m.nodes_per_replica > 1 for m in plan.models)
+    return any(isinstance(m, VllmModelPlan) and m.nodes_per_replica > 1 for m in plan.models)
 
 
 def adapter_rules() -> list[dict[str, Any]]:

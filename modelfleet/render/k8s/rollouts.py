@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...plan.names import canary_service
 from ...plan.types import FleetPlan, RolloutPlan, TritonServerPlan, VllmModelPlan
 from ..analysis import CANARY_HASH, analysis_name, analysis_template
 from . import common as c
@@ -27,10 +28,6 @@ HTTPROUTE_API = "gateway.networking.k8s.io/v1"
 
 def is_canary(rollout: RolloutPlan | None) -> bool:
     return rollout is not None and rollout.strategy == "canary"
-
-
-def canary_service(name: str) -> str:
-    return f"{name}-canary"
 
 
 def _steps(rollout: RolloutPlan) -> list[dict[str, Any]]:

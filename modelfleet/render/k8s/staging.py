@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ...plan import names
 from ...plan.serving.engine_args import DOWNLOAD_GIB_PER_S
 from ...plan.capacity.disk import weights_of
 from ...plan.capacity.pod_resources import STAGED_WAIT_INIT
@@ -44,23 +45,18 @@ SKIPS = {
 }
 
 
-def _bounded(name: str, suffix: str) -> str:
-    """``name-suffix`` within Kubernetes' 63 characters (a Job's name becomes a label value of its pods)."""
-    return f"{name[:63 - len(suffix) - 1].rstrip('-')}-{suffix}"
-
-
 def stage_job_name(model: VllmModelPlan) -> str:
     revision = weights_of(model).revision
     assert revision is not None  # a staged checkpoint's commit
-    return _bounded(model.name, f"stage-{revision[:12]}")
+    return names.stage_job_name(model.name, revision)
 
 
 def stage_account(model: VllmModelPlan) -> str:
-    return _bounded(model.name, "stage")
+    return names.stage_account(model.name)
 
 
 def stage_script_name(model: VllmModelPlan) -> str:
-    return _bounded(model.name, "stage-program")
+    return names.stage_script_name(model.name)
 
 
 def marker_uri(model: VllmModelPlan) -> str:

@@ -18,6 +18,7 @@ from ...plan.capacity.disk import downloads_from_hub, from_hub, pod_reads_hub, s
 from ...plan.serving.engine_args import HF_CACHE, VLLM_PORT, startup_budget_s
 from ...plan.capacity.node_volume import hf_cache_gib
 from ...plan.teams import TEAM_LABEL, team_of
+from ...plan import names
 from ...plan.types import FleetPlan, VllmModelPlan
 from . import common as c
 from .rollouts import canary_objects, is_canary
@@ -38,7 +39,7 @@ SKIPS = {
 
 
 def hf_secret_name(model: VllmModelPlan) -> str:
-    return f"{model.name}-hf-token"
+    return names.hf_secret_name(model.name)
 
 
 def hf_secret_metadata(plan: FleetPlan, model: VllmModelPlan) -> dict[str, Any]:

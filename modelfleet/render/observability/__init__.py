@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...cost.fleet import FleetCost
+from ...plan.names import dashboard_name
 from ...plan.types import FleetPlan, TritonServerPlan, VllmModelPlan
 from ..k8s import common as c
 from .alerts import triton_server_groups, vllm_model_groups
@@ -54,7 +55,7 @@ def workload_dashboard(plan: FleetPlan, workload: TritonServerPlan | VllmModelPl
 def dashboard_config_map(plan: FleetPlan, dashboard: Dashboard, build: DashboardBuilder) -> dict[str, Any]:
     """The dashboard's JSON (one line, keys sorted: the same bytes every render) in a ConfigMap the sidecar
     picks up."""
-    name = "modelfleet-fleet-dashboard" if dashboard.workload == "cluster" else f"{dashboard.workload}-dashboard"
+    name = dashboard_name(dashboard.workload)
     meta = c.metadata(name, plan, DASHBOARD_COMPONENT, {FOLDER_ANNOTATION: FOLDER})
     meta["labels"] = {**meta["labels"], **DASHBOARD_LABEL}
     text = json.dumps(build(dashboard), sort_keys=True, separators=(",", ":"), ensure_ascii=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...cost.fleet import FleetCost
-from ...plan.names import stable_name
+from ...plan.names import CLUSTER, stable_name
 from ...plan.types import FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 from . import slo_queries as q
 from .alerts import QUEUE_NEAR
@@ -184,7 +184,7 @@ def _error_ratio(plan: FleetPlan, name: str, window: str) -> tuple[str, float]:
         job = next(s.kube_name for s in plan.triton_servers if s.name == pipeline.server)
         return q.triton_error_ratio(q.Target(plan.namespace, job, name), window), pipeline.availability
     model = plan.model(name)
-    if isinstance(model, VllmModelPlan) and model.serving == "vllm":
+    if isinstance(model, VllmModelPlan):
         return q.vllm_error_ratio(q.Target(plan.namespace, name, name, "model_name"), window), model.availability
     server = next(s.kube_name for s in plan.triton_servers if name in s.models)
     return q.triton_error_ratio(q.Target(plan.namespace, server, name), window), model.availability
@@ -209,7 +209,7 @@ def _plan_table(plan: FleetPlan, cost: FleetCost) -> Panel:
     for item in sorted(cost.models, key=lambda m: m.name):
         model = plan.model(item.name)
         usd = "unknown" if item.monthly_usd is None else f"{item.monthly_usd.desired:,.2f}"
-        engine = "vLLM" if isinstance(model, VllmModelPlan) and model.serving == "vllm" else "Triton"
+        engine = "vLLM" if isinstance(model, VllmModelPlan) else "Triton"
         lines.append(f"| {item.name} | {engine} | {model.availability:g}% | {' / '.join(map(str, item.gpus))} | {usd} |")
     total = cost.monthly_usd
     summary = "unknown (a price is missing)" if total is None else (
@@ -224,4 +224,4 @@ def fleet_dashboard(plan: FleetPlan, cost: FleetCost) -> Dashboard:
                  (Query(q.gpus_requested(plan.namespace, ".+"), "GPUs"),), "short", width=8)
     rows = (_attainment(plan), Row("GPUs and cost", (_plan_table(plan, cost), gpus)))
     return Dashboard(dashboard_uid(plan.environment, "fleet"), f"modelfleet {plan.environment}: fleet overview",
-                     "cluster", ("modelfleet", plan.environment), rows)
+                     CLUSTER, ("modelfleet", plan.environment), rows)

@@ -35,10 +35,10 @@ from .binpacking import Item, Objective, pack_optimally
 from ...hardware.instances import InstanceCatalogue, InstanceType
 from ...hardware.kubelet import memory_share_gib
 from ...rejection import Rejection
-from ...names import stable_name
+from ...names import stable_name, triton_server_name
 from ...hardware.node_price import ranking_usd_per_node_hour
 from ..pipelines import PipelineSizing, StepBudget, size_on, together
-from ...sizing import TRITON_GPU_OVERHEAD_GIB, availability_floor, nodes_for_pods
+from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor
 from ..policy import ClassicSizing, within_budget
 
 # Host RAM kept for the kubelet, the OS and daemonsets: 1.5 GiB plus 10% of the node's RAM share.
@@ -102,18 +102,14 @@ def host_capacity_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
 
 def _need(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
     """Replicas a model asks of any server it is on: its pin, else its availability floor."""
-    policy = env.replicas
-    if policy.single_replica:
+    if env.replicas.single_replica:
         return 1
-    return model.overrides.replicas or availability_floor(model.sla.availability, policy.ha_availability,
-                                                          policy.ha3_availability)
+    return model.overrides.replicas or _floor(model, env)
 
 
 def _floor(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
-    """Replicas a model's availability alone asks (1 where the environment runs single replicas)."""
-    policy = env.replicas
-    return 1 if policy.single_replica else availability_floor(model.sla.availability, policy.ha_availability,
-                                                               policy.ha3_availability)
+    """Replicas a model's availability alone asks (sizing.replica_floor)."""
+    return replica_floor(env, model.sla.availability)
 
 
 def replicas_asked(model: ClassicModelSpec, env: EnvironmentSpec) -> tuple[int, int]:
@@ -292,7 +288,7 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
     # of small models is packed like one, however much compute it sums to (the packing sets its replicas).
     alone = [u for u in units if any(sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu for m in u)]
     shared = [u for u in units if not any(u is a for a in alone)]
-    groups = [(u, stable_name(f"triton-{pool}", u[0].name)) for u in alone]
+    groups = [(u, triton_server_name(pool, u[0].name)) for u in alone]
     held = placed + [s for s in (_server(g, sizings, asks, env, instance, n) for g, n in groups)
                      if isinstance(s, PackedServer)]
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in held),
@@ -303,8 +299,8 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
                   key=lambda names: min(asks.rank[n] for n in names))
     for index, names in enumerate(bins):
         anchor = min(names, key=lambda n: asks.rank[n])
-        groups.append(([by_name[n] for n in names], stable_name("triton", pool) if index == 0 else
-                       stable_name(f"triton-{pool}", anchor)))
+        groups.append(([by_name[n] for n in names], triton_server_name(pool) if index == 0 else
+                       triton_server_name(pool, anchor)))
     servers = [_server(members, sizings, asks, env, instance, name) for members, name in groups]
     rejected = next((s for s in servers if isinstance(s, Rejection)), None)
     return rejected or servers  # type: ignore[return-value]
