@@ -42,8 +42,10 @@ def main() -> int:
     if args.render:
         saved = json.loads(args.render.read_text())
         runs = [load_run(x) for x in saved["runs"]]
-        args.out.write_text(render(run.setup(saved["kv_cache_tokens"], requests=saved["requests"]), runs,
-                                   saved["seconds"], saved["load_average"]))
+        text = render(run.setup(saved["kv_cache_tokens"], requests=saved["requests"]), runs, saved["seconds"],
+                      saved["load_average"])
+        args.out.write_text(text)
+        print(text)
         return 0
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vllm-sim-") as tmp, run.engine(Path(tmp)) as (url, tokenizer, kv):
