@@ -179,11 +179,13 @@ KINDS = ("Namespace", "DaemonSet", "Secret", "ServiceAccount", "AnalysisTemplate
          "HorizontalPodAutoscaler", "PrometheusRule", "ConfigMap")
 
 
-def _rank(resource: Any, index: int) -> tuple[int, int, str | int]:
+def _rank(resource: Any, index: int) -> tuple[int, int, str]:
     rank = next((i for i, prefix in enumerate(ORDER) if resource.type.startswith(prefix)), len(ORDER))
     kind = resource.type.rsplit(":", 1)[-1]
     by_kind = KINDS.index(kind) if resource.type.startswith("kubernetes:") and kind in KINDS else len(KINDS)
-    return rank, by_kind, index if resource.type.startswith("kubernetes:") else resource.name
+    # Within a kind, by name: registration order is not stable (objects registered inside an apply run when
+    # their inputs resolve), and two previews of one program must print the same text.
+    return rank, by_kind, resource.name
 
 
 def format_tree(resources: list[Any]) -> list[str]:

@@ -69,8 +69,8 @@ def previews():
     renames: dict[str, dict[str, str]] = {}
     servers: dict[str, tuple[str, ...]] = {}
 
-    def earlier(fleet, env, catalogue):
-        plan = compile_fleet(fleet, env, catalogue)
+    def earlier(fleet, env, catalogue, lock=None):
+        plan = compile_fleet(fleet, env, catalogue, lock)
         deployed = frozenset(env.deploy.former_server_names)
         servers[env.name] = tuple(s.name for s in plan.triton_servers)
         renames[env.name] = {s.name: s.former_names[0] for s in plan.triton_servers
