@@ -38,6 +38,7 @@ importable); with ``--runs N`` also ``-runs.md``, one line per run. When the ser
 from __future__ import annotations
 
 import argparse
+import shutil
 import dataclasses
 import json
 import os
@@ -195,6 +196,9 @@ def measured_plan(project: Project, stack: str, model: TritonModelPlan, calibrat
     overrides = {**entry.get("overrides", {}), "max_batch_size": calibration.max_batch_size}
     bench = workdir / f"project-b{calibration.max_batch_size}"
     (bench / "stacks").mkdir(parents=True)
+    samples = Path(project.models_path).parent / "samples"  # warmup samples models.yaml names
+    if samples.is_dir():
+        shutil.copytree(samples, bench / "samples")
     (bench / "models.yaml").write_text(yaml.safe_dump({"models": [{**entry, "profile": profile,
                                                                     "overrides": overrides}]}, sort_keys=False))
     stack_file = yaml.safe_load(Path(project.environment_path(stack)).read_text())

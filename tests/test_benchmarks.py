@@ -29,14 +29,22 @@ SMALLEST = {
                             "median", ()),
 }
 HELPERS = {"synthetic.py"}  # imported by the scripts, not run
+# Not run by CI yet, and why (each still has its smallest size above):
+NOT_IN_CI = {
+    "overload.py": "its tritonserver 2.51 dies with SIGSEGV at start-up after the preprocessor's warmup on a loaded "
+                   "2-core machine (the engine defect docs/triton-features.md names); open in issue 29",
+    "trace_crash.py": "drives the same tritonserver crash on purpose; open in issue 29",
+}
 
 
 def test_every_bench_script_has_a_smallest_size():
     assert {p.name for p in BENCH.glob("*.py")} - HELPERS == set(SMALLEST)
+    assert set(NOT_IN_CI) <= set(SMALLEST)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", [pytest.param(name, marks=marks) for name, (_, _, marks) in SMALLEST.items()])
+@pytest.mark.parametrize("script", [pytest.param(name, marks=marks) for name, (_, _, marks) in SMALLEST.items()
+                                    if name not in NOT_IN_CI])
 def test_each_benchmark_runs_at_its_smallest_size(script: str, tmp_path: Path):
     args, expected, _ = SMALLEST[script]
     if script == "perf_model_error.py" and importlib.util.find_spec("aiconfigurator") is None:
