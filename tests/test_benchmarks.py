@@ -48,8 +48,10 @@ def test_every_bench_script_has_a_smallest_size():
 def test_each_benchmark_runs_at_its_smallest_size(script: str, tmp_path: Path):
     args, expected, _ = SMALLEST[script]
     if script == "perf_model_error.py" and importlib.util.find_spec("aiconfigurator") is None:
-        if os.environ.get("CI"):
-            pytest.fail("bench/perf_model_error.py needs the [calibrate] extra, which .ci/run installs")
+        if os.environ.get("MODELFLEET_REQUIRE_CALIBRATE"):
+            pytest.fail("bench/perf_model_error.py needs the [calibrate] extra, which .ci/run installs in "
+                        ".venv-calibrate")
+        # .ci/run runs it in .venv-calibrate (nvidia-pytriton's numpy<2 keeps AIConfigurator out of .venv)
         pytest.skip("needs the [calibrate] extra (NVIDIA AIConfigurator): pip install -e '.[calibrate]'")
     command = [sys.executable, str(BENCH / script), *(a.format(out=tmp_path) for a in args)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=900, check=False)
