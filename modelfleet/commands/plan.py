@@ -6,7 +6,8 @@ import sys
 from ..cost.alternatives import PlanAlternative, find_alternatives
 from ..errors import Issue, SpecError
 from ..plan.changes import version_of
-from ..plan.types import (Decision, FleetPlan, NodeGroupPlan, NodeResourcesPlan, TritonModelPlan, TritonServerPlan,
+from ..plan.types import (Decision, FleetPlan, LengthsPlan, NodeGroupPlan, NodeResourcesPlan, TrafficPlan, TritonModelPlan,
+                          TritonServerPlan,
                           VllmModelPlan)
 from ..render.fleet import plan_document, to_json
 from . import add_project_arguments, print_warnings, project_from
@@ -229,10 +230,35 @@ def llm_estimates_text(m: VllmModelPlan) -> str:
     """One line of an LLM's predicted speed at peak, and what the figures rest on."""
     e = m.estimates
     assert e is not None
-    return (f"{e.input_tokens:,} in / {e.output_tokens:,} out: prefill {e.prefill_ms:,.0f} ms, p99 TTFT "
-            f"{e.ttft_p99_ms:,.0f} ms, TPOT {e.tpot_ms:.1f} ms at {e.sequences_per_replica} sequence(s) per replica "
-            f"({e.tpot_at_max_num_seqs_ms:.1f} ms at max_num_seqs), {e.output_tokens_per_s_per_replica:,.0f} tokens/s "
-            f"per replica; binding: {m.binding_constraint}; source: {e.source}")
+    if e.traffic is None:
+        return (f"{e.input_tokens:,} in / {e.output_tokens:,} out: prefill {e.prefill_ms:,.0f} ms, p99 TTFT "
+                f"{e.ttft_p99_ms:,.0f} ms, TPOT {e.tpot_ms:.1f} ms at {e.sequences_per_replica} sequence(s) per replica "
+                f"({e.tpot_at_max_num_seqs_ms:.1f} ms at max_num_seqs), {e.output_tokens_per_s_per_replica:,.0f} "
+                f"tokens/s per replica; binding: {m.binding_constraint}; source: {e.source}")
+    return (f"{e.simulated_requests:,} simulated requests of {traffic_text(e.traffic)}: TTFT p50 {e.ttft_p50_ms:,.0f} / p99 {e.ttft_p99_ms:,.0f} ms (95% bound "
+            f"{e.ttft_p99_bound_ms:,.0f}), TPOT p50 {e.tpot_p50_ms:.1f} / p99 {e.tpot_p99_ms:.1f} ms (bound "
+            f"{e.tpot_p99_bound_ms:.1f}), ITL p99 {e.itl_p99_ms:,.1f} ms; prefill {e.prefill_ms:,.0f} ms alone; closed "
+            f"form's p99 TTFT was {e.closed_form_ttft_p99_ms:,.0f} ms; {e.output_tokens_per_s_per_replica:,.0f} tokens/s "
+            f"per replica; binding: {m.binding_constraint}; source: {e.source}, {e.simulations} simulation(s)")
+
+
+def traffic_text(t: TrafficPlan) -> str:
+    """The simulated traffic in words: arrivals per replica and the lengths."""
+    if t.arrivals == "closed":
+        think = f", think {t.think_time_s:g} s" if t.think_time_s else ""
+        arrivals = f"closed loop, {t.users_per_replica:g} users per replica{think}"
+    else:
+        burst = f" (cv {t.cv:g})" if t.cv is not None else ""
+        arrivals = f"{t.arrivals}{burst} {t.requests_per_s_per_replica:g} req/s per replica"
+    return f"{arrivals}; prompts {_lengths_text(t.input)}, answers {_lengths_text(t.output)}"
+
+
+def _lengths_text(lengths: LengthsPlan) -> str:
+    if lengths.trace is not None:
+        return f"from {lengths.trace}"
+    if lengths.distribution == "fixed":
+        return f"{lengths.mean:,.0f}"
+    return f"{lengths.distribution} mean {lengths.mean:,.0f} p99 {lengths.p99:,.0f}"
 
 
 def weights_text(m: VllmModelPlan) -> str:

@@ -148,15 +148,18 @@ def misses(model: Model, planned: Any) -> bool:
     no alternative, however cheap."""
     if not isinstance(planned, VllmModelPlan) or not isinstance(model, LlmModelSpec) or planned.estimates is None:
         return False
-    tpot = model.sla.p99_tpot_ms
-    return planned.estimated_ttft_ms > model.sla.p99_ttft_ms or (tpot is not None and planned.estimates.tpot_ms > tpot)
+    tpot, e = model.sla.p99_tpot_ms, planned.estimates
+    ttft = e.ttft_p99_bound_ms if e.ttft_p99_bound_ms is not None else planned.estimated_ttft_ms
+    stream = e.tpot_p99_bound_ms if e.tpot_p99_bound_ms is not None else e.tpot_ms  # simulated, per request
+    return ttft > model.sla.p99_ttft_ms or (tpot is not None and stream > tpot)
 
 
 def _result(planned: Any) -> str:
     if isinstance(planned, VllmModelPlan):
         return (f"{planned.instance_type} tp={planned.tensor_parallel_size} pp={planned.pipeline_parallel_size} "
                 f"x{planned.replicas}, predicted p99 TTFT {planned.estimated_ttft_ms:,.0f} ms"
-                + (f", TPOT {planned.estimates.tpot_ms:.1f} ms" if planned.estimates else ""))
+                + (f", p99 TPOT {planned.estimates.tpot_p99_ms:.1f} ms" if planned.estimates and
+                   planned.estimates.tpot_p99_ms is not None else ""))
     return f"{planned.instance_type} ({planned.device}) x{planned.replicas}, batch {planned.max_batch_size}"
 
 

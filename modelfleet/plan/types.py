@@ -416,19 +416,52 @@ class WeightsPlan(PlanModel):
     reason: str
 
 
+class LengthsPlan(PlanModel):
+    """Prompt or answer lengths as simulated: a distribution's mean, p99 and cap, or a trace's path."""
+
+    distribution: str | None = None  # fixed | exponential | lognormal | histogram; None: a trace
+    mean: float | None = None
+    p99: float | None = None
+    max: int | None = None
+    trace: str | None = None  # the trace file, relative to models.yaml
+
+
+class TrafficPlan(PlanModel):
+    """The peak traffic one replica was simulated under (spec/traffic.py; requests spread at random)."""
+
+    arrivals: Literal["poisson", "bursty", "closed"]
+    requests_per_s_per_replica: float | None = None  # open arrivals: the peak rate over the replicas
+    cv: float | None = None  # bursty: the gaps' coefficient of variation
+    users_per_replica: float | None = None  # closed: the users over the replicas (each request routed at random)
+    think_time_s: float | None = None
+    input: LengthsPlan
+    output: LengthsPlan
+
+
 class LlmEstimatesPlan(PlanModel):
-    """How fast one replica serves at peak, as the planner predicted it (plan/llm/speed/load.py)."""
+    """How fast one replica serves at peak, as the planner predicted it: TTFT and TPOT percentiles simulated
+    (plan/llm/speed/simulation.py) under ``traffic``, with step times from the performance model."""
 
     prefill_ms: float  # one prompt of input_tokens on an idle replica, to its first token
-    ttft_p99_ms: float  # p99 time to first token at peak: the prompt's own prefill and its wait behind others
+    ttft_p99_ms: float  # p99 time to first token at peak, simulated: queueing for a slot and behind prompts included
     tpot_ms: float  # time per output token with sequences_per_replica sequences running
     tpot_at_max_num_seqs_ms: float  # with max_num_seqs running: the slowest a stream gets
     sequences_per_replica: int  # sequences in flight on one replica at peak
     input_tokens: int  # the request shape the figures are for (sla.avg_input_tokens, avg_output_tokens)
     output_tokens: int
     output_tokens_per_s_per_replica: float
-    source: str  # what the figures rest on: the calibration (database and fit date), "datasheet roofline: ...",
-    # or a measured profile
+    source: str  # what the figures rest on: the simulation, over step times from the calibration (database and
+    # fit date), "datasheet roofline: ...", or a measured profile
+    traffic: TrafficPlan | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p99_bound_ms: float | None = None  # the upper end of the p99's 95% interval: what is held to the SLA
+    tpot_p50_ms: float | None = None  # per request, (end - first token) / (output tokens - 1), as vllm bench serve
+    tpot_p99_ms: float | None = None
+    tpot_p99_bound_ms: float | None = None
+    itl_p99_ms: float | None = None  # every gap between two tokens of a stream
+    simulated_requests: int | None = None  # measured requests of the simulation the figures come from
+    closed_form_ttft_p99_ms: float | None = None  # the closed form's p99 TTFT (Kingman), for comparison
+    simulations: int | None = None  # simulations run to choose this layout's max_num_seqs and replicas
 
 
 class LlmMeasuredPlan(PlanModel):

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ..errors import Issue, ModelfleetError, SpecError
 from . import models as S
 from .architecture import CONFIGS_CONTEXT, ArchitectureConfigSpec
+from .traffic import TRACES_CONTEXT, read_traces
 from .warmup import MAX_SAMPLE_BYTES, SAMPLES_CONTEXT
 from .issues import issues_from_validation
 from .pipelines import PipelineSlaSpec, apply_pipeline_environment, pipeline_problems
@@ -231,10 +232,12 @@ def parse_fleet(doc: Document, known_environments: tuple[str, ...] | None = None
     if doc.data is None:
         raise SpecError([doc.issue((), "the file is empty", "add `models:` with at least one model")])
     data = _without_extensions(doc.data)
-    configs = read_architecture_configs(data, read_config or disk_reader(doc.filename))
+    reader = read_config or disk_reader(doc.filename)
+    configs = read_architecture_configs(data, reader)
     samples = read_warmup_samples(data, read_sample or disk_sample_reader(doc.filename))
+    context = {CONFIGS_CONTEXT: configs, SAMPLES_CONTEXT: samples, TRACES_CONTEXT: read_traces(data, reader)}
     try:
-        fleet = S.FleetSpec.model_validate(data, context={CONFIGS_CONTEXT: configs, SAMPLES_CONTEXT: samples})
+        fleet = S.FleetSpec.model_validate(data, context=context)
     except ValidationError as exc:
         raise SpecError(issues + issues_from_validation(doc, exc)) from None
     issues += _check_environments(doc, fleet, known_environments)

@@ -36,6 +36,7 @@ from .presets import LLM_PRESETS, presets_of_size, sizes_named
 from .profiles import ClassicProfileSpec, GpuModel, LlmProfileSpec  # noqa: F401  (part of this module's API)
 from .request_size import REQUEST_SIZE_FIX, request_size_problem
 from .team import Team
+from .traffic import TrafficSpec, traffic_mean, traffic_problem
 from .rollout import RolloutSpec
 from .tensors import LIST, Frozen, TensorDtype, TensorSpec  # noqa: F401  (part of this module's API)
 from .triton_options import Device, PrioritySpec, StatefulSpec, check_model_options, check_priorities
@@ -295,6 +296,9 @@ class LlmSlaSpec(Frozen):
                           "milliseconds, 1 to 10,000 (ten seconds per token is no longer a stream)",
                           low_inclusive=True, optional=True) = None
     availability: Availability = 99.9
+    # How requests arrive and how long they are (spec/traffic.py); None: the peak key's arrival process
+    # (traffic.py's docstring) with fixed lengths at avg_input_tokens / avg_output_tokens.
+    traffic: Optional[TrafficSpec] = None
 
     @model_validator(mode="after")
     def _load(self) -> LlmSlaSpec:
@@ -310,6 +314,8 @@ class LlmSlaSpec(Frozen):
                                f"exceed max_context_tokens ({self.max_context_tokens})",
                                f"use at most {self.max_context_tokens}, or leave it out")
         self._shape()
+        if self.traffic is not None:
+            traffic_problem(self)
         return self
 
     def _shape(self) -> None:
@@ -323,10 +329,18 @@ class LlmSlaSpec(Frozen):
                                f"use at most {context - out} input tokens, or raise max_context_tokens")
 
     def output_tokens(self) -> int:
-        return self.avg_output_tokens or min(DEFAULT_OUTPUT_TOKENS, self.max_context_tokens // 4)
+        declared = traffic_mean(self.traffic, "output")
+        return self.avg_output_tokens or declared or min(DEFAULT_OUTPUT_TOKENS, self.max_context_tokens // 4)
 
     def input_tokens(self) -> int:
-        return self.avg_input_tokens or self.max_context_tokens - self.output_tokens()
+        declared = traffic_mean(self.traffic, "input")
+        return self.avg_input_tokens or declared or self.max_context_tokens - self.output_tokens()
+
+    def arrivals(self) -> str:
+        """How requests arrive at peak: the declared process, else the peak key's (spec/traffic.py)."""
+        if self.traffic is not None and self.traffic.arrivals is not None:
+            return self.traffic.arrivals
+        return "closed" if self.peak_concurrent_sequences is not None else "poisson"
 
     def context_tokens(self) -> int:
         """Tokens the KV cache holds per sequence at its end, on average."""

@@ -27,6 +27,8 @@ class Sized:
     kv_gib: float  # per replica, all GPUs
     lora_gib: float  # per GPU
     floor_usd: float
+    bound: str = "at its replica floor"  # what floor_usd is: the floor's cost, or the replicas it would need
+
 
     @property
     def label(self) -> str:

@@ -11,6 +11,7 @@ from ..hardware.instances import InstanceCatalogue, InstanceType
 from .candidate import LlmCandidate, Outcome, Sized
 from .shape import llm_weights_gib, model_params
 from .speed.load import Fit
+from .verify import miss_phrase
 from ..rejection import CONTEXT, MEMORY, Rejection, closeness
 from ..sizing import tensor_parallel_ok
 from ..types import Alternative, Decision
@@ -26,8 +27,8 @@ def decision_for(model: LlmModelSpec, chosen: LlmCandidate, shown: dict[str, Out
     rejected = tuple(Alternative(option=c.label, reason=f"costs {c.usd_per_hour:.2f} USD/h for {c.replicas} replica(s) "
                                  f"on {c.nodes} node(s) ({figures(c.fit)})", usd_per_hour=round(c.usd_per_hour, 4))
                      for c in priced)
-    rejected += tuple(Alternative(option=s.label, reason=f"costs at least {s.floor_usd:.2f} USD/h at its replica "
-                                  f"floor, more than {chosen.usd_per_hour:.2f}: not timed", usd_per_hour=round(s.floor_usd, 4))
+    rejected += tuple(Alternative(option=s.label, reason=f"costs at least {s.floor_usd:.2f} USD/h {s.bound}, "
+                                  f"more than {chosen.usd_per_hour:.2f}: not timed", usd_per_hour=round(s.floor_usd, 4))
                       for s in untimed)
     misses = sorted((r for r in others if isinstance(r, Rejection)), key=closeness, reverse=True)  # nearest first
     rejected += tuple(Alternative(option=r.option, reason=r.reason + _multi_node_note(r, chosen, single_node))
@@ -36,8 +37,17 @@ def decision_for(model: LlmModelSpec, chosen: LlmCandidate, shown: dict[str, Out
 
 
 def figures(fit: Fit) -> str:
-    return (f"p99 TTFT {fit.ttft_p99_ms:,.0f} ms, TPOT {fit.tpot_ms:.1f} ms at {fit.sequences_per_replica} "
-            f"sequence(s) per replica")
+    sim = fit.simulation
+    return (f"simulated p99 TTFT {fit.ttft_p99_ms:,.0f} ms, p99 TPOT {sim.tpot_p99_ms:.1f} ms, max_num_seqs "
+            f"{fit.max_num_seqs}")
+
+
+def versus(value: float, bound: float, target: float, digits: str = ",.0f") -> str:
+    """``X ms (95% bound B) <= T ms`` when the bound meets the target, else what misses: never a false
+    comparison."""
+    if bound <= target:
+        return f"{value:{digits}} ms (95% bound {bound:{digits}}) <= {target:{digits}} ms"
+    return miss_phrase(value, bound, target, digits)
 
 
 def reason(model: LlmModelSpec, chosen: LlmCandidate) -> str:
@@ -45,12 +55,17 @@ def reason(model: LlmModelSpec, chosen: LlmCandidate) -> str:
     where = "one GPU" if chosen.tp * chosen.pp == 1 else (
         f"{chosen.tp} GPUs of one node" if chosen.pp == 1 else
         f"{chosen.pp} nodes of {chosen.tp} GPUs (no allowed single node serves it)")
-    tpot = f" <= p99 {sla.p99_tpot_ms:g} ms" if sla.p99_tpot_ms is not None else " (no p99_tpot_ms set)"
-    return (f"binding: {binding_text(model, chosen)}. Cheapest layout that meets the SLA at peak: "
-            f"{llm_weights_gib(model):.1f} GiB of {chosen.precision.weights} weights on {where}; estimated from "
+    sim = fit.simulation
+    tpot = (f"p99 TPOT {versus(sim.tpot_p99_ms, sim.tpot_p99_high_ms, sla.p99_tpot_ms, '.1f')}"
+            if sla.p99_tpot_ms is not None else f"p99 TPOT {sim.tpot_p99_ms:.1f} ms (no p99_tpot_ms set)")
+    meets = "Cheapest layout that meets the SLA at peak" if fit.shortfall is None else (
+        "Cheapest layout at the pinned replicas (it misses the SLA)")
+    return (f"binding: {binding_text(model, chosen)}. {meets}: "
+            f"{llm_weights_gib(model):.1f} GiB of {chosen.precision.weights} weights on {where}; step times from "
             f"{chosen.source}: one {sla.input_tokens():,}-token prompt prefills in {fit.prefill_ms:,.0f} ms on an idle "
-            f"replica; at peak, {fit.sequences_per_replica} sequence(s) per replica: p99 TTFT {fit.ttft_p99_ms:,.0f} ms "
-            f"<= {sla.p99_ttft_ms:,.0f} ms (waiting behind other prompts included), TPOT {fit.tpot_ms:.1f} ms{tpot}, "
+            f"replica; at peak, simulated ({sim.simulated_requests:,} requests of the declared traffic, queueing for a "
+            f"slot and behind other prompts included): p99 TTFT "
+            f"{versus(fit.ttft_p99_ms, sim.ttft_p99_high_ms, sla.p99_ttft_ms)}, {tpot}; "
             f"{fit.output_tokens_per_s_per_replica:,.0f} output tokens/s per replica; max_num_seqs {fit.max_num_seqs}: "
             f"{_seqs_text(model, chosen)}; --max-num-batched-tokens {fit.max_num_batched_tokens:,}; "
             f"{chosen.replicas} replica(s) on {chosen.nodes} node(s) = {chosen.usd_per_hour:.2f} USD/h")
@@ -65,19 +80,19 @@ def _seqs_text(model: LlmModelSpec, chosen: LlmCandidate) -> str:
         "memory": f"as many as fit: {held}; {at_max}",
         "max_num_seqs cap": f"the stack's cap (vllm.maxNumSeqsCap); {held}; {at_max}",
         "overrides.max_num_seqs": f"as overrides.max_num_seqs pins it; {held}; {at_max}",
+        "simulation": f"the most the KV cache and the stack's cap allow: with fewer, requests queued for a slot "
+                      f"past the SLA in the simulation ({held}; {at_max})",
     }[fit.limits["seq_limit"]]
 
 
 def binding_text(model: LlmModelSpec, chosen: LlmCandidate) -> str:
     fit, load = chosen.fit, _load_text(model)
-    capacity = fit.limits["capacity"]
-    per_replica = (f"{capacity:,.0f} sequence(s)" if model.sla.peak_requests_per_s is None and
-                   model.sla.peak_output_tokens_per_s is None else f"{capacity:,.2f} requests/s")
+    below = _below_text(model, fit)
     texts = {
         "availability": f"availability ({fit.replicas} replicas for {model.sla.availability:g}%; the peak {load} "
-                        f"needs {fit.limits['needed']})",
-        "ttft": f"TTFT (a replica keeps its p99 TTFT up to {per_replica}; the peak is {load})",
-        "tpot": f"TPOT (max_num_seqs {fit.max_num_seqs} keeps the p99 TPOT; the peak is {load})",
+                        f"{below or 'would be served by fewer'})",
+        "ttft": f"TTFT (the peak is {load}; {below})",
+        "tpot": f"TPOT (the peak is {load}; {below})",
         "memory": f"memory (the KV cache holds {fit.max_num_seqs} sequences per replica; the peak is {load})",
         "max_num_seqs cap": f"the stack's max_num_seqs cap ({fit.max_num_seqs} per replica; the peak is {load})",
         "overrides.max_num_seqs": f"overrides.max_num_seqs ({fit.max_num_seqs} per replica; the peak is {load})",
@@ -85,6 +100,22 @@ def binding_text(model: LlmModelSpec, chosen: LlmCandidate) -> str:
         "single replica": "one replica (the stack's replicas.singleReplica)",
     }
     return texts[fit.binding] + (f"; WARNING: {fit.shortfall}" if fit.shortfall else "")
+
+
+def _below_text(model: LlmModelSpec, fit: Fit) -> str:
+    """What the simulation found one replica fewer: why the count is not lower."""
+    below = fit.limits.get("below")
+    if below is None:
+        return ""
+    if below.result is None:
+        return f"{below.replicas} replica(s) cannot keep up with it"
+    sim, sla = below.result, model.sla
+    runs = f"with {below.replicas} replica(s) ({sim.simulated_requests:,} simulated requests) the p99"
+    if below.miss == "ttft":
+        return f"{runs} TTFT is {miss_phrase(sim.ttft_p99_ms, sim.ttft_p99_high_ms, sla.p99_ttft_ms)}"
+    if below.miss == "tpot":
+        return f"{runs} TPOT is {miss_phrase(sim.tpot_p99_ms, sim.tpot_p99_high_ms, sla.p99_tpot_ms, ',.1f')}"
+    return f"{below.replicas} replica(s) would already meet the SLA in simulation"
 
 
 def _load_text(model: LlmModelSpec) -> str:

@@ -1,34 +1,48 @@
 """Fitting one layout to an LLM's demand: max_num_seqs, max_num_batched_tokens, replicas, figures at peak.
 
-The rules are llm_speed's module docstring's; this module applies them in order:
-
 1. a layout is missed when one prompt alone exceeds the p99 TTFT, or one stream alone the p99 TPOT: no number
    of replicas rescues it;
-2. ``max_num_seqs``: the most sequences whose TPOT stays within the p99 (or the KV cache, or the stack's cap,
-   whichever is lower);
-3. the load one replica may carry: the most sequences (or requests/s) at which the p99 TTFT, queueing
-   included, still holds;
-4. replicas: the peak over that, at least the availability floor; the constraint that set the count binds.
+2. the closed form (speed/load.py's docstring) guesses: ``max_num_seqs``, the most sequences whose steady TPOT
+   stays within the p99 (or the KV cache, or the stack's cap); the load one replica may carry within the p99
+   TTFT; replicas, the peak over that, at least the availability floor;
+3. the simulation decides (verify.py): the fewest replicas, and their max_num_seqs, whose simulated p99 TTFT
+   and p99 TPOT meet the SLA under the declared traffic; the constraint that failed one replica fewer binds.
+   A pinned replica count is simulated as it is, and a miss says so with the count that would meet the SLA.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 from .speed.load import Demand, Fit, Miss, Speed, batched_tokens, largest, p99_wait_ms, smallest
+from .verify import MAX_REPLICAS, Verdict, Verifier, fixed_traffic, miss_phrase, replicas_lower_bound
+
+
+@dataclass(frozen=True)
+class Guess:
+    """The closed form's answer for one layout: the simulation's first guess, and a bound on the replicas."""
+
+    seqs: int
+    seq_limit: str
+    chunk: int
+    capacity: float
+    ttft_binds: bool
+    replicas: int
+    binding: str
+    needed: int
+    closed_form_ttft_ms: float
+    options: tuple[int, ...]  # max_num_seqs to simulate, in order of preference
+    least: int  # replicas no fewer than which can serve (verify.replicas_lower_bound)
 
 
 @functools.lru_cache(maxsize=4096)
-def fit_layout(speed: Speed, demand: Demand, kv_seqs: int) -> Fit | Miss:
-    """The cheapest way one layout serves ``demand`` (``kv_seqs``: sequences its KV cache holds)."""
-    if speed.prefill_ms > demand.ttft_ms:
-        return Miss("ttft", speed.prefill_ms, f"one {demand.input_tokens:,}-token prompt on an idle replica takes "
-                    f"{speed.prefill_ms:,.0f} ms to its first token, more than the p99 TTFT of {demand.ttft_ms:,.0f} ms")
-    one = speed.tpot(1)
-    if demand.tpot_ms is not None and one > demand.tpot_ms:
-        return Miss("tpot", one, f"one stream alone decodes at {one:,.1f} ms per token, more than the p99 TPOT "
-                    f"of {demand.tpot_ms:g} ms")
+def first_guess(speed: Speed, demand: Demand, kv_seqs: int) -> Guess | Miss:
+    """The closed form (speed/load.py) for a layout: a Miss no replica count rescues, else its guess."""
+    miss = _alone(speed, demand)
+    if miss is not None:
+        return miss
     seqs, seq_limit = _max_num_seqs(speed, demand, kv_seqs)
     chunk = batched_tokens(demand, seqs)
     alone = speed.service(1, chunk)  # chunked, a prompt takes a step per chunk
@@ -37,15 +51,111 @@ def fit_layout(speed: Speed, demand: Demand, kv_seqs: int) -> Fit | Miss:
                     f"chunk(s) of {chunk:,} tokens takes {alone:,.0f} ms, more than the p99 TTFT of "
                     f"{demand.ttft_ms:,.0f} ms")
     capacity, ttft_binds = _capacity(speed, demand, seqs, chunk)
-    replicas, binding, needed = _replicas(demand, capacity, ttft_binds, seq_limit)
-    batch, rate, shortfall = _at_peak(speed, demand, seqs, chunk, replicas)
-    limits = {"seq_limit": seq_limit, "capacity": capacity, "needed": needed, "kv_seqs": kv_seqs}
+    guess, binding, needed = _replicas(demand, capacity, ttft_binds, seq_limit)
+    batch, rate, _ = _at_peak(speed, demand, seqs, chunk, guess)
+    top = max(1, min(kv_seqs, demand.seqs_cap))
+    options = (seqs,) if demand.pinned_seqs is not None or seqs >= top else (seqs, top)
+    # With a TPOT target, more than `seqs` running at once (on average) would break it: the throughput bound
+    least = max(demand.floor, replicas_lower_bound(speed, demand, demand.traffic or fixed_traffic(demand),
+                                                   seqs if demand.tpot_ms is not None else top))
+    return Guess(seqs, seq_limit, chunk, capacity, ttft_binds, guess, binding, needed,
+                 _ttft(speed, demand, batch, chunk, rate), options, least)
+
+
+@functools.lru_cache(maxsize=4096)
+def fit_layout(speed: Speed, demand: Demand, kv_seqs: int, kv_tokens: int | None = None,
+               most: int | None = None) -> Fit | Miss | None:
+    """The cheapest way one layout serves ``demand`` (``kv_seqs``: sequences of the average context its KV
+    cache holds, ``kv_tokens`` its tokens), chosen on the simulation (verify.py) from the closed form's guess;
+    None when more than ``most`` replicas would be needed (the layout cannot beat one already verified)."""
+    guess = first_guess(speed, demand, kv_seqs)
+    if isinstance(guess, Miss):
+        return guess
+    verifier = verifier_for(speed, demand, guess.options, kv_tokens or kv_seqs * (demand.input_tokens + demand.output_tokens))
+    runs_before = verifier.runs
+    ceiling = min(MAX_REPLICAS, most if most is not None else MAX_REPLICAS)
+    if demand.pinned_replicas is None and guess.least > ceiling:
+        return None
+    chosen = _choose(verifier, demand, guess.replicas, ceiling, guess.binding)
+    if chosen is None:
+        return None if most is not None else _never(verifier, ceiling)
+    verdict, binding, shortfall = chosen
+    seqs, chunk, result = verdict.max_num_seqs, verdict.max_num_batched_tokens, verdict.result
+    batch, rate, short = _at_peak(speed, demand, seqs, chunk, verdict.replicas)
+    below = verifier.below(verdict.replicas)
+    limits = {"seq_limit": guess.seq_limit if seqs == guess.options[0] else "simulation", "capacity": guess.capacity,
+              "needed": guess.needed, "kv_seqs": kv_seqs, "below": below}
     # The figures as the plan keeps them (0.1 ms, TPOT 0.01 ms, 0.1 token/s), so every text quoting them agrees.
-    return Fit(max_num_seqs=seqs, max_num_batched_tokens=chunk, replicas=replicas, sequences_per_replica=batch,
-               prefill_ms=round(speed.prefill_ms, 1), ttft_p99_ms=round(_ttft(speed, demand, batch, chunk, rate), 1),
+    return Fit(max_num_seqs=seqs, max_num_batched_tokens=chunk, replicas=verdict.replicas, sequences_per_replica=batch,
+               prefill_ms=round(speed.prefill_ms, 1), ttft_p99_ms=round(result.ttft_p99_ms, 1),
                tpot_ms=round(speed.tpot(batch), 2), tpot_at_max_ms=round(speed.tpot(seqs), 2),
                output_tokens_per_s_per_replica=round(rate * demand.output_tokens, 1), binding=binding, limits=limits,
-               shortfall=shortfall)
+               shortfall=shortfall or short, simulation=result, closed_form_ttft_p99_ms=round(guess.closed_form_ttft_ms, 1),
+               simulations=verifier.runs - runs_before)
+
+
+@functools.lru_cache(maxsize=1024)
+def verifier_for(speed: Speed, demand: Demand, options: tuple[int, ...], kv_tokens: int) -> Verifier:
+    """One Verifier per layout speed and demand: instance types of one GPU share its simulations."""
+    return Verifier(speed, demand, options, kv_tokens)
+
+
+def _alone(speed: Speed, demand: Demand) -> Miss | None:
+    """A layout no replica count rescues: one prompt or one stream alone is already too slow."""
+    if speed.prefill_ms > demand.ttft_ms:
+        return Miss("ttft", speed.prefill_ms, f"one {demand.input_tokens:,}-token prompt on an idle replica takes "
+                    f"{speed.prefill_ms:,.0f} ms to its first token, more than the p99 TTFT of {demand.ttft_ms:,.0f} ms")
+    one = speed.tpot(1)
+    if demand.tpot_ms is not None and one > demand.tpot_ms:
+        return Miss("tpot", one, f"one stream alone decodes at {one:,.1f} ms per token, more than the p99 TPOT "
+                    f"of {demand.tpot_ms:g} ms")
+    return None
+
+
+def _choose(verifier: Verifier, demand: Demand, guess: int, ceiling: int,
+            closed_binding: str) -> tuple[Verdict, str, str | None] | None:
+    """The verdict at the replicas the plan runs, what bound them, and a pinned count's miss in words."""
+    if demand.pinned_replicas is not None:
+        verdict = verifier.screen(demand.pinned_replicas)
+        if verdict.miss is None:
+            verdict = verifier.verify(demand.pinned_replicas)
+        if verdict.miss is None:
+            return verdict, demand.pinned_by, None
+        enough = verifier.least_replicas(max(guess, demand.pinned_replicas + 1), demand.pinned_replicas + 1, MAX_REPLICAS)
+        text = miss_text(verdict, demand, enough)
+        return verdict if verdict.result else verifier.overloaded(demand.pinned_replicas), demand.pinned_by, text
+    least = verifier.least_replicas(guess, demand.floor, ceiling)
+    if least is None:
+        return None
+    below = (verifier.below(least) or verifier.screen(least - 1)) if least > 1 else None
+    if least == demand.floor and (below is None or below.miss is None):
+        binding = "availability"
+    else:
+        binding = below.miss if below is not None else closed_binding
+    return verifier.verify(least), binding, None
+
+
+def miss_text(verdict: Verdict, demand: Demand, enough: int | None) -> str:
+    """What a pinned replica count misses, with the figures and the count that would meet the SLA."""
+    result = verdict.result
+    fix = f"{enough} replica(s) would meet it" if enough else f"no count up to {MAX_REPLICAS} meets it"
+    if result is None:
+        return (f"misses: {verdict.replicas} replica(s) cannot keep up with the peak (the queue grows without "
+                f"bound); {fix}")
+    runs = f"{verdict.replicas} replica(s), {result.simulated_requests:,} simulated requests"
+    if verdict.miss == "ttft":
+        return (f"misses: with {runs}, p99 TTFT "
+                f"{miss_phrase(result.ttft_p99_ms, result.ttft_p99_high_ms, demand.ttft_ms)}; {fix}")
+    return (f"misses: with {runs}, p99 TPOT "
+            f"{miss_phrase(result.tpot_p99_ms, result.tpot_p99_high_ms, demand.tpot_ms, ',.1f')}; {fix}")
+
+
+def _never(verifier: Verifier, ceiling: int) -> Miss:
+    verdict = verifier.screen(ceiling)
+    result = verdict.result
+    figure = 0.0 if result is None else (result.ttft_p99_ms if verdict.miss == "ttft" else result.tpot_p99_ms)
+    return Miss(verdict.miss or "ttft", figure, f"even {ceiling} replicas miss the SLA in simulation "
+                f"({miss_text(verdict, verifier.demand, None)})")
 
 
 def _max_num_seqs(speed: Speed, demand: Demand, kv_seqs: int) -> tuple[int, str]:

@@ -14,17 +14,19 @@ pods take, and at least one node per zone the availability floor spreads replica
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...errors import Issue
 from ...spec.environment import EnvironmentSpec
 from ...spec.models import LlmModelSpec
 from ...spec.units import GIB
 from ..hardware.instances import GpuType, InstanceCatalogue, InstanceType
-from .fit import fit_layout
+from .fit import first_guess, fit_layout
 from .infeasible import explain_infeasible
 from .shape import kv_bytes_per_sequence, llm_weights_gib, lora_gib_per_gpu, model_shape
-from .speed.load import Demand, Miss, Speed, SpeedCorrection, p99_wait_ms, prompt_chunk, speed_of
+from .speed.load import Demand, Miss, Speed, SpeedCorrection, largest, p99_wait_ms, prompt_chunk, speed_of
+from .speed.peak import seed_of, traffic_of
+from .verify import MAX_REPLICAS
 from ..capacity.reservations import billed_nodes
 from ..hardware.node_price import PRICE_REFERENCE_REGION
 from .speed.performance import Layout, LlmShape
@@ -48,7 +50,8 @@ def demand_of(model: LlmModelSpec, env: EnvironmentSpec) -> Demand:
     return Demand(sla.input_tokens(), sla.output_tokens(), sla.max_context_tokens - sla.output_tokens(),
                   sla.p99_ttft_ms, sla.p99_tpot_ms, load, amount, floor, env.vllm.max_num_seqs_cap,
                   model.overrides.max_num_seqs, pinned, model.overrides.max_num_batched_tokens,
-                  "single replica" if policy.single_replica else "overrides.replicas")
+                  "single replica" if policy.single_replica else "overrides.replicas", traffic_of(sla),
+                  seed_of(model.name))
 
 
 def replica_bounds(model: LlmModelSpec, env: EnvironmentSpec, desired: int) -> tuple[int, int, int]:
@@ -176,13 +179,19 @@ def measured_correction(model: LlmModelSpec, env: EnvironmentSpec, catalogue: In
 
 
 def time_layout(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: Demand,
-                correction: SpeedCorrection | None = None) -> LlmCandidate | Rejection:
+                correction: SpeedCorrection | None = None, best_usd: float = math.inf) -> Outcome:
     """Fit a sized layout to the SLA at peak (llm_fit): a priced candidate, or why no replica count serves.
-    ``correction``: a measured profile's ratios (measured_correction), else the calibrated prediction."""
+    ``correction``: a measured profile's ratios (measured_correction), else the calibrated prediction.
+    ``best_usd``: the cheapest candidate verified so far; a layout that would need more replicas than cost
+    less is returned as it came (Sized: not simulated further)."""
+    most = _most_replicas(model, env, sized, best_usd)
     gpu = gpu_for(sized.instance.gpu)
     speed = speed_of(gpu, sized.shape, Layout(sized.tp, sized.pp, sized.expert_parallel), demand.input_tokens,
                      demand.output_tokens, correction)
-    fit = fit_layout(speed, demand, sized.kv_seqs)
+    fit = fit_layout(speed, demand, sized.kv_seqs, sized.kv_tokens, most)
+    if fit is None:  # needs more than `most` replicas: at least the cost of one more than that
+        needs = (most or 0) + 1
+        return replace(sized, floor_usd=_cost(model, env, sized, needs), bound=f"with the {needs}+ replicas it needs")
     if isinstance(fit, Miss):
         return Rejection(sized.label, f"{fit.reason} ({speed.source})", TTFT if fit.stage == "ttft" else TPOT,
                          fit.figure_ms)
@@ -190,6 +199,15 @@ def time_layout(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand:
     nodes = nodes_for_replicas(sized.instance, sized.tp, sized.pp, lo, desired)
     billed = billed_nodes(env, sized.instance.name, nodes)
     return LlmCandidate(sized, fit, lo, nodes, billed * price(sized.instance, env.region), speed.source)
+
+
+def _most_replicas(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, best_usd: float) -> int | None:
+    """The most replicas of ``sized`` that still cost no more than ``best_usd`` (None: no bound)."""
+    if best_usd == math.inf:
+        return None
+    if _cost(model, env, sized, 1) > best_usd * (1 + 1e-9):
+        return 0
+    return largest(1, MAX_REPLICAS, lambda r: _cost(model, env, sized, r) <= best_usd * (1 + 1e-9))
 
 
 def layouts(model: LlmModelSpec, instance: InstanceType, multi_node: bool) -> list[tuple[int, int, bool]]:
@@ -223,17 +241,41 @@ def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceT
         for tp, pp, ep in layouts(model, instance, multi_node):
             result = size_layout(model, env, instance, tp, pp, ep, demand, memo)
             (waiting if isinstance(result, Sized) else found[instance.name]).append(result)
-    best = math.inf
-    for sized in sorted(waiting, key=lambda s: (s.floor_usd, s.instance.gpus * s.pp, s.instance.name, s.tp,
-                                                s.expert_parallel)):
+    best, ranked = math.inf, []
+    for sized in waiting:
+        guessed = _guessed(model, env, sized, demand, correction)
+        (ranked if isinstance(guessed, tuple) else found[sized.instance.name]).append(guessed)
+    for guess_usd, sized in sorted(ranked, key=lambda g: (g[0], g[1].floor_usd, g[1].instance.gpus * g[1].pp,
+                                                           g[1].instance.name, g[1].tp, g[1].expert_parallel)):
         if prune and sized.floor_usd > best * (1 + 1e-9):
             found[sized.instance.name].append(sized)
             continue
-        result = time_layout(model, env, sized, demand, correction)
+        result = time_layout(model, env, sized, demand, correction, best if prune else math.inf)
         found[sized.instance.name].append(result)
         if isinstance(result, LlmCandidate):
             best = min(best, result.usd_per_hour)
     return found
+
+
+def _guessed(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: Demand,
+             correction: SpeedCorrection | None) -> tuple[float, Sized] | Rejection:
+    """A sized layout with the closed form's cost (the order layouts are simulated in, likeliest winner first)
+    and its floor raised to the replicas it needs at least; or why no replica count serves it."""
+    speed = speed_of(gpu_for(sized.instance.gpu), sized.shape, Layout(sized.tp, sized.pp, sized.expert_parallel),
+                     demand.input_tokens, demand.output_tokens, correction)
+    guess = first_guess(speed, demand, sized.kv_seqs)
+    if isinstance(guess, Miss):
+        return Rejection(sized.label, f"{guess.reason} ({speed.source})", TTFT if guess.stage == "ttft" else TPOT,
+                         guess.figure_ms)
+    if demand.pinned_replicas is None and guess.least > demand.floor:
+        sized = replace(sized, floor_usd=_cost(model, env, sized, guess.least),
+                        bound=f"with the {guess.least}+ replicas its throughput needs")
+    return _cost(model, env, sized, demand.pinned_replicas or guess.replicas), sized
+
+
+def _cost(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, replicas: int) -> float:
+    lo, desired, _ = replica_bounds(model, env, replicas)
+    return nodes_for_replicas(sized.instance, sized.tp, sized.pp, lo, desired) * price(sized.instance, env.region)
 
 
 def best_of(outcomes: list[Outcome]) -> Outcome | None:

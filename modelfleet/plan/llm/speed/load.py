@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 from .performance import GpuPerformance, Layout, LlmShape, Step, prefill_ms, step_ms, tpot_ms
 
@@ -69,6 +69,9 @@ class Demand:
     pinned_replicas: int | None = None  # overrides.replicas, or 1 in a single-replica stack
     batched_tokens: int | None = None  # overrides.max_num_batched_tokens
     pinned_by: str = "overrides.replicas"  # what pinned the replicas: the override, or "single replica"
+    traffic: Any = None  # peak.Traffic: how requests arrive and how long they are; None: fixed lengths at the
+    # means, Poisson at the rate (or a closed loop of ``amount`` users for a sequences load)
+    seed: int = 0  # the simulations' (peak.seed_of the model's name)
 
     @property
     def prompt_cv2(self) -> float:
@@ -98,6 +101,9 @@ class Fit:
     binding: str  # memory, ttft, tpot, availability, max_num_seqs cap, overrides...
     limits: dict = field(default_factory=dict, compare=False)  # what bounded each figure, for the explanation
     shortfall: str | None = None  # a pinned replica count that cannot carry the peak, in words
+    simulation: Any = None  # simulation.SimulationResult at the chosen replicas: what ttft_p99_ms rests on
+    closed_form_ttft_p99_ms: float | None = None  # the closed form's figure, kept for comparison
+    simulations: int = 0  # simulations run to choose max_num_seqs and the replicas
 
 
 @dataclass(frozen=True)

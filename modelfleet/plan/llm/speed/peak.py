@@ -1,0 +1,145 @@
+"""A layout's figures at peak under the declared traffic, simulated (simulation.py) with the plan's step times.
+
+- ``Traffic``: the SLA's traffic as the planner holds it (spec/traffic.py: the declared process, else the peak
+  key's), hashable so every verdict is memoised.
+- ``step_time_for``: the performance model's step time for a layout (with a measured profile's correction),
+  as the simulator calls it, on a memoised grid shared by every simulation of that layout. A step carrying a
+  prompt pays vLLM's per-prompt dispatch once (performance.prefill_ms counts it once per prompt).
+- ``simulated``: one (layout, max_num_seqs, max_num_batched_tokens, replicas) simulated with
+  ``SIMULATED_REQUESTS`` measured requests, seeded from the model's name (never Python's ``hash()``), so the
+  same input gives the same plan.
+
+A layout meets the SLA when the upper bound of the p99's 95% interval (simulation.p99_bounds), not the point
+estimate, is within the target, for TTFT and for the per-request TPOT: another run with other seeds then
+lands within the SLA too.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+
+from ....spec.models import LlmSlaSpec
+from ....spec.traffic import LengthSpec
+from ...types import LengthsPlan, TrafficPlan
+from .load import Speed
+from .performance import Step, step_ms
+from .simulation import SimulationResult, simulate
+from .step_grid import GridStepTime
+from .workload import Lengths, Workload, lognormal_cv_for_p99
+
+# Measured requests per simulation: the p99's interval then spans the 0.99 n -/+ 1.96 sqrt(0.0099 n) order
+# statistics, about p98.5 to p99.5 at 1,500 (plus a tenth as many warm-up requests, not measured): the
+# 1,493rd of 1,500 sorted TTFTs is what the SLA is held to.
+SIMULATED_REQUESTS = 1500
+SCREEN_REQUESTS = SIMULATED_REQUESTS // 5  # short runs that steer the search (verify.py)
+SIMULATION_SOURCE = "simulation of vLLM's V1 scheduler (each p99 held to the SLA at its 95% upper bound)"
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The peak load's shape: arrivals, the whole stream's rate or users, and the lengths."""
+
+    arrivals: str  # poisson | bursty | closed
+    rate_per_s: float = 0.0
+    users: int = 0
+    think_time_s: float = 0.0
+    cv: float = 1.0
+    input: Lengths = Lengths(mean=1.0)
+    output: Lengths = Lengths(mean=1.0)
+    max_context_tokens: int = 2**31 - 1
+    trace: tuple[tuple[int, int], ...] = ()
+    trace_gaps_s: tuple[float, ...] = ()
+    trace_path: str | None = None
+
+    def workload(self, replicas: int, ttft_ms: float | None, tpot_ms: float | None) -> Workload:
+        return Workload(arrivals=self.arrivals, rate_per_s=self.rate_per_s, users=self.users,
+                        think_time_s=self.think_time_s, cv=self.cv, input=self.input, output=self.output,
+                        max_context_tokens=self.max_context_tokens, trace=self.trace, trace_gaps_s=self.trace_gaps_s,
+                        replicas=replicas, ttft_target_ms=ttft_ms, tpot_target_ms=tpot_ms)
+
+
+def seed_of(name: str) -> int:
+    """A simulation seed from a model's name: stable across runs and machines."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
+
+
+def step_time_for(speed: Speed) -> GridStepTime:
+    """The layout's step time on the simulator's grid (module docstring), one per Speed."""
+    grid = speed.__dict__.get("_grid")
+    if grid is None:
+        gpu, shape, layout, correction = speed.gpu, speed.shape, speed.layout, speed.correction
+        dispatch = gpu.prefill_dispatch_ms_per_layer * shape.layers
+
+        def step(prefill: int, prefill_context: int, decodes: int, decode_context: int) -> float:
+            time = step_ms(gpu, shape, layout, Step(prefill, prefill_context, decodes, decode_context))
+            return (time + dispatch) * correction.prefill if prefill else time * correction.tpot
+        grid = speed.__dict__["_grid"] = GridStepTime(step)
+    return grid
+
+
+@functools.lru_cache(maxsize=4096)
+def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
+              replicas: int, ttft_ms: float, tpot_ms: float | None, seed: int,
+              requests: int = SIMULATED_REQUESTS) -> SimulationResult:
+    """One simulation of ``replicas`` replicas of a layout under ``traffic`` (memoised)."""
+    return simulate(step_ms=step_time_for(speed), workload=traffic.workload(replicas, ttft_ms, tpot_ms),
+                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                    kv_cache_tokens=kv_tokens, requests=requests, seed=seed)
+
+
+def meets(result: SimulationResult, ttft_ms: float, tpot_ms: float | None, share: float = 1.0) -> str | None:
+    """None when both p99s' upper bounds are within the targets, else the stage that misses (ttft, tpot).
+    ``share`` 0 judges the point estimates instead (a short screening run), and between 0 and 1 in between."""
+    ttft = result.ttft_p99_ms + share * (result.ttft_p99_high_ms - result.ttft_p99_ms)
+    tpot = result.tpot_p99_ms + share * (result.tpot_p99_high_ms - result.tpot_p99_ms)
+    if ttft > ttft_ms:
+        return "ttft"
+    if tpot_ms is not None and tpot > tpot_ms:
+        return "tpot"
+    return None
+
+
+def traffic_of(sla: LlmSlaSpec) -> Traffic:
+    """The SLA's traffic at peak (spec/traffic.py): the declared arrivals and lengths, else the peak key's
+    process with fixed lengths at the means."""
+    declared = sla.traffic
+    kind = sla.arrivals()
+    context = sla.max_context_tokens
+    inp = _lengths(declared.input if declared else None, sla.input_tokens(), context - sla.output_tokens())
+    out = _lengths(declared.output if declared else None, sla.output_tokens(), context - 1)
+    rate = sla.peak_requests_per_s if sla.peak_requests_per_s is not None else (
+        (sla.peak_output_tokens_per_s or 0.0) / sla.output_tokens())
+    trace = declared.trace if declared else None
+    common = dict(input=inp, output=out, max_context_tokens=context, trace=trace.rows if trace else (),
+                  trace_gaps_s=trace.gaps_s if trace else (), trace_path=trace.path if trace else None)
+    if kind == "closed":
+        return Traffic("closed", users=sla.peak_concurrent_sequences or 1,
+                       think_time_s=(declared.think_time_s or 0.0) if declared else 0.0, **common)
+    return Traffic(kind, rate_per_s=float(rate), cv=(declared.cv or 1.0) if declared else 1.0, **common)
+
+
+def _lengths(spec: LengthSpec | None, mean: int, maximum: int) -> Lengths:
+    if spec is None:
+        return Lengths(mean=float(mean), maximum=maximum)
+    if spec.histogram is not None:
+        return Lengths(distribution="histogram", histogram=spec.histogram, maximum=maximum,
+                       mean=spec.mean_tokens(mean))
+    cv = spec.cv if spec.cv is not None else (lognormal_cv_for_p99(mean, spec.p99) if spec.p99 is not None else 0.0)
+    return Lengths(distribution=spec.distribution, mean=float(spec.mean or mean), cv=cv or 0.0, maximum=maximum)
+
+
+def traffic_plan(traffic: Traffic, replicas: int) -> TrafficPlan:
+    """The simulated traffic as the plan states it: per replica, and the lengths' mean, p99 and cap."""
+    def lengths(spec: Lengths) -> LengthsPlan:
+        if traffic.trace_path is not None:
+            return LengthsPlan(trace=traffic.trace_path)
+        return LengthsPlan(distribution=spec.distribution, mean=round(spec.expected(), 1),
+                           p99=round(spec.quantile(0.99), 1), max=spec.maximum)
+    if traffic.arrivals == "closed":
+        share = dict(users_per_replica=round(traffic.users / replicas, 2), think_time_s=traffic.think_time_s)
+    else:
+        share = dict(requests_per_s_per_replica=round(traffic.rate_per_s / replicas, 4),
+                     cv=traffic.cv if traffic.arrivals == "bursty" else None)
+    return TrafficPlan(arrivals=traffic.arrivals, input=lengths(traffic.input), output=lengths(traffic.output), **share)

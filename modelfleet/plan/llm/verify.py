@@ -1,0 +1,169 @@
+"""Choosing max_num_seqs and replicas on the simulation of vLLM's scheduler (speed/peak.py).
+
+The closed form (fit.py) is a first guess only: it can be several times pessimistic (a closed loop never
+queues as Kingman's formula assumes) or optimistic (Poisson arrivals queue for a max_num_seqs slot, which it
+does not model). From its guess the search gallops down while the simulation passes, or up while it fails,
+then bisects: the fewest replicas whose simulated p99 TTFT and p99 TPOT (their 95% upper bounds) meet the
+SLA, at least the availability floor. At each count ``max_num_seqs`` is the closed form's (the most whose
+steady TPOT meets the target), else the most the KV cache and the stack allow (more slots, less queueing).
+
+Cost: the search runs on short screening runs (a fifth of the requests, judged on their p99 point estimates); from the fewest replicas that pass the screen, full runs (judged on the p99s' upper bounds)
+gallop up (one more, three more, seven more...) and bisect to the fewest that pass, usually the first. A replica count whose per-replica rate exceeds 1.25 x the closed form's throughput at max_num_seqs is
+failed without simulating (it is unstable); ``most`` (the most replicas that can still beat the cheapest
+layout verified so far) stops the search, so layouts that cannot win are not simulated further.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .speed.load import Demand, Speed, batched_tokens
+from .speed.peak import SCREEN_REQUESTS, SIMULATED_REQUESTS, Traffic, meets, simulated
+from .speed.simulation import SimulationResult
+from .speed.workload import Lengths
+
+# Beyond this multiple of the closed form's steady throughput a replica's queue grows without bound.
+UNSTABLE_FACTOR = 1.25
+MAX_REPLICAS = 1000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The simulation at one replica count: the max_num_seqs used, its result, what misses (None: meets)."""
+
+    replicas: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    result: SimulationResult | None  # None: not simulated (unstable)
+    miss: str | None
+
+
+class Verifier:
+    """The simulated verdicts of one layout for one demand, memoised per replica count: ``screen`` (a short run,
+    judged on its p99s' point estimates: its interval's upper end is its largest sample or near it, too noisy
+    to steer by) and ``verify`` (the full run, judged on the p99s' upper bounds)."""
+
+    def __init__(self, speed: Speed, demand: Demand, seq_options: tuple[int, ...], kv_tokens: int) -> None:
+        self.speed, self.demand, self.options, self.kv_tokens = speed, demand, seq_options, kv_tokens
+        self.traffic = demand.traffic or fixed_traffic(demand)
+        self.screens: dict[int, Verdict] = {}
+        self.verdicts: dict[int, Verdict] = {}
+        self.runs = 0
+
+    def screen(self, replicas: int) -> Verdict:
+        if replicas not in self.screens:
+            self.screens[replicas] = self._verdict(replicas, SCREEN_REQUESTS)
+        return self.screens[replicas]
+
+    def verify(self, replicas: int) -> Verdict:
+        if replicas not in self.verdicts:
+            self.verdicts[replicas] = self._verdict(replicas, SIMULATED_REQUESTS)
+        return self.verdicts[replicas]
+
+    def _verdict(self, replicas: int, requests: int) -> Verdict:
+        first: Verdict | None = None
+        screened = self.screens.get(replicas)
+        for seqs in self.options:
+            if screened is not None and screened.max_num_seqs != seqs and screened.miss is None:
+                continue  # the full run starts from the option the screen passed with
+            verdict = self._run(replicas, seqs, requests)
+            if verdict.miss is None:
+                return verdict
+            first = first or verdict
+            if verdict.miss == "tpot":  # more sequences at once only slow each stream further
+                break
+        return first
+
+    def _run(self, replicas: int, seqs: int, requests: int, force: bool = False) -> Verdict:
+        chunk, demand = batched_tokens(self.demand, seqs), self.demand
+        if not force and self._unstable(replicas, seqs, chunk):
+            return Verdict(replicas, seqs, chunk, None, "ttft")
+        self.runs += 1
+        result = simulated(self.speed, self.traffic, seqs, chunk, self.kv_tokens, replicas, demand.ttft_ms,
+                           demand.tpot_ms, demand.seed, requests)
+        judged = meets(result, demand.ttft_ms, demand.tpot_ms, 1.0 if requests == SIMULATED_REQUESTS else 0.0)
+        return Verdict(replicas, seqs, chunk, result, judged)
+
+    def _unstable(self, replicas: int, seqs: int, chunk: int) -> bool:
+        rate = self.traffic.rate_per_s if self.traffic.arrivals != "closed" else 0.0
+        return rate / replicas > UNSTABLE_FACTOR * self.speed.rate(seqs, chunk)
+
+    def least_replicas(self, guess: int, floor: int, most: int) -> int | None:
+        """The fewest replicas in [floor, most] that meet the SLA (module docstring); None: none does."""
+        if any(verdict.miss and replicas >= most for replicas, verdict in self.screens.items()):
+            return None  # fewer replicas than one that already failed its screen fail too
+        start = smallest_passing(max(floor, min(guess, most)), floor, most, lambda r: self.screen(r).miss is None)
+        if start is None:
+            return None
+        return smallest_passing(start, start, most, lambda r: self.verify(r).miss is None)
+
+    def overloaded(self, replicas: int) -> Verdict:
+        """A replica count too few for the peak, simulated all the same (a short run): the figures a pinned
+        count reports (its queue grows for as long as the run lasts)."""
+        return self._run(replicas, self.options[-1], SCREEN_REQUESTS, force=True)
+
+    def below(self, replicas: int) -> Verdict | None:
+        """What one replica fewer came to: its full run if there was one, else its screening run."""
+        return self.verdicts.get(replicas - 1) or self.screens.get(replicas - 1)
+
+
+def smallest_passing(guess: int, low: int, high: int, ok: Callable[[int], bool]) -> int | None:
+    """The smallest ``r`` in [low, high] with ``ok(r)`` for a predicate false below some point and true from it:
+    gallop from ``guess`` (down while it holds, up while it does not), then bisect."""
+    if ok(guess):
+        passing, step = guess, 1
+        while passing > low:
+            probe = max(low, passing - step)
+            if not ok(probe):
+                return _bisect(probe, passing, ok)
+            passing, step = probe, step * 2
+        return passing
+    failing, step = guess, 1
+    while failing < high:
+        probe = min(high, failing + step)
+        if ok(probe):
+            return _bisect(failing, probe, ok)
+        failing, step = probe, step * 2
+    return None
+
+
+def _bisect(failing: int, passing: int, ok: Callable[[int], bool]) -> int:
+    while passing - failing > 1:
+        mid = (failing + passing) // 2
+        failing, passing = (failing, mid) if ok(mid) else (mid, passing)
+    return passing
+
+
+def miss_phrase(point: float, bound: float, target: float, digits: str = ",.0f") -> str:
+    """``X ms (95% bound B), which misses T ms``, or ``X ms, whose 95% bound B misses T ms`` when only the
+    bound does: true either way."""
+    if point > target:
+        return f"{point:{digits}} ms (95% bound {bound:{digits}}), which misses {target:{digits}} ms"
+    return f"{point:{digits}} ms, whose 95% bound {bound:{digits}} misses {target:{digits}} ms"
+
+
+def fixed_traffic(demand: Demand) -> Traffic:
+    """The traffic a demand without a declared one means: fixed lengths at the means; a closed loop of the
+    sequences, or Poisson arrivals at the rate."""
+    lengths = Lengths(mean=demand.input_tokens), Lengths(mean=demand.output_tokens)
+    context = demand.max_prompt_tokens + demand.output_tokens
+    if demand.requests_per_s is None:
+        return Traffic("closed", users=math.ceil(demand.amount), input=lengths[0], output=lengths[1],
+                       max_context_tokens=context)
+    return Traffic("poisson", rate_per_s=demand.requests_per_s, input=lengths[0], output=lengths[1],
+                   max_context_tokens=context)
+
+
+def replicas_lower_bound(speed: Speed, demand: Demand, traffic: Traffic, seqs: int) -> int:
+    """Replicas no layout of this speed can do with fewer: the stream's rate over 1.25 x a replica's steady
+    throughput at ``seqs`` in flight (with a TPOT target, the most whose steady TPOT meets it: more in flight
+    on average would break it); for a closed loop, the users' rate if every request took the most the SLA
+    allows (its TTFT and output tokens at the TPOT target) plus the think time."""
+    capacity = UNSTABLE_FACTOR * speed.rate(seqs, batched_tokens(demand, seqs))
+    if traffic.arrivals != "closed":
+        return max(1, math.ceil(traffic.rate_per_s / capacity - 1e-9))
+    tpot = demand.tpot_ms if demand.tpot_ms is not None else speed.tpot(seqs)
+    cycle_s = (demand.ttft_ms + (demand.output_tokens - 1) * tpot) / 1000.0 + traffic.think_time_s
+    return max(1, math.ceil(traffic.users / cycle_s / capacity - 1e-9))
