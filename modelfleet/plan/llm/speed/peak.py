@@ -79,12 +79,19 @@ def step_time_for(speed: Speed) -> GridStepTime:
     return grid
 
 
-@functools.lru_cache(maxsize=4096)
 def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
               replicas: int, ttft_ms: float, tpot_ms: float | None, seed: int,
               requests: int = SIMULATED_REQUESTS) -> SimulationResult:
-    """One simulation of ``replicas`` replicas of a layout under ``traffic`` (memoised)."""
-    return simulate(step_ms=step_time_for(speed), workload=traffic.workload(replicas, ttft_ms, tpot_ms),
+    """One simulation of ``replicas`` replicas of a layout under ``traffic``. The targets only judge the
+    result (``meets``): the run itself is memoised without them, so plans of one model that differ only in
+    their SLA (the cheaper alternatives' relaxations, explore's sweep) share their simulations."""
+    return _simulated(speed, traffic, max_num_seqs, max_num_batched_tokens, kv_tokens, replicas, seed, requests)
+
+
+@functools.lru_cache(maxsize=4096)
+def _simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
+               replicas: int, seed: int, requests: int) -> SimulationResult:
+    return simulate(step_ms=step_time_for(speed), workload=traffic.workload(replicas, None, None),
                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                     kv_cache_tokens=kv_tokens, requests=requests, seed=seed)
 
