@@ -27,6 +27,9 @@ SMALLEST = {
                         "--out", "{out}"], "untraced", (pytest.mark.engine,)),
     "perf_model_error.py": (["--points", "1", "--cache", "{out}/aic.json", "--out", "{out}/error.md"],
                             "median", ()),
+    # its runs need vLLM (tests/engines/test_vllm_simulation.py runs them); here the table from the saved runs
+    "vllm_cpu_simulation.py": (["--render", str(BENCH / "results" / "vllm_cpu_simulation.json"), "--out",
+                                "{out}/simulation.md"], "What this shows", ()),
 }
 HELPERS = {"synthetic.py"}  # imported by the scripts, not run
 # Not run by CI yet, and why (each still has its smallest size above):

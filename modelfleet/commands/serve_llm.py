@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -81,15 +81,28 @@ def serve_llm(plan: FleetPlan, name: str, workdir: Path, explicit_python: str | 
 def running_vllm(model: VllmModelPlan, workdir: Path, python: str) -> Iterator[tuple[str, Path]]:
     """vLLM serving ``model`` with the tiny Llama, as ``serve --llm`` runs it, until the block ends: yields
     (base URL, the tiny model's directory). Raises EngineStartError when it does not become healthy."""
-    env = vllm_environment()
+    def arguments(model_dir: Path, port: int) -> list[str]:
+        args, notes = local_vllm_args(model, str(model_dir), port)
+        print(f"{model.name} on a real vLLM (CPU) with a TINY RANDOM model, not {model.artifact}; adapted:\n"
+              + "".join(f"  - {n}\n" for n in notes), end="", flush=True)
+        return args
+    with running_vllm_with(arguments, workdir, python) as served:
+        yield served
+
+
+@contextmanager
+def running_vllm_with(arguments: Callable[[Path, int], list[str]], workdir: Path, python: str,
+                      env: dict[str, str] | None = None) -> Iterator[tuple[str, Path]]:
+    """vLLM's API server with ``arguments(model directory, port)`` (the tiny Llama written there unless a
+    model is), in ``env`` (:func:`vllm_environment` by default), until the block ends: yields (base URL, the
+    model's directory). Raises EngineStartError when it does not become healthy."""
+    env = env or vllm_environment()
     model_dir = workdir / "tiny-llama"
     write_tiny_model(python, env, model_dir)
     entry = subprocess.run([python, "-c", FIND_ENTRY, *ENTRY_MODULES], env=env, check=True,
                            capture_output=True, text=True).stdout.strip()
     port = free_ports(1)[0]
-    args, notes = local_vllm_args(model, str(model_dir), port)
-    print(f"{model.name} on a real vLLM (CPU) with a TINY RANDOM model, not {model.artifact}; adapted:\n"
-          + "".join(f"  - {n}\n" for n in notes), end="", flush=True)
+    args = arguments(model_dir, port)
     with run_directory(workdir) as run_dir, open(run_dir / "vllm.log", "wb") as log:
         process = subprocess.Popen([python, "-m", entry, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent())

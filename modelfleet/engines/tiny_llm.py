@@ -43,10 +43,11 @@ def tiny_vocab() -> dict[str, int]:
     return {tok: i for i, tok in enumerate(tokens)}
 
 
-def write_tiny_llama(directory: Path, seed: int = 0) -> Path:
-    """Write config, safetensors weights and tokenizer of a 2-layer Llama into ``directory``; return it.
+def write_tiny_llama(directory: Path, seed: int = 0, layers: int = 2, hidden_size: int = 128) -> Path:
+    """Write config, safetensors weights and tokenizer of a ``layers``-layer Llama into ``directory``; return it.
 
-    Deterministic for a given ``seed`` (same weights, same files).
+    Deterministic for a given ``seed`` (same weights, same files). Heads of 32 dimensions, half as many KV
+    heads, an MLP twice as wide: a larger ``hidden_size`` keeps the shape and makes each step slower.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -72,11 +73,11 @@ def write_tiny_llama(directory: Path, seed: int = 0) -> Path:
 
     config = LlamaConfig(
         vocab_size=VOCAB_SIZE,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden_size // 32,
+        num_key_value_heads=max(1, hidden_size // 64),
         head_dim=32,
         max_position_embeddings=2048,
         bos_token_id=vocab["<s>"],

@@ -37,12 +37,20 @@ class BenchFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class LlmLoad:
-    """What to offer the endpoint: sequences in flight, request shape and how many requests."""
+    """What to offer the endpoint: sequences in flight, request shape and how many requests.
 
-    concurrency: int
+    ``concurrency`` None: no cap. ``request_rate`` None: every request at once (``inf``), else Poisson at
+    that many requests/s. ``range_ratio``: each length uniform over the integers in
+    [floor(len * (1 - r)), ceil(len * (1 + r))] (vLLM's random dataset; the output at least 1).
+    ``seed``: the prompts, lengths and arrival times."""
+
+    concurrency: int | None
     input_tokens: int
     output_tokens: int
     requests: int
+    request_rate: float | None = None
+    range_ratio: float = 0.0
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,8 @@ class LlmMeasurement:
     tpot_median_ms: float
     tpot_p99_ms: float
     output_tokens_per_s: float
+    itl_median_ms: float = 0.0
+    itl_p99_ms: float = 0.0
 
 
 def bench_arguments(base_url: str, served_name: str, tokenizer: str, load: LlmLoad, result_dir: Path) -> list[str]:
@@ -62,10 +72,12 @@ def bench_arguments(base_url: str, served_name: str, tokenizer: str, load: LlmLo
     return ["--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions",
             "--model", served_name, "--served-model-name", served_name, "--tokenizer", tokenizer,
             "--dataset-name", "random", "--random-input-len", str(load.input_tokens),
-            "--random-output-len", str(load.output_tokens), "--num-prompts", str(load.requests),
-            "--max-concurrency", str(load.concurrency), "--request-rate", "inf", "--ignore-eos",
-            "--temperature", "0", "--percentile-metrics", "ttft,tpot", "--metric-percentiles", "50,99",
-            "--seed", "0", "--disable-tqdm", "--save-result", "--result-dir", str(result_dir),
+            "--random-output-len", str(load.output_tokens), "--random-range-ratio", str(load.range_ratio),
+            "--num-prompts", str(load.requests),
+            *(["--max-concurrency", str(load.concurrency)] if load.concurrency is not None else []),
+            "--request-rate", "inf" if load.request_rate is None else str(load.request_rate), "--ignore-eos",
+            "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99",
+            "--seed", str(load.seed), "--disable-tqdm", "--save-result", "--result-dir", str(result_dir),
             "--result-filename", RESULT_FILE]
 
 
@@ -78,7 +90,9 @@ def read_result(data: dict) -> LlmMeasurement:
         completed=completed, failed=int(data.get("failed", 0)), seconds=round(float(data["duration"]), 2),
         ttft_median_ms=round(float(data["median_ttft_ms"]), 3), ttft_p99_ms=round(float(data["p99_ttft_ms"]), 3),
         tpot_median_ms=round(float(data["median_tpot_ms"]), 3), tpot_p99_ms=round(float(data["p99_tpot_ms"]), 3),
-        output_tokens_per_s=round(float(data["output_throughput"]), 1))
+        output_tokens_per_s=round(float(data["output_throughput"]), 1),
+        itl_median_ms=round(float(data.get("median_itl_ms", 0.0)), 3),
+        itl_p99_ms=round(float(data.get("p99_itl_ms", 0.0)), 3))
 
 
 def run_bench(python: str, env: dict[str, str], arguments: list[str], result_dir: Path, log: Path,
