@@ -8,17 +8,27 @@ saves at least ``MIN_SAVING_USD`` a month, the largest saving first:
 - a precision the model allows (LLM): fp8 weights, where vLLM quantizes the 16-bit checkpoint while loading,
   an fp8 KV cache, and both; quality is the model owner's call, and the line says so;
 - the smallest SLA relaxation on ``RELAXATIONS`` that saves: the p99 TTFT (LLM) or p99 latency (classic),
-  and the TPOT where one is declared;
+  and the TPOT where one is declared; the loosest is tried first, and when it saves nothing the tighter ones
+  are not (a looser target never costs more: the planner's search at it can pick anything it picked before);
 - a different traffic assumption: the peak load ``LOWER_LOAD`` lower (the figure a load test might find).
+
+Cost: an LLM change whose every layout's floor (search.may_serve_within: sized, and the replicas its
+throughput needs at least, before any simulation) costs no less than the declared entry's own plan at the
+planner's ranking price is dropped without simulating it: the planner cannot pick anything cheaper for it.
+Only a change that may save is planned alone and priced in full, exactly as ``plan`` would plan it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..errors import Issue
+
 from ..plan.compiler import models_in
 from ..plan.hardware.instances import InstanceCatalogue
 from ..plan.llm.precision import fp8_weights_possible, weights_changes
+from ..plan.llm.precision_choice import choose_precision
+from ..plan.llm.search import may_serve_within
 from ..plan.types import PlanModel, VllmModelPlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.load import with_fields
@@ -28,6 +38,7 @@ from .explore import Model, plan_alone
 MIN_SAVING_USD = 1.0  # a month: below it a change is rounding, not a saving
 RELAXATIONS = (1.25, 1.5, 2.0, 3.0)  # SLA targets tried, as multiples of the declared one, smallest first
 LOWER_LOAD = 0.75  # the traffic assumption tried: a quarter below the declared peak
+STRICTLY_BELOW = 1e-6  # the bound's margin under the declared entry's own cost (far above search's 1e-9 slack)
 QUALITY = "quality at a lower precision is the model owner's call"
 Changes = tuple[tuple[str, Any], ...]
 
@@ -59,21 +70,27 @@ def alternatives_of(model: Model, env: EnvironmentSpec, catalogue: InstanceCatal
     baseline = plan_alone(model, env, catalogue)
     if baseline is None:
         return []
+    ceiling = _ranking_usd(model, env, catalogue)
     found: list[PlanAlternative] = []
     for kind, change, changes, note in _precision_options(model):
-        priced = _priced(model, env, catalogue, baseline[1], kind, change, changes, note)
+        priced = _priced(model, env, catalogue, baseline[1], ceiling, kind, change, changes, note)
         if "(both)" in change and priced and priced[0].monthly_saving_usd < max(
                 (a.monthly_saving_usd for a in found), default=0.0) + MIN_SAVING_USD:
             continue  # both together save no more than one of them alone
         found += priced
-    for options in _sla_options(model):
-        for kind, change, changes, note in options:  # the smallest relaxation that saves, of each target
-            priced = _priced(model, env, catalogue, baseline[1], kind, change, changes, note)
+    for options in _sla_options(model):  # the smallest relaxation that saves, of each target
+        loosest = _priced(model, env, catalogue, baseline[1], ceiling, *options[-1])
+        if not loosest:
+            continue  # the loosest saves nothing: a tighter one (which costs no less) saves nothing either
+        for option in options[:-1]:
+            priced = _priced(model, env, catalogue, baseline[1], ceiling, *option)
             if priced:
                 found += priced
                 break
+        else:
+            found += loosest
     for kind, change, changes, note in _load_options(model):
-        found += _priced(model, env, catalogue, baseline[1], kind, change, changes, note)
+        found += _priced(model, env, catalogue, baseline[1], ceiling, kind, change, changes, note)
     return sorted(found, key=lambda a: (-a.monthly_saving_usd, a.change))
 
 
@@ -128,12 +145,24 @@ def _load_options(model: Model) -> list[Option]:
              ((field, lower),), "the plan then serves only that peak: measure it before relying on it")]
 
 
-def _priced(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue, baseline: float, kind: str,
-            change: str, changes: Changes, note: str) -> list[PlanAlternative]:
+def _ranking_usd(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> float | None:
+    """The bound an LLM's changes are searched within (USD/h at the planner's ranking price): just under its
+    planned cost, as a change that costs the same saves nothing."""
+    if not isinstance(model, LlmModelSpec):
+        return None
+    chosen = choose_precision(model, env, catalogue, 0)
+    return None if isinstance(chosen, Issue) else chosen[1][0].usd_per_hour * (1 - STRICTLY_BELOW)
+
+
+def _priced(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue, baseline: float,
+            ceiling: float | None, kind: str, change: str, changes: Changes, note: str) -> list[PlanAlternative]:
     try:
         variant = with_fields(model, changes)
     except ValueError:  # pydantic's ValidationError: beyond the field's bounds
         return []
+    if ceiling is not None and isinstance(variant, LlmModelSpec) and not may_serve_within(variant, env, catalogue,
+                                                                                           ceiling):
+        return []  # no layout can serve the change for less than the entry as declared (module docstring)
     found = plan_alone(variant, env, catalogue)
     if found is None or baseline - found[1] < MIN_SAVING_USD or misses(variant, found[0]):
         return []

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from ...errors import Issue
 from ...spec.environment import EnvironmentSpec
+from ...spec.load import with_fields
 from ...spec.models import LlmModelSpec
 from ...spec.units import GIB
 from ..hardware.instances import GpuType, InstanceCatalogue, InstanceType
@@ -31,7 +32,7 @@ from ..capacity.reservations import billed_nodes
 from ..hardware.node_price import PRICE_REFERENCE_REGION
 from .speed.performance import Layout, LlmShape
 from .speed.calibration import gpu_for
-from .precision import Precision, precision_on, unsupported
+from .precision import Precision, precision_on, unsupported, weights_changes
 from ..rejection import CONTEXT, MEMORY, PRECISION, TPOT, TTFT, Rejection, closeness
 from ..sizing import LLM_RUNTIME_OVERHEAD_GIB_PER_GPU, MAX_PIPELINE_STAGES, nodes_for_pods, replica_floor, tensor_parallel_ok
 from .candidate import LlmCandidate, Outcome, Sized
@@ -311,6 +312,34 @@ def choose_llm_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: Inst
         rejections = [o for o in shown.values() if isinstance(o, Rejection)]
         return explain_infeasible(model, env, catalogue, rejections, index, lambda inst: _fits_anywhere(model, env, inst))
     return fits[0], decision_for(model, fits[0], shown, found, single_node), found
+
+
+def may_serve_within(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                     ceiling_usd: float) -> bool:
+    """False when no layout of any precision the model allows can cost at most ``ceiling_usd`` USD/h at the
+    ranking price: every layout that fits is sized and given its floor (the availability floor, raised to the
+    replicas its steady throughput needs at least), as the search does before it simulates, and none is within
+    the ceiling. Nothing is simulated, so this is cheap and never wrong: True only says the search may find one."""
+    if override_problem(model, env, catalogue, 0, allowed_instances(model, env, catalogue)) is not None:
+        return False
+    instances = allowed_instances(model, env, catalogue)
+    variants = [with_fields(model, weights_changes(model, d)) for d in model.precisions()] \
+        if model.precision is not None else [model]
+    for variant in variants:
+        assert isinstance(variant, LlmModelSpec)
+        demand, correction, memo = demand_of(variant, env), measured_correction(variant, env, catalogue), {}
+        for multi_node in (False, True):
+            for instance in instances:
+                if unsupported(variant, instance.gpu):
+                    continue
+                for tp, pp, ep in layouts(variant, instance, multi_node):
+                    sized = size_layout(variant, env, instance, tp, pp, ep, demand, memo)
+                    if not isinstance(sized, Sized):
+                        continue
+                    guessed = _guessed(variant, env, sized, demand, correction)
+                    if isinstance(guessed, tuple) and guessed[1].floor_usd <= ceiling_usd * (1 + 1e-9):
+                        return True
+    return False
 
 
 def allowed_instances(model: LlmModelSpec, env: EnvironmentSpec,

@@ -92,8 +92,6 @@ class Verifier:
 
     def least_replicas(self, guess: int, floor: int, most: int) -> int | None:
         """The fewest replicas in [floor, most] that meet the SLA (module docstring); None: none does."""
-        if any(verdict.miss and replicas >= most for replicas, verdict in self.screens.items()):
-            return None  # fewer replicas than one that already failed its screen fail too
         start = smallest_passing(max(floor, min(guess, most)), floor, most, lambda r: self.screen(r).miss is None)
         if start is None:
             return None

@@ -3,7 +3,7 @@
 - ``Traffic``: the SLA's traffic as the planner holds it (spec/traffic.py: the declared process, else the peak
   key's), hashable so every verdict is memoised.
 - ``step_time_for``: the performance model's step time for a layout (with a measured profile's correction),
-  as the simulator calls it, on a memoised grid shared by every simulation of that layout. A step carrying a
+  as the simulator calls it, its parts memoised once for every simulation of that layout. A step carrying a
   prompt pays vLLM's per-prompt dispatch once (performance.prefill_ms counts it once per prompt).
 - ``simulated``: one (layout, max_num_seqs, max_num_batched_tokens, replicas) simulated with
   ``SIMULATED_REQUESTS`` measured requests, seeded from the model's name (never Python's ``hash()``), so the
@@ -24,9 +24,8 @@ from ....spec.models import LlmSlaSpec
 from ....spec.traffic import LengthSpec
 from ...types import LengthsPlan, TrafficPlan
 from .load import Speed
-from .performance import Step, step_ms
-from .simulation import SimulationResult, simulate
-from .step_grid import GridStepTime
+from .performance import StepModel
+from .simulation import SimulationResult, StepTime, simulate
 from .workload import Lengths, Workload, lognormal_cv_for_p99
 
 # Measured requests per simulation: the p99's interval then spans the 0.99 n -/+ 1.96 sqrt(0.0099 n) order
@@ -65,18 +64,20 @@ def seed_of(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
 
 
-def step_time_for(speed: Speed) -> GridStepTime:
-    """The layout's step time on the simulator's grid (module docstring), one per Speed."""
-    grid = speed.__dict__.get("_grid")
-    if grid is None:
+def step_time_for(speed: Speed) -> StepTime:
+    """The layout's step time as the simulator calls it (module docstring), one per Speed: the performance
+    model's own sum (performance.StepModel, its parts memoised, not interpolated) with the correction."""
+    step = speed.__dict__.get("_step")
+    if step is None:
         gpu, shape, layout, correction = speed.gpu, speed.shape, speed.layout, speed.correction
-        dispatch = gpu.prefill_dispatch_ms_per_layer * shape.layers
+        dispatch, model = gpu.prefill_dispatch_ms_per_layer * shape.layers, StepModel(gpu, shape, layout)
+        prefill, tpot = correction.prefill, correction.tpot
 
-        def step(prefill: int, prefill_context: int, decodes: int, decode_context: int) -> float:
-            time = step_ms(gpu, shape, layout, Step(prefill, prefill_context, decodes, decode_context))
-            return (time + dispatch) * correction.prefill if prefill else time * correction.tpot
-        grid = speed.__dict__["_grid"] = GridStepTime(step)
-    return grid
+        def step(prompt: int, prompt_context: float, decodes: int, decode_context: float) -> float:
+            time = model(prompt, prompt_context, decodes, decode_context)
+            return (time + dispatch) * prefill if prompt else time * tpot
+        speed.__dict__["_step"] = step
+    return step
 
 
 def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,

@@ -289,25 +289,40 @@ def _experts_us(gpu: GpuPerformance, shape: LlmShape, m: int, layout: Layout) ->
     return kernel_us + hit * gpu.moe_expert_us + router
 
 
-def _attention_us(gpu: GpuPerformance, shape: LlmShape, step: Step, tp: int, windowed: bool) -> float:
+@dataclass(frozen=True)
+class _Attention:
+    """One layer kind's attention on one GPU, as coefficients of a step's tokens and contexts."""
+
+    pair_flops: float  # per (query, cached token) pair of a prompt
+    prompt_bytes: float  # per prompt token: its queries, keys and values in, its outputs out
+    cached_flops: float  # per cached token a decoding sequence reads (MLA: scored in the latent space)
+    cached_bytes: float
+    window: float  # the most tokens one query attends to (inf: all)
+
+
+@functools.lru_cache(maxsize=4096)
+def _attention_of(shape: LlmShape, tp: int, windowed: bool) -> _Attention:
     heads = shape.heads / tp
     per_pair = 2.0 * heads * (shape.qk_head_dim + shape.v_dim)  # FLOPs per (query, cached token) pair
+    kv = shape.kv_elements_per_token_per_layer(tp)
+    # MLA decodes in the latent space: each head scores kv_lora_rank + rope and reads back kv_lora_rank.
+    cached = 2.0 * heads * (2 * shape.kv_lora_rank + shape.qk_rope_head_dim) if shape.is_mla else per_pair
+    return _Attention(pair_flops=per_pair, prompt_bytes=2.0 * (heads * shape.qk_head_dim * 2 + kv),
+                      cached_flops=cached, cached_bytes=kv * shape.kv_bytes,
+                      window=shape.sliding_window if windowed else math.inf)
+
+
+def _attention_us(gpu: GpuPerformance, a: _Attention, prompt_tokens: int, prompt_context: float, decoding: int,
+                  decode_context: float) -> float:
     time = 0.0
-    if step.prompt_tokens:
-        span = step.prompt_context - step.prompt_tokens / 2.0  # causal: the average query sees half its chunk
-        if windowed:
-            span = min(span, shape.sliding_window)
-        flops = per_pair * step.prompt_tokens * span
-        nbytes = 2.0 * step.prompt_tokens * (heads * shape.qk_head_dim * 2 + shape.kv_elements_per_token_per_layer(tp))
-        time += gpu.context_attention.time_us(flops, nbytes, gpu.tflops, gpu.memory_gbs)
-    if step.decoding:
-        context = min(step.decode_context, shape.sliding_window) if windowed else step.decode_context
-        cached = step.decoding * context
-        nbytes = cached * shape.kv_elements_per_token_per_layer(tp) * shape.kv_bytes
-        # MLA decodes in the latent space: each head scores kv_lora_rank + rope and reads back kv_lora_rank.
-        flops = cached * (2.0 * heads * (2 * shape.kv_lora_rank + shape.qk_rope_head_dim) if shape.is_mla
-                          else per_pair)
-        time += gpu.decode_attention.time_us(flops, nbytes, gpu.tflops, gpu.memory_gbs)
+    if prompt_tokens:
+        span = min(prompt_context - prompt_tokens / 2.0, a.window)  # causal: a query sees half its chunk
+        time += gpu.context_attention.time_us(a.pair_flops * prompt_tokens * span, a.prompt_bytes * prompt_tokens,
+                                              gpu.tflops, gpu.memory_gbs)
+    if decoding:
+        cached = decoding * min(decode_context, a.window)
+        time += gpu.decode_attention.time_us(cached * a.cached_flops, cached * a.cached_bytes, gpu.tflops,
+                                             gpu.memory_gbs)
     return time
 
 
@@ -315,9 +330,10 @@ def _elementwise_us(gpu: GpuPerformance, elements: float) -> float:
     return gpu.elementwise.time_us(0.0, 2.0 * elements, gpu.tflops, gpu.memory_gbs)
 
 
-def _layer_us(gpu: GpuPerformance, shape: LlmShape, step: Step, layout: Layout, moe: bool, windowed: bool):
-    m, tp, h = step.tokens, layout.tp, shape.hidden
-    time = _attention_gemms_us(gpu, shape, m, tp) + _attention_us(gpu, shape, step, tp, windowed)
+def _dense_layer_us(gpu: GpuPerformance, shape: LlmShape, m: int, layout: Layout, moe: bool) -> float:
+    """A layer's work that depends only on the step's ``m`` tokens: GEMMs, element-wise kernels, all-reduces."""
+    tp, h = layout.tp, shape.hidden
+    time = _attention_gemms_us(gpu, shape, m, tp)
     time += 2 * _elementwise_us(gpu, m * 4 * h)  # residual add + RMSNorm, twice
     if moe:
         time += _experts_us(gpu, shape, m, layout) + _mlp_us(gpu, shape, m, shape.shared_expert_intermediate, tp)
@@ -329,20 +345,71 @@ def _layer_us(gpu: GpuPerformance, shape: LlmShape, step: Step, layout: Layout, 
     return time + 2 * gpu.allreduce_time_us(tp, m * h)
 
 
+def _tokens_us(gpu: GpuPerformance, shape: LlmShape, layout: Layout, m: int) -> float:
+    """Everything of a step of ``m`` tokens but attention and the LM head: every layer's dense work, the
+    embedding, pipeline hand-offs and the step's fixed overhead."""
+    layers = sum(count * _dense_layer_us(gpu, shape, m, layout, moe) for (moe, _), count in _layer_kinds(shape))
+    embed = _elementwise_us(gpu, m * shape.hidden) + gpu.allreduce_time_us(layout.tp, m * shape.hidden)
+    hops = (layout.pp - 1) * (gpu.p2p_latency_us + m * shape.hidden * 2.0 / (gpu.p2p_gbs * 1e3))
+    return layers + embed + hops + gpu.step_overhead_us
+
+
+def _head_us(gpu: GpuPerformance, shape: LlmShape, layout: Layout, logits: int) -> float:
+    """The LM head over the ``logits`` tokens that sample (one per decoding sequence, one for a prompt chunk)."""
+    return _gemm_us(gpu, shape, logits, shape.vocab / layout.tp, shape.hidden, weight_bytes=2.0)
+
+
+def _attention_kinds(shape: LlmShape, layout: Layout) -> tuple[tuple[float, _Attention], ...]:
+    """(layers, their attention) per layer kind."""
+    return tuple((count, _attention_of(shape, layout.tp, windowed)) for (_, windowed), count in _layer_kinds(shape))
+
+
+def _attention_layers_us(gpu: GpuPerformance, kinds: tuple[tuple[float, _Attention], ...], step: Step) -> float:
+    return sum(count * _attention_us(gpu, a, step.prompt_tokens, step.prompt_context, step.decoding,
+                                     step.decode_context) for count, a in kinds)
+
+
 def step_ms(gpu: GpuPerformance, shape: LlmShape, layout: Layout, step: Step) -> float:
-    """One engine step through every layer (all pipeline stages, which a step crosses one after another)."""
+    """One engine step through every layer (all pipeline stages, which a step crosses one after another):
+    the parts that depend on its token count, the LM head over the tokens that sample, and attention."""
     if step.tokens <= 0:
         return 0.0
-    kinds = _layer_kinds(shape)
-    layers = sum(count * _layer_us(gpu, shape, step, layout, moe, windowed) for (moe, windowed), count in kinds)
     logits = step.decoding + (1 if step.prompt_tokens else 0)
-    head = _gemm_us(gpu, shape, logits, shape.vocab / layout.tp, shape.hidden, weight_bytes=2.0)
-    embed = _elementwise_us(gpu, step.tokens * shape.hidden) + gpu.allreduce_time_us(layout.tp, step.tokens * shape.hidden)
-    hops = (layout.pp - 1) * (gpu.p2p_latency_us + step.tokens * shape.hidden * 2.0 / (gpu.p2p_gbs * 1e3))
-    return (layers + head + embed + hops + gpu.step_overhead_us) / 1000.0
+    return (_tokens_us(gpu, shape, layout, step.tokens) + _head_us(gpu, shape, layout, logits)
+            + _attention_layers_us(gpu, _attention_kinds(shape, layout), step)) / 1000.0
 
 
-def _layer_kinds(shape: LlmShape) -> list[tuple[tuple[bool, bool], int]]:
+class StepModel:
+    """``step_ms`` of one layout as the simulator calls it, ``(prompt tokens, their context, decoding sequences,
+    their mean context) -> ms``: exactly the same sum, made cheap by memoising its parts that depend only on a
+    count (the dense work of ``m`` tokens, most of a step's cost; the LM head over the sampled tokens), while
+    attention, a few rooflines per layer kind, is computed for each step at its own contexts."""
+
+    def __init__(self, gpu: GpuPerformance, shape: LlmShape, layout: Layout) -> None:
+        self.gpu, self.shape, self.layout = gpu, shape, layout
+        self.kinds = _attention_kinds(shape, layout)
+        self.tokens: dict[int, float] = {}
+        self.heads: dict[int, float] = {}
+
+    def __call__(self, prompt_tokens: int, prompt_context: float, decoding: int, decode_context: float) -> float:
+        m = prompt_tokens + decoding
+        if m <= 0:
+            return 0.0
+        dense = self.tokens.get(m)
+        if dense is None:
+            dense = self.tokens[m] = _tokens_us(self.gpu, self.shape, self.layout, m)
+        logits = decoding + (1 if prompt_tokens else 0)
+        head = self.heads.get(logits)
+        if head is None:
+            head = self.heads[logits] = _head_us(self.gpu, self.shape, self.layout, logits)
+        gpu, attention = self.gpu, 0.0
+        for count, a in self.kinds:
+            attention += count * _attention_us(gpu, a, prompt_tokens, prompt_context, decoding, decode_context)
+        return (dense + head + attention) / 1000.0
+
+
+@functools.lru_cache(maxsize=1024)
+def _layer_kinds(shape: LlmShape) -> tuple[tuple[tuple[bool, bool], float], ...]:
     """(moe, windowed) -> how many layers; windowed layers are spread evenly, so each kind keeps its share."""
     windowed_share = shape.sliding_window_layers / shape.layers if shape.sliding_window else 0.0
     kinds = []
@@ -350,7 +417,7 @@ def _layer_kinds(shape: LlmShape) -> list[tuple[tuple[bool, bool], int]]:
         for windowed, share in ((True, windowed_share), (False, 1.0 - windowed_share)):
             if count * share > 0:
                 kinds.append(((moe, windowed), count * share))
-    return kinds
+    return tuple(kinds)
 
 
 def prefill_ms(gpu: GpuPerformance, shape: LlmShape, layout: Layout, input_tokens: int) -> float:

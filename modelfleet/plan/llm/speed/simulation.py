@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .replica import Replica, Request
-from .step_grid import GridStepTime
 from .workload import Lengths, Workload, open_gaps_ms, request_lengths
 
 __all__ = ["StepTime", "Workload", "Lengths", "SimulationResult", "simulate", "percentile", "p99_bounds"]
@@ -36,9 +35,11 @@ CONFIDENCE_Z = 1.959963984540054  # two-sided 95%: each bound holds with 97.5%
 
 
 class StepTime(Protocol):
-    def __call__(self, prefill_tokens: int, prefill_context: int, decodes: int, decode_context: int) -> float:
+    def __call__(self, prefill_tokens: int, prefill_context: float, decodes: int, decode_context: float) -> float:
         """Milliseconds of one engine step: ``prefill_tokens`` prompt tokens whose context ends at
-        ``prefill_context``, beside ``decodes`` sequences each adding a token to ``decode_context`` tokens."""
+        ``prefill_context``, beside ``decodes`` sequences each adding a token to ``decode_context`` tokens (the
+        contexts are means over the step's sequences, so not whole numbers). Called for every step the
+        simulation takes: it must be cheap (peak.step_time_for memoises the performance model's parts)."""
         ...
 
 
@@ -65,9 +66,8 @@ class SimulationResult:
 def simulate(*, step_ms: StepTime, workload: Workload, max_num_seqs: int, max_num_batched_tokens: int,
              kv_cache_tokens: int, requests: int, seed: int, block_size: int = 16) -> SimulationResult:
     """Simulate ``requests`` measured requests of ``workload`` on its replicas (module docstring)."""
-    grid = step_ms if isinstance(step_ms, GridStepTime) else GridStepTime(step_ms)
     closed = workload.arrivals == "closed"
-    replicas = [Replica(step_time=grid, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+    replicas = [Replica(step_time=step_ms, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         kv_blocks=kv_cache_tokens // block_size, block_size=block_size)
                 for _ in range(workload.replicas if closed else 1)]
     warmup = max(requests // 10, 2 * workload.users if closed else 0)
