@@ -237,3 +237,19 @@ def _naive_step_ms(step, plan):
     context = tokens + max(0.0, work / tokens - tokens / 2) if tokens else 0
     mean = sum(r["computed"] + 1 for r in decodes) / len(decodes) if decodes else 0
     return step(tokens, context, len(decodes), mean)
+
+
+@pytest.mark.parametrize("cv, replicas", [(2.0, 3), (3.0, 40), (0.5, 7)])
+def test_a_bursty_stream_split_over_replicas_has_the_split_streams_mean_and_variance(cv, replicas):
+    """One replica's share of a bursty (gamma renewal) stream, drawn as one gamma gap of a geometric number of the
+    stream's gaps: its gaps' mean is replicas x the stream's, and their variance E[K] var(X) + var(K) E[X]^2."""
+    from modelfleet.plan.llm.speed.workload import open_gaps_ms
+    rate = 4.0
+    gaps = open_gaps_ms(Workload(arrivals="bursty", rate_per_s=rate, cv=cv, replicas=replicas), random.Random(3))
+    sample = [next(gaps) for _ in range(60_000)]
+    mean = sum(sample) / len(sample)
+    variance = sum((g - mean) ** 2 for g in sample) / len(sample)
+    mu, p = 1000.0 / rate, 1.0 / replicas
+    expected_variance = (1 / p) * (cv * mu) ** 2 + (1 - p) / p**2 * mu**2
+    assert mean == pytest.approx(mu / p, rel=0.03)
+    assert variance == pytest.approx(expected_variance, rel=0.08)

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from .speed.load import Demand, Fit, Miss, Speed, batched_tokens, largest, p99_wait_ms, smallest
+from .speed.performance import Step, step_ms
 from .verify import MAX_REPLICAS, Verdict, Verifier, fixed_traffic, miss_phrase, replicas_lower_bound
 
 
@@ -50,6 +51,9 @@ def first_guess(speed: Speed, demand: Demand, kv_seqs: int) -> Guess | Miss:
         return Miss("ttft", alone, f"one {demand.input_tokens:,}-token prompt in {math.ceil(demand.input_tokens / chunk)} "
                     f"chunk(s) of {chunk:,} tokens takes {alone:,.0f} ms, more than the p99 TTFT of "
                     f"{demand.ttft_ms:,.0f} ms")
+    longest = _p99_prompt_miss(speed, demand, chunk)
+    if longest is not None:
+        return longest
     capacity, ttft_binds = _capacity(speed, demand, seqs, chunk)
     guess, binding, needed = _replicas(demand, capacity, ttft_binds, seq_limit)
     batch, rate, _ = _at_peak(speed, demand, seqs, chunk, guess)
@@ -98,6 +102,27 @@ def fit_layout(speed: Speed, demand: Demand, kv_seqs: int, kv_tokens: int | None
 def verifier_for(speed: Speed, demand: Demand, options: tuple[int, ...], kv_tokens: int) -> Verifier:
     """One Verifier per layout speed and demand: instance types of one GPU share its simulations."""
     return Verifier(speed, demand, options, kv_tokens)
+
+
+def _p99_prompt_miss(speed: Speed, demand: Demand, chunk: int) -> Miss | None:
+    """Declared random prompt lengths whose 99th percentile alone, on an idle replica, already takes longer than
+    the p99 TTFT: every request's TTFT is at least its own prompt's prefill, so the p99 TTFT is at least the
+    p99-length prompt's (dispatch counted once; the simulator counts it per chunk), whatever the replicas."""
+    traffic = demand.traffic
+    if traffic is None or traffic.trace or traffic.input.distribution == "fixed":
+        return None
+    tokens = min(round(traffic.input.quantile(0.99)), demand.max_prompt_tokens)
+    total, done = speed.gpu.prefill_dispatch_ms_per_layer * speed.shape.layers, 0
+    while done < tokens:
+        size = min(chunk, tokens - done)
+        done += size
+        total += step_ms(speed.gpu, speed.shape, speed.layout, Step(size, done, 0, 0))
+    alone = total * speed.correction.prefill
+    if alone <= demand.ttft_ms:
+        return None
+    return Miss("ttft", alone, f"a p99-length prompt ({tokens:,} tokens of the declared {traffic.input.distribution} "
+                f"lengths) takes {alone:,.0f} ms to its first token on an idle replica, more than the p99 TTFT of "
+                f"{demand.ttft_ms:,.0f} ms: at least 1% of requests miss it whatever the replicas")
 
 
 def _alone(speed: Speed, demand: Demand) -> Miss | None:

@@ -155,8 +155,17 @@ def open_gaps_ms(workload: Workload, rng: random.Random) -> Iterator[float]:
         whole = (gaps[i % len(gaps)] * scale for i in _count())
     elif workload.arrivals == "bursty" and workload.cv != 1.0:
         shape = 1.0 / (workload.cv * workload.cv)
-        mean_ms = 1000.0 / workload.rate_per_s
-        whole = (rng.gammavariate(shape, mean_ms / shape) for _ in _count())
+        scale = 1000.0 / workload.rate_per_s / shape
+        if share >= 1.0:
+            while True:
+                yield rng.gammavariate(shape, scale)
+        # The replica's gap spans K of the stream's gaps, K geometric with success 1/replicas, and a sum of K
+        # gamma gaps of one scale is one gamma gap of K times the shape: one draw per request the replica
+        # receives, not one per request the whole stream sends.
+        log_miss = math.log1p(-share)
+        while True:
+            k = 1 + int(math.log(1.0 - rng.random()) / log_miss)
+            yield rng.gammavariate(k * shape, scale)
     else:  # Poisson: thinning a Poisson stream gives a Poisson stream at the share of its rate, exactly
         rate = workload.rate_per_s * share / 1000.0
         while True:
