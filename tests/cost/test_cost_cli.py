@@ -28,7 +28,7 @@ def test_cost_json_is_deterministic_and_complete(capsys):
     data = json.loads(first)["environments"]
     assert sorted(data) == ["dev", "prod", "staging"]
     prod = data["prod"]
-    assert prod["monthly_usd"] == {"desired": 213458.47, "max": 426916.93, "min": 197413.39}
+    assert prod["monthly_usd"] == {"desired": 216207.53, "max": 431040.52, "min": 197413.39}
     assert prod["budget"]["over"] is False and prod["budget"]["budget_usd"] == 250000.0
     assert prod["policy_violations"] == []
     assert prod["node_groups"][3]["usd_per_node_hour"] == 21.957642  # prices keep their published precision
@@ -37,7 +37,7 @@ def test_cost_json_is_deterministic_and_complete(capsys):
 
 def test_plan_json_gains_monthly_cost_usd(capsys):
     doc = json.loads(_run(capsys, "plan", "--stack", "prod", "--json"))
-    assert doc["monthly_cost_usd"] == {"desired": 213458.47, "max": 426916.93, "min": 197413.39}
+    assert doc["monthly_cost_usd"] == {"desired": 216207.53, "max": 431040.52, "min": 197413.39}
     groups = {g["instance_type"]: g["monthly_cost_usd"] for g in doc["node_groups"]}
     # 4/4/8 x (55.04 x 730 + 16): max holds 3 replicas and a rollout's surge one, 2 nodes each
     assert groups["p5.48xlarge"] == {"desired": 160780.8, "max": 321561.6, "min": 160780.8}
@@ -50,15 +50,15 @@ def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
     _run(capsys, "render", "--stack", "dev", "--out", str(tmp_path / "dev"))
     doc = json.loads((tmp_path / "dev" / "plan.json").read_text())
     # 3,462.84 + 3 x 309.75 (g6e.12xlarge, 3 g5.xlarge; the table's dated spot prices, and each node's 16.00 of EBS)
-    assert doc["monthly_cost_usd"]["desired"] == 4392.1
+    assert doc["monthly_cost_usd"]["desired"] == 4709.72
 
 
 def test_markdown_preview_is_a_pr_comment(capsys):
     text = _run(capsys, "cost", "--format", "markdown")
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
-    assert "| prod (on-demand) | 197,413.39 / 213,458.47 / 426,916.93 | ✅ 85% of 250,000.00 (desired) |" in text
-    # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 4,392.10
-    assert "| dev (spot, dated table) | 4,392.10 / 4,392.10 / 8,784.19 |" in text
+    assert "| prod (on-demand) | 197,413.39 / 216,207.53 / 431,040.52 | ✅ 86% of 250,000.00 (desired) |" in text
+    # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 4,709.72
+    assert "| dev (spot, dated table) | 4,709.72 / 4,709.72 / 9,419.44 |" in text
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
     dev = Project(root=str(ROOT)).plan("dev").model("llama-3-3-70b-instruct")
     served = dev.estimates.output_tokens_per_s_per_replica  # one replica, priced at what it generates
@@ -83,9 +83,9 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
     assert ("  system nodes (on-demand)     m7i.large          0.1008  2-2-4     155.17 / 155.17 / 310.34\n"
             "                                 + per node and month: 50 GiB gp3 at 3000 IOPS, 125 MiB/s = 4.00 USD EBS\n"
             ) in text
-    # 197,413.39 + 73.00 + 155.17; 213,458.47 + 228.17; 426,916.93 + 73.00 + 310.34
+    # 197,413.39 + 73.00 + 155.17; 216,207.53 + 228.17; 431,040.52 + 73.00 + 310.34
     assert [line.split()[1:] for line in text.splitlines() if line.startswith("  total")] == [
-        ["197,641.56", "/", "213,686.63", "/", "427,300.27"]]
+        ["197,641.56", "/", "216,435.69", "/", "431,423.86"]]
     assert "  prices: system nodes us-east-1 (on-demand): AWS Pricing API" in text
     assert main([*argv, "--format", "markdown"]) == 0
     assert ("- cluster created by this stack: EKS control plane 73.00; system nodes 2-2-4 x m7i.large on-demand at "
@@ -98,7 +98,7 @@ def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):
         "min": 155.17}, "name": "system", "nodes": [2, 2, 4], "price_basis": "on-demand", "usd_per_node_hour": 0.1008,
         "volume": "50 GiB gp3 at 3000 IOPS, 125 MiB/s", "volume_usd_per_node_month": 4.0, "idle_saving_usd_per_hour": 0.0,
         "monthly_range_usd": None, "on_demand_base_nodes": 0, "range_basis": "", "reserved_nodes": 0}
-    assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 213686.63
+    assert prod["control_plane_monthly_usd"] == 73.0 and prod["monthly_usd"]["desired"] == 216435.69
 
 
 @pytest.mark.parametrize("contents", [(), ("stacks/",), ("README.md",)])

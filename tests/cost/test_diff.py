@@ -64,9 +64,9 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     # sequences fit 2 replicas of tp=8 (the availability floor): 2 x (21.957642 x 730 + 16.00) = +32,090.16;
     # max 3 replicas and a rollout surge: 6 -> 10 nodes. dev: 1 replica on spot g6e.12xlarge (no p4d there) at the
     # table's dated spot price: 1 x (4.7217 x 730 + 16.00) = +3,462.84. staging as prod: +32,090.16. In all: 67,643.16.
-    assert "| prod (on-demand) | 213,458.47 | 245,548.62 | **+32,090.16 (+15.0%)** |" in comment
-    assert "| dev (spot, dated table) | 4,392.10 | 7,854.94 | **+3,462.84 (+78.8%)** |" in comment
-    assert "| staging (on-demand) | 133,068.07 | 165,158.22 | **+32,090.16 (+24.1%)** |" in comment
+    assert "| prod (on-demand) | 216,207.53 | 248,297.68 | **+32,090.16 (+14.8%)** |" in comment
+    assert "| dev (spot, dated table) | 4,709.72 | 8,172.56 | **+3,462.84 (+73.5%)** |" in comment
+    assert "| staging (on-demand) | 135,817.13 | 167,907.28 | **+32,090.16 (+23.6%)** |" in comment
     assert "### modelfleet cost: +67,643.16 USD/month across 3 environment(s)" in comment
     assert "assumed spot prices" not in comment  # dated in the table, not assumed
     assert ("gpu-p4d-24xlarge-od (p4d.24xlarge, 21.957642 USD/h + EBS 16.00 USD/month per node): nodes 2-3-6 -> 4-5-10 "
@@ -97,7 +97,7 @@ def test_a_base_file_works_like_a_ref(tmp_path, capsys):
     base.write_text(git(repo, "show", "main:models.yaml"))
     assert main(["--project", str(repo), "cost", "--base", str(base), "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 213,458.47 -> 245,548.62 (+32,090.16); min/max change +32,090.16 / +64,180.31" in out
+    assert "prod (on-demand): 216,207.53 -> 248,297.68 (+32,090.16); min/max change +32,090.16 / +64,180.31" in out
     assert "base stacks: the working tree's (a base file is only models.yaml)" in out
 
 
@@ -121,8 +121,8 @@ def test_a_base_directory_brings_its_own_stacks(tmp_path, capsys):
                                            "  modelfleet:replicas:\n    singleReplica: true\n    minimum: 0\n"))
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    # scale to zero lowers the minimum only: min 4,392.10 -> 0.00, desired unchanged
-    assert "dev (spot, dated table): 4,392.10 -> 4,392.10 (0.00); min/max change -4,392.10 / 0.00" in out
+    # scale to zero lowers the minimum only: min 4,709.72 -> 0.00, desired unchanged
+    assert "dev (spot, dated table): 4,709.72 -> 4,709.72 (0.00); min/max change -4,709.72 / 0.00" in out
     assert "cause stack settings: no cost change (modelfleet:replicas.minimum: unset -> 0)" in out
     assert f"base stacks: {base}/stacks" in out
 
@@ -139,11 +139,11 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     # above it rides on spot at the table's dated price. p4d: the two 70Bs' floors (2 + 2 replicas, one node each)
     # on-demand, the 3rd replica of llama-3-3-70b-instruct on spot: 4 x (21.957642 x 730 + 16) + (12.0767 x 730 + 16)
     # = 64,180.31 + 8,831.99 = 73,012.31
-    assert "| prod (spot, dated table) | 213,458.47 | 238,335.54 | **+24,877.07 (+11.7%)** |" in comment
+    assert "| prod (spot, dated table) | 216,207.53 | 239,590.29 | **+23,382.76 (+10.8%)** |" in comment
     assert ("node group gpu-p4d-24xlarge-spot (p4d.24xlarge, 12.0767 USD/h + EBS 16.00 USD/month per node): nodes "
             "0-0-0 -> 4-5-10 (min-desired-max); 4 on-demand (the floors' base) = +73,012.31 at desired") in comment
     # the switch alone saves only what rides above the floors; the new 70B's two replicas are its floor: on-demand
-    assert "- stack settings: -7,213.09 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
+    assert "- stack settings: -8,707.40 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
     assert "- models.yaml: +32,090.16 at desired" in comment  # 2 x (21.957642 x 730 + 16.00)
     assert ("| USD per node-hour 21.957642 (on-demand) -> 12.0767 (spot (dated table)) —" in comment)
 
@@ -162,7 +162,7 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     # the 70B's 3 nodes x (22.5 - 21.957642) USD/h x 730 h = 1,187.76; 213,458.4688 + 1,187.7639 = 214,646.23
-    assert "prod (on-demand): 213,458.47 -> 214,646.23 (+1,187.76)" in out
+    assert "prod (on-demand): 216,207.53 -> 217,395.29 (+1,187.76)" in out
     assert "  cause price table: +1,187.76 at desired (p4d.24xlarge on-demand us-east-1: 21.957642 -> 22.5 USD/h)" in out
     assert "base price table: main:prices.yaml" in out
     assert "- USD per node-hour 21.957642 (on-demand) -> 22.5 (on-demand)" in out
@@ -185,7 +185,7 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     (repo / "prices.yaml").write_text(table.replace(old, "usd_per_gib_month: {us-east-1: 0.1}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 213,458.47 -> 213,510.47 (+52.00)" in out
+    assert "prod (on-demand): 216,207.53 -> 216,259.53 (+52.00)" in out
     assert "  cause price table: +52.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
     assert ("- each node's volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s (16.00 USD/month) -> 200 GiB gp3 at 3000 "
             "IOPS, 125 MiB/s (20.00 USD/month)") in out
@@ -201,10 +201,10 @@ def test_stacks_added_and_removed_are_shown_as_such(tmp_path, capsys):
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # staging's settings under new names; models.yaml's `staging:` patches do not apply to them, so they
-    # cost what prod does at prod's sizes: 213,458.47 (a budget of 150,000 in warn mode)
-    assert "| perf (new stack; on-demand) | — | 213,458.47 | **+213,458.47** | ⚠️ 142% of 150,000.00" in comment
-    assert "| qa (stack removed; on-demand) | 213,458.47 | — | **-213,458.47 (-100.0%)** | - |" in comment
-    assert "| prod (on-demand) | 213,458.47 | 213,458.47 | no change |" in comment
+    # cost what prod does at prod's sizes: 216,207.53 (a budget of 150,000 in warn mode)
+    assert "| perf (new stack; on-demand) | — | 216,207.53 | **+216,207.53** | ⚠️ 144% of 150,000.00" in comment
+    assert "| qa (stack removed; on-demand) | 216,207.53 | — | **-216,207.53 (-100.0%)** | - |" in comment
+    assert "| prod (on-demand) | 216,207.53 | 216,207.53 | no change |" in comment
     assert comment.splitlines()[1] == ("### modelfleet cost: 0.00 USD/month across 5 environment(s) — ⚠️ over budget "
                                        "(warn only): perf")  # perf and qa cancel out
     assert "| `llama-3-1-405b-instruct` (added) | +160,780.80 | 160,780.80 | USD 176 per million tokens at 347 tok/s " \
@@ -231,12 +231,12 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 2
     captured = capsys.readouterr()
     comment = captured.out
-    assert "| dev (spot, dated table) | 4,392.10 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, dated table) | 4,709.72 | ❌ does not compile | unknown | - |" in comment
     assert "— ❌ does not compile: dev" in comment.splitlines()[1]
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)
     assert f"- ❌ dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in comment
-    assert "| prod (on-demand) | 213,458.47 | 374,239.27 | **+160,780.80 (+75.3%)** |" in comment  # 4 x 40,195.20
+    assert "| prod (on-demand) | 216,207.53 | 376,988.33 | **+160,780.80 (+74.4%)** |" in comment  # 4 x 40,195.20
     assert f"dev: {repo}/models.yaml:{line}:5: models[8]: big-405b-copy: " in captured.err
     assert "cost: 1 stack(s) do not compile: dev; the report above shows them" in captured.err
     assert "nothing was written" not in captured.err
@@ -267,12 +267,12 @@ def _changed(tmp_path: Path, old: str, new: str, stack: str = "prod"):
 
 
 def test_replicas_change_is_explained_by_the_spec_field(tmp_path):
-    diff = _changed(tmp_path, "peak_concurrent_sequences: 48", "peak_concurrent_sequences: 72")
+    diff = _changed(tmp_path, "peak_requests_per_s: 4 ", "peak_requests_per_s: 6 ")
     (change,) = diff.changes
     assert change.name == "llama-3-1-8b-instruct" and change.status == "changed" and change.edited
-    assert change.reasons == ("sla.peak_concurrent_sequences 48 -> 72",  # what the PR edited
-                              "replicas 2-2-3 -> 2-3-5 (min-desired-max)")  # the compiler's: ceil(72 / 31 per replica)
-    assert change.delta_usd == pytest.approx(1 * 1.861 * 730 + 16)  # one more g6e.xlarge and its volume: 1,374.53
+    assert change.reasons == ("sla.peak_requests_per_s 4.0 -> 6.0",  # what the PR edited
+                              "replicas 2-4-6 -> 2-6-9 (min-desired-max)")  # the compiler's: simulated at 6 req/s
+    assert change.delta_usd == pytest.approx(2 * (1.861 * 730 + 16))  # two more g6e.xlarge and their volumes: 2,749.06
 
 
 def test_instance_type_and_sharding_changes_are_explained(tmp_path):
@@ -286,7 +286,8 @@ def test_instance_type_and_sharding_changes_are_explained(tmp_path):
     assert "instance type g6e.xlarge -> g6e.12xlarge" in change.reasons
     assert "tensor parallel 1 -> 2" in change.reasons
     assert any(r.startswith("max_num_seqs ") for r in change.reasons)  # two GPUs decode faster: more sequences
-    assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h + EBS 16.00 USD/month per node): nodes 2-2-4 -> 0-0-0" in n
+    assert "replicas 2-4-6 -> 2-2-3 (min-desired-max)" in change.reasons  # and fewer replicas hold the p99 TPOT
+    assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h + EBS 16.00 USD/month per node): nodes 2-4-7 -> 0-0-0" in n
                for n in diff.node_groups)
     # its 2 replicas of 2 GPUs leave half of each 4-GPU node idle: the Triton server moves there, free, and
     # fraud-scorer leaves its CPU server for it too (the idle GPUs cost nothing more than they do)
@@ -335,7 +336,7 @@ def test_creating_the_cluster_shows_its_system_nodes_and_control_plane(tmp_path,
     out = capsys.readouterr().out
     # 0.10 x 730 = 73.00 for the control plane; 2 x (0.1008 x 730 + 50 GiB x 0.08) = 155.168 for the system
     # nodes (4 at max: 310.336)
-    assert "prod (on-demand): 213,458.47 -> 213,686.63 (+228.17); min/max change +228.17 / +383.34" in out
+    assert "prod (on-demand): 216,207.53 -> 216,435.69 (+228.17); min/max change +228.17 / +383.34" in out
     assert "cause stack settings: +228.17 at desired (modelfleet:cluster.create: unset -> true; " in out
     assert ("  cluster: system nodes, on-demand (m7i.large, 0.1008 USD/h + EBS 4.00 USD/month per node): nodes 0-0-0 "
             "-> 2-2-4 (min-desired-max) = +155.17 at desired\n") in out

@@ -160,5 +160,7 @@ def test_a_model_declared_by_its_config_json_explores_and_replans():
     project = Project(str(ROOT / "examples" / "deepseek-v3"))
     fleet, env, catalogue = project.fleet(), project.environment("prod"), project.catalogue()
     found = explore_model(fleet, env, catalogue, "deepseek-v3")
-    assert found.current is not None and found.current.frontier
+    current = found.current
+    assert current is not None  # on the frontier or above it: some frontier point is as cheap and as fast
+    assert any(f.monthly_usd <= current.monthly_usd and f.p99_ms <= current.p99_ms for f in found.frontier)
     check_exploration(found, fleet, env, catalogue)

@@ -63,8 +63,9 @@ def test_prod_node_groups(costed):
     cost = costed["prod"].cost
     # instance type: (min, desired, max nodes) from `plan --stack prod`; max holds the HPA's max plus one
     # replica's rollout surge of each workload (the 405B: 3 replicas + 1, 2 nodes each; the 70B: ceil(3 x 1.5)
-    # = 5 replicas + 1 of one p4d each; the 8B: 3 + 1 on g6e.xlarge)
-    expected = {"g5.xlarge": (2, 2, 4), "g6e.xlarge": (2, 2, 4), "p4d.24xlarge": (2, 3, 6), "p5.48xlarge": (4, 4, 8),
+    # = 5 replicas + 1 of one p4d each; the 8B: ceil(4 x 1.5) = 6 + 1 on g6e.xlarge: its declared Poisson
+    # traffic with lognormal lengths needs 4 replicas for the p99 TPOT, simulated)
+    expected = {"g5.xlarge": (2, 2, 4), "g6e.xlarge": (2, 4, 7), "p4d.24xlarge": (2, 3, 6), "p5.48xlarge": (4, 4, 8),
                 "c7i.xlarge": (2, 2, 4)}
     for instance_type, nodes in expected.items():
         group = _group(cost, instance_type)
@@ -73,7 +74,7 @@ def test_prod_node_groups(costed):
         assert group.volume_usd_per_node_month == pytest.approx(EBS[instance_type])
         for level, count in zip(("min", "desired", "max"), nodes):
             assert group.monthly_usd.at(level) == pytest.approx(count * per_node(instance_type))
-    # g5.xlarge 2 x (1.006 x 730 + 16) = 1,500.76; g6e.xlarge 2 x (1.861 x 730 + 16) = 2,749.06;
+    # g5.xlarge 2 x (1.006 x 730 + 16) = 1,500.76; g6e.xlarge 4 x (1.861 x 730 + 16) = 5,498.12;
     # p4d.24xlarge 3 x (21.957642 x 730 + 16) = 48,135.23598; p5.48xlarge 4 x (55.04 x 730 + 16) = 160,780.80:
     # its pods write to the 8 NVMe disks, so the root volume holds the OS only
     assert _group(cost, "p4d.24xlarge").monthly_usd.desired == pytest.approx(48_135.23598)
@@ -84,11 +85,11 @@ def test_prod_node_groups(costed):
 
 def test_prod_total_at_min_desired_max(costed):
     total = costed["prod"].cost.monthly_usd
-    assert total.desired == pytest.approx(1_500.76 + 2_749.06 + 48_135.23598 + 160_780.80 + 292.61)  # 213,458.46598
+    assert total.desired == pytest.approx(1_500.76 + 5_498.12 + 48_135.23598 + 160_780.80 + 292.61)  # 216,207.52598
     assert total.min == pytest.approx(1_500.76 + 2_749.06 + 32_090.15732 + 160_780.80 + 292.61)  # 197,413.38732
-    assert total.max == pytest.approx(3_001.52 + 5_498.12 + 96_270.47196 + 321_561.60 + 585.22)  # 426,916.93196
-    # of which EBS at desired: 13 nodes x 16.00 = 208.00 (0.1%)
-    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 208.0
+    assert total.max == pytest.approx(3_001.52 + 9_621.71 + 96_270.47196 + 321_561.60 + 585.22)  # 431,040.52196
+    # of which EBS at desired: 15 nodes x 16.00 = 240.00 (0.1%)
+    assert sum(g.nodes[1] * g.volume_usd_per_node_month for g in costed["prod"].cost.node_groups) == 240.0
     assert costed["prod"].cost.control_plane_monthly_usd is None  # the stack joins an existing cluster
 
 
@@ -167,27 +168,29 @@ def test_model_costs_add_up_to_the_node_groups(costed):
         assert sum(m.monthly_usd.desired for m in item.cost.models) == pytest.approx(groups), stack
 
 
-SPOT = {"g5.xlarge": 0.4024, "g6e.12xlarge": 4.7217}  # instances.yaml: 1.006 x 0.40, 10.49264 x 0.45 (4 decimals)
+SPOT = {"g5.xlarge": 0.4024, "g6e.xlarge": 0.8375, "g6e.12xlarge": 4.7217}  # instances.yaml: 1.006 x 0.40, 1.861 x
+# 0.45, 10.49264 x 0.45 (4 decimals)
 
 
 def test_dev_is_spot_at_the_tables_dated_prices(costed):
     cost = costed["dev"].cost
     assert _group(cost, "g5.xlarge").usd_per_node_hour == SPOT["g5.xlarge"]
     assert _group(cost, "g5.xlarge").price_basis == "spot (dated table)"
-    # g5.xlarge: the 8B's replica and the two Triton servers, 3 x (0.4024 x 730 + 16) = 929.256; g6e.12xlarge: the
-    # 70B, 4.7217 x 730 + 16 = 3,462.841 (EBS is not discounted)
-    assert cost.monthly_usd.desired == pytest.approx(3 * (SPOT["g5.xlarge"] * H + 16) + SPOT["g6e.12xlarge"] * H + 16)
-    assert cost.monthly_usd.desired == pytest.approx(4_392.097)
+    # g5.xlarge: the two Triton servers, 2 x (0.4024 x 730 + 16) = 619.504; g6e.xlarge: the 8B's replica (its
+    # declared prompts' p99, 7,000 tokens, prefill too slowly on an A10G for its p99 TTFT), 0.8375 x 730 + 16 =
+    # 627.375; g6e.12xlarge: the 70B, 4.7217 x 730 + 16 = 3,462.841 (EBS is not discounted)
+    assert cost.monthly_usd.desired == pytest.approx(2 * (SPOT["g5.xlarge"] * H + 16) + SPOT["g6e.xlarge"] * H + 16
+                                                     + SPOT["g6e.12xlarge"] * H + 16)
+    assert cost.monthly_usd.desired == pytest.approx(4_709.72)
     assert not any("ASSUMED" in line for line in cost.price_basis)
     # the range: every node on the cheapest allowed type's spot up to every one on-demand
-    assert _group(cost, "g5.xlarge").monthly_range_usd == pytest.approx((929.256, 3 * per_node("g5.xlarge")))
-    # one replica serves max_num_seqs of the 48 peak sequences, at the plan's predicted tokens/s
+    assert _group(cost, "g5.xlarge").monthly_range_usd == pytest.approx((619.504, 2 * per_node("g5.xlarge")))
+    # one replica serves what it can of the 4 requests/s (1,200 output tokens/s) at peak, at the plan's tokens/s
     llama8 = cost.model("llama-3-1-8b-instruct")
     model = costed["dev"].plan.model("llama-3-1-8b-instruct")
     served = model.estimates.output_tokens_per_s_per_replica
-    assert llama8.unit_cost.value == pytest.approx((SPOT["g5.xlarge"] + 16 / 730) / (served * 3600) * 1e6)
-    assert llama8.unit_cost.shortfall == (f"under-provisioned: 1 replica(s) x max_num_seqs {model.max_num_seqs} serve "
-                                          f"{model.max_num_seqs} of the 48 sequences at peak")
+    assert llama8.unit_cost.value == pytest.approx((SPOT["g6e.xlarge"] + 16 / 730) / (served * 3600) * 1e6)
+    assert llama8.unit_cost.shortfall == f"under-provisioned: 1 replica(s) generate {served:,.0f} of the 1,200 tokens/s at peak"
     assert cost.pricing == "spot, dated table"
 
 
@@ -205,7 +208,7 @@ def test_a_stated_ratio_prices_only_the_types_without_a_dated_spot_price(project
     assert _group(cost, "g5.xlarge").usd_per_node_hour == pytest.approx(1.006 * 0.5)
     assert _group(cost, "g5.xlarge").price_basis == "spot assumed at 50% of on-demand 1.006"
     assert _group(cost, "g6e.12xlarge").usd_per_node_hour == SPOT["g6e.12xlarge"]  # dated
-    assert cost.pricing == "spot, assumed 50% of on-demand for 1 of 2 node groups"
+    assert cost.pricing == "spot, assumed 50% of on-demand for 1 of 3 node groups"
     assert any("EC2 spot history, as of 2026-08-01; types without a dated price ASSUMED at 50%" in line
                for line in cost.price_basis)
     without = compute_fleet_cost(project.plan("dev"), table, project.environment("dev"), {})
@@ -232,13 +235,13 @@ def test_a_created_cluster_adds_its_control_plane_and_system_nodes(project, cata
     # 2 x (0.1008 x 730 + 50 x 0.08) = 155.168 at min and desired, 4 x 77.584 = 310.336 at max
     assert (system.monthly_usd.min, system.monthly_usd.desired, system.monthly_usd.max) == (
         pytest.approx(155.168), pytest.approx(155.168), pytest.approx(310.336))
-    assert cost.monthly_usd.desired == pytest.approx(213_458.46598 + 73.0 + 155.168)  # 213,686.63398
+    assert cost.monthly_usd.desired == pytest.approx(216_207.52598 + 73.0 + 155.168)  # 216,435.69398
     assert cost.monthly_usd.min == pytest.approx(197_413.38732 + 73.0 + 155.168)  # 197,641.55532
-    assert cost.monthly_usd.max == pytest.approx(426_916.93196 + 73.0 + 310.336)  # 427,300.26796
+    assert cost.monthly_usd.max == pytest.approx(431_040.52196 + 73.0 + 310.336)  # 431,423.85796
     assert "system nodes us-east-1 (on-demand): AWS Pricing API (AmazonEC2, Linux, Shared, On-Demand), via " \
            "Karpenter's generated price table, as of 2026-01-19" in cost.price_basis
     # models pay for their GPUs only: the cluster's own costs are the environment's
-    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(213_458.46598)
+    assert sum(m.monthly_usd.desired for m in cost.models) == pytest.approx(216_207.52598)
 
 
 def test_the_priced_system_nodes_are_the_ones_deploy_creates(project):
@@ -258,7 +261,7 @@ def test_system_nodes_are_on_demand_on_a_spot_stack(project, catalogue):
     cost = compute_fleet_cost(project.plan("dev"), catalogue, env, estimate_llm_loads(project.fleet(), "dev"))
     assert cost.system_nodes.usd_per_node_hour == 0.2016  # not spot: deploy creates them ON_DEMAND
     assert cost.system_nodes.monthly_usd.desired == pytest.approx(2 * (0.2016 * 730 + 4))  # 302.336
-    assert cost.monthly_usd.desired == pytest.approx(4_392.097 + 73.0 + 302.336)
+    assert cost.monthly_usd.desired == pytest.approx(4_709.72 + 73.0 + 302.336)
 
 
 @pytest.mark.parametrize(("system_type", "region", "why"), [

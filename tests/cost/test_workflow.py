@@ -210,7 +210,7 @@ def test_without_secrets_every_step_runs_and_preview_is_skipped_with_a_notice(tm
     assert run.ran == [*COST_JOB, POST, *["Install modelfleet", "pulumi preview skipped"] * 3] and not run.failed
     comment = (work / "cost-comment.md").read_text()
     assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +67,643.16 USD/month")
-    assert "| prod (on-demand) | 213,458.47 | 245,548.62 | **+32,090.16 (+15.0%)** |" in comment
+    assert "| prod (on-demand) | 216,207.53 | 248,297.68 | **+32,090.16 (+14.8%)** |" in comment
     assert "- base stacks: origin/main:stacks/" in comment  # the stacks were read at the base branch
     assert (tmp_path / "summary.md").read_text() == comment == posted(tmp_path)
     log = calls(tmp_path)
@@ -269,9 +269,9 @@ def test_a_change_that_does_not_compile_still_posts_the_comment_then_fails(tmp_p
     run = run_workflow(work, tmp_path, has_cloud=False, existing_comment="4242")
     assert run.ran == [INSTALL_STEP, COST, PREVIEW, POST] and run.failed == [COST, PREVIEW] and run.job_failed
     comment = (work / "cost-comment.md").read_text()
-    assert "| dev (spot, dated table) | 4,392.10 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, dated table) | 4,709.72 | ❌ does not compile | unknown | - |" in comment
     assert "- ❌ dev: ./models.yaml:" in comment and "big-405b-copy" in comment
-    assert "| prod (on-demand) | 213,458.47 | 374,239.27 |" in comment  # the other stacks keep their figures
+    assert "| prod (on-demand) | 216,207.53 | 376,988.33 |" in comment  # the other stacks keep their figures
     assert "gh api --method PATCH repos/acme/models/issues/comments/4242 -F body=@cost-comment.md" in calls(tmp_path)
     assert "cost: 1 stack(s) do not compile: dev" in run.output[COST]
 
@@ -285,10 +285,10 @@ def test_a_change_over_budget_posts_the_comment_then_fails(tmp_path):
     comment = posted(tmp_path)
     assert "| prod | ❌ `pulumi up` stops: the program refuses the stack (see above) | | | | | |" in comment
     assert "— ❌ over budget: prod" in comment.splitlines()[1]
-    assert "| ❌ 123% of 200,000.00 (desired): the render fails |" in comment
+    assert "| ❌ 124% of 200,000.00 (desired): the render fails |" in comment
     # the budget edit is a stack change, read at the base branch and named as a cause
     assert "- stack settings: no cost change (modelfleet:budget.monthlyUsd: 250000 -> 200000)" in comment
-    assert "prod: budget: prod: desired monthly cost 245,548.62 USD exceeds the budget of 200,000.00 USD" \
+    assert "prod: budget: prod: desired monthly cost 248,297.68 USD exceeds the budget of 200,000.00 USD" \
         in run.output[COST]
 
 
