@@ -63,8 +63,8 @@ def test_markdown_preview_is_a_pr_comment(capsys):
     dev = Project(root=str(ROOT)).plan("dev").model("llama-3-3-70b-instruct")
     served = dev.estimates.output_tokens_per_s_per_replica  # one replica, priced at what it generates
     assert (f"| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,462.84 | USD {3_462.841 / 730 / (served * 3600) * 1e6:.3g} "
-            f"per million tokens at {served:,.0f} tok/s predicted ⚠️ under-provisioned: 1 replica(s) x max_num_seqs "
-            f"{dev.max_num_seqs} serve {dev.max_num_seqs} of the 32 sequences at peak | TTFT p99 ") in text
+            f"per million tokens at {served:,.0f} tok/s predicted ⚠️ under-provisioned: 1 replica(s) generate "
+            f"{served:,.0f} of the 750 tokens/s at peak | TTFT p99 ") in text  # 1.5 requests/s x 500 tokens
 
 
 def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):

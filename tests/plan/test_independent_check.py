@@ -196,6 +196,7 @@ def _check(fleet: FleetSpec, env, catalogue) -> list[str]:
 def test_every_prod_llm_holds_under_an_independent_simulation(project, catalogue):
     fleet, env = project.fleet(), project.environment("prod")
     checked = _check(fleet, env, catalogue)
+    print("\n".join(checked))  # the figures, with -s
     assert len(checked) == 3, checked
 
 
@@ -219,4 +220,6 @@ def test_fleets_not_in_the_example_hold_too(project, catalogue, preset, traffic,
         "architecture": preset, "sla": {"max_context_tokens": 8192, "avg_input_tokens": 1200, "avg_output_tokens": 250,
                                         "p99_ttft_ms": 1500, "p99_tpot_ms": 60, "traffic": traffic, **load}})
     env = project.environment("prod")
-    assert _check(FleetSpec(models=(model,)), env, catalogue)
+    checked = _check(FleetSpec(models=(model,)), env, catalogue)
+    print("\n".join(checked))
+    assert checked

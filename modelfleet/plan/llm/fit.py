@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from .speed.load import Demand, Fit, Miss, Speed, batched_tokens, largest, p99_wait_ms, smallest
 from .speed.performance import Step, step_ms
 from .speed.peak import meets
+from .speed.simulation import MIN_QUEUE_LIMIT
 from .verify import MAX_REPLICAS, Verdict, Verifier, fixed_traffic, miss_phrase, replicas_lower_bound
 
 
@@ -86,6 +87,9 @@ def fit_layout(speed: Speed, demand: Demand, kv_seqs: int, kv_tokens: int | None
         return None if most is not None else _never(verifier, ceiling)
     verdict, binding, shortfall = chosen
     seqs, chunk, result = verdict.max_num_seqs, verdict.max_num_batched_tokens, verdict.result
+    if result is None:  # a pinned count whose queue outgrew even a short run (simulation.Overloaded)
+        return Miss("ttft", 0.0, f"{verdict.replicas} replica(s) cannot keep up with the peak: the simulated queue "
+                    f"grew past {MIN_QUEUE_LIMIT:,} requests; {shortfall or 'more replicas are needed'}")
     batch, rate, short = _at_peak(speed, demand, seqs, chunk, verdict.replicas)
     below = verifier.below(verdict.replicas)
     limits = {"seq_limit": guess.seq_limit if seqs == guess.options[0] else "simulation", "capacity": guess.capacity,

@@ -46,13 +46,17 @@ def explain_infeasible(model: LlmModelSpec, env: EnvironmentSpec, catalogue: Ins
 def _ttft(model: LlmModelSpec, closest: list[Rejection]) -> tuple[str, list[str]]:
     prompt, p99 = model.sla.input_tokens(), model.sla.p99_ttft_ms
     fastest = closest[0].figure
-    shown = "; ".join(f"{r.option}: {math.ceil(r.figure):,} ms" for r in closest)
+    if fastest <= 0:  # no figure: a queue that outgrew its simulation (fit.py)
+        shown = "; ".join(f"{r.option}: {r.reason}" for r in closest)
+        return (f"time to first token binds: no allowed layout that holds the weights meets the p99 TTFT of {p99:g} "
+                f"ms at peak; the closest: {shown}"), ["lower the peak load", *_quantize_hint(model)]
+    shown = "; ".join(f"{r.option}: {math.ceil(r.figure):,} ms ({r.reason})" for r in closest)
     fixes = [f"raise sla.p99_ttft_ms to at least {math.ceil(fastest)}"]
     shorter = int(prompt * p99 / fastest)
     if shorter >= 1 and shorter < prompt:
         fixes.append(f"declare shorter prompts (sla.avg_input_tokens {shorter}; prefill time grows with them)")
-    return (f"time to first token binds: on every allowed layout that holds the weights, one {prompt:,}-token "
-            f"prompt alone misses the p99 TTFT of {p99:g} ms; the fastest: {shown}"), fixes + _quantize_hint(model)
+    return (f"time to first token binds: on every allowed layout that holds the weights, the p99 TTFT of {p99:g} ms "
+            f"is missed; the fastest: {shown}"), fixes + _quantize_hint(model)
 
 
 def _tpot(model: LlmModelSpec, closest: list[Rejection]) -> tuple[str, list[str]]:

@@ -16,7 +16,7 @@ layout verified so far) stops the search, so layouts that cannot win are not sim
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from .speed.load import Demand, Speed, batched_tokens
@@ -26,6 +26,7 @@ from .speed.workload import Lengths
 
 # Beyond this multiple of the closed form's steady throughput a replica's queue grows without bound.
 UNSTABLE_FACTOR = 1.25
+MAX_CLOSED_USERS = 20_000  # closed loops of more users are simulated as open arrivals (open_for_many)
 MAX_REPLICAS = 1000
 
 
@@ -47,7 +48,7 @@ class Verifier:
 
     def __init__(self, speed: Speed, demand: Demand, seq_options: tuple[int, ...], kv_tokens: int) -> None:
         self.speed, self.demand, self.options, self.kv_tokens = speed, demand, seq_options, kv_tokens
-        self.traffic = demand.traffic or fixed_traffic(demand)
+        self.traffic = open_for_many(speed, demand, demand.traffic or fixed_traffic(demand))
         self.screens: dict[int, Verdict] = {}
         self.verdicts: dict[int, Verdict] = {}
         self.runs = 0
@@ -83,12 +84,15 @@ class Verifier:
         self.runs += 1
         result = simulated(self.speed, self.traffic, seqs, chunk, self.kv_tokens, replicas, demand.ttft_ms,
                            demand.tpot_ms, demand.seed, requests)
+        if result is None:  # its queue grew without bound (simulation.Overloaded)
+            return Verdict(replicas, seqs, chunk, None, "ttft")
         judged = meets(result, demand.ttft_ms, demand.tpot_ms, 1.0 if requests == SIMULATED_REQUESTS else 0.0)
         return Verdict(replicas, seqs, chunk, result, judged)
 
     def _unstable(self, replicas: int, seqs: int, chunk: int) -> bool:
-        rate = self.traffic.rate_per_s if self.traffic.arrivals != "closed" else 0.0
-        return rate / replicas > UNSTABLE_FACTOR * self.speed.rate(seqs, chunk)
+        """Beyond what the replicas can ever complete: an open stream's rate, or the rate a closed loop's users
+        would send at if the SLA held (replicas_lower_bound), above 1.25 x their steady throughput."""
+        return replicas < replicas_lower_bound(self.speed, self.demand, self.traffic, seqs)
 
     def least_replicas(self, guess: int, floor: int, most: int) -> int | None:
         """The fewest replicas in [floor, most] that meet the SLA (module docstring); None: none does."""
@@ -152,6 +156,17 @@ def fixed_traffic(demand: Demand) -> Traffic:
                        max_context_tokens=context)
     return Traffic("poisson", rate_per_s=demand.requests_per_s, input=lengths[0], output=lengths[1],
                    max_context_tokens=context)
+
+
+def open_for_many(speed: Speed, demand: Demand, traffic: Traffic) -> Traffic:
+    """A closed loop of more than ``MAX_CLOSED_USERS`` users, simulated as Poisson arrivals at the most they can
+    send while the SLA holds (each cycle its TTFT and output at the TPOT target plus the think time): that many
+    users are the open stream's infinite-source limit, the rate errs high, and simulating each user is too dear."""
+    if traffic.arrivals != "closed" or traffic.users <= MAX_CLOSED_USERS:
+        return traffic
+    tpot = demand.tpot_ms if demand.tpot_ms is not None else speed.tpot(1)
+    cycle_s = (demand.ttft_ms + (demand.output_tokens - 1) * tpot) / 1000.0 + traffic.think_time_s
+    return replace(traffic, arrivals="poisson", rate_per_s=traffic.users / cycle_s, users=0, think_time_s=0.0)
 
 
 def replicas_lower_bound(speed: Speed, demand: Demand, traffic: Traffic, seqs: int) -> int:

@@ -25,7 +25,7 @@ from ....spec.traffic import LengthSpec
 from ...types import LengthsPlan, TrafficPlan
 from .load import Speed
 from .performance import StepModel
-from .simulation import SimulationResult, StepTime, simulate
+from .simulation import Overloaded, SimulationResult, StepTime, simulate
 from .workload import Lengths, Workload, lognormal_cv_for_p99
 
 # Measured requests per simulation: the p99's interval then spans the 0.99 n -/+ 1.96 sqrt(0.0099 n) order
@@ -82,7 +82,7 @@ def step_time_for(speed: Speed) -> StepTime:
 
 def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
               replicas: int, ttft_ms: float, tpot_ms: float | None, seed: int,
-              requests: int = SIMULATED_REQUESTS) -> SimulationResult:
+              requests: int = SIMULATED_REQUESTS) -> SimulationResult | None:
     """One simulation of ``replicas`` replicas of a layout under ``traffic``. The targets only judge the
     result (``meets``): the run itself is memoised without them, so plans of one model that differ only in
     their SLA (the cheaper alternatives' relaxations, explore's sweep) share their simulations."""
@@ -91,10 +91,13 @@ def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched
 
 @functools.lru_cache(maxsize=4096)
 def _simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
-               replicas: int, seed: int, requests: int) -> SimulationResult:
-    return simulate(step_ms=step_time_for(speed), workload=traffic.workload(replicas, None, None),
-                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                    kv_cache_tokens=kv_tokens, requests=requests, seed=seed)
+               replicas: int, seed: int, requests: int) -> SimulationResult | None:
+    try:
+        return simulate(step_ms=step_time_for(speed), workload=traffic.workload(replicas, None, None),
+                        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                        kv_cache_tokens=kv_tokens, requests=requests, seed=seed)
+    except Overloaded:
+        return None  # the replicas cannot keep up: judged as the closed form's unstable counts are
 
 
 def meets(result: SimulationResult, ttft_ms: float, tpot_ms: float | None, share: float = 1.0) -> str | None:

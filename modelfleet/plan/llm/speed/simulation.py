@@ -5,12 +5,14 @@ The replica is vLLM's V1 scheduler (replica.py: continuous batching, chunked pre
 with running requests first, ``max_num_seqs``, FCFS waiting, KV blocks with preemption by recompute); the
 traffic is workload.py's (Poisson, bursty or closed-loop arrivals; fixed, random, histogram or traced
 lengths; spread over the replicas at random as a Kubernetes Service spreads them). An open stream is thinned
-to one replica; a closed loop's users go from replica to replica, so all of them are simulated together, on
-one clock: a replica's pending run of decode steps is cut short when an arrival it could admit comes.
+to one replica; a closed loop's users go from replica to replica, so its replicas are simulated together, on
+one clock (at most ``CLOSED_REPLICAS`` of them: a larger fleet is simulated as that many replicas with their
+share of the users, the same users per replica): a replica's pending run of decode steps is cut short when
+an arrival it could admit comes.
 
 Each request's figures are those ``vllm bench serve`` reports: TTFT from arrival to first token; TPOT
 ``(end - first token) / (output tokens - 1)`` (requests of more than one output token); ITL each gap between
-tokens. The first ``requests // 10`` requests (at least twice the users of a closed loop) warm the replicas up
+tokens. The first ``requests // 10`` requests (at least twice the users of a closed loop, up to ``MAX_WARMUP``) warm the replicas up
 and are not measured, nor those sent after the last measured one (they keep the load on until it ends).
 
 A p99 from ``n`` samples is uncertain: the ``ceil(0.99 n + 1.96 sqrt(0.0099 n))``-th smallest sample bounds it
@@ -23,15 +25,24 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from .replica import Replica, Request
 from .workload import Lengths, Workload, open_gaps_ms, request_lengths
 
-__all__ = ["StepTime", "Workload", "Lengths", "SimulationResult", "simulate", "percentile", "p99_bounds"]
+__all__ = ["Overloaded", "StepTime", "Workload", "Lengths", "SimulationResult", "simulate", "percentile", "p99_bounds"]
 
+QUEUE_LIMIT = 4  # x the run's requests waiting at one replica (and at least MIN_QUEUE_LIMIT): the run stops,
+MIN_QUEUE_LIMIT = 100_000  # Overloaded (its queue only grows: no steady state, and each arrival costs time)
+MAX_WARMUP = 20_000  # warm-up requests at most: a loop of more users is measured before all have sent twice (they
+# all send at once at the start, so it is measured nearer that burst: the figures err long, never short)
+CLOSED_REPLICAS = 4  # a closed loop over more replicas is simulated on this many, with their share of the users
 CONFIDENCE_Z = 1.959963984540054  # two-sided 95%: each bound holds with 97.5%
+
+
+class Overloaded(Exception):
+    """The run's queue grew past ``QUEUE_LIMIT`` times its requests: no steady state to measure."""
 
 
 class StepTime(Protocol):
@@ -67,10 +78,14 @@ def simulate(*, step_ms: StepTime, workload: Workload, max_num_seqs: int, max_nu
              kv_cache_tokens: int, requests: int, seed: int, block_size: int = 16) -> SimulationResult:
     """Simulate ``requests`` measured requests of ``workload`` on its replicas (module docstring)."""
     closed = workload.arrivals == "closed"
+    if closed and workload.replicas > CLOSED_REPLICAS:
+        # users per replica kept, fewer replicas simulated: the cost stays bounded however large the fleet
+        share = CLOSED_REPLICAS / workload.replicas
+        workload = replace(workload, replicas=CLOSED_REPLICAS, users=max(1, round(workload.users * share)))
     replicas = [Replica(step_time=step_ms, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         kv_blocks=kv_cache_tokens // block_size, block_size=block_size)
                 for _ in range(workload.replicas if closed else 1)]
-    warmup = max(requests // 10, 2 * workload.users if closed else 0)
+    warmup = max(requests // 10, min(2 * workload.users, MAX_WARMUP) if closed else 0)
     done = _Run(workload, replicas, random.Random(seed), warmup, warmup + requests).run()
     return _result(done, replicas, workload)
 
@@ -90,6 +105,7 @@ class _Run:
         self.versions = [0] * len(replicas)
         self.measured: list[Request] = []
         self.think_ms = workload.think_time_s * 1000.0
+        self.queue_limit = max(QUEUE_LIMIT * total, MIN_QUEUE_LIMIT)
         if workload.arrivals == "closed":
             for user in range(workload.users):
                 self._send(0.0, user)
@@ -120,6 +136,8 @@ class _Run:
         prompt, output = self.lengths()
         replica = self.replicas[index]
         replica.waiting.append(Request(time, prompt, output, user, self.warmup <= sequence < self.total))
+        if len(replica.waiting) > self.queue_limit:
+            raise Overloaded(f"{len(replica.waiting):,} requests waiting at one replica: arrivals outpace it")
         if not replica.busy:
             replica.now = max(replica.now, time)  # an engine idle since its last step ended
             replica.busy = True
