@@ -507,7 +507,16 @@ def estimate_unit_cost(model: TritonModelPlan | VllmModelPlan, monthly_usd: floa
 
 
 def _llm_shortfall(model: VllmModelPlan, load: LlmLoad, served: float) -> str | None:
-    """What the replicas do not carry of the declared peak (pinned replicas, a single-replica stack)."""
+    """What the replicas do not carry of the declared peak (pinned replicas, a single-replica stack): the SLA
+    their simulated p99s miss, else the load they do not run."""
+    e = model.estimates
+    if e is not None and e.ttft_p99_bound_ms is not None and e.ttft_p99_bound_ms > model.p99_ttft_ms:
+        return (f"misses the SLA: {model.replicas} replica(s) at peak, p99 TTFT {e.ttft_p99_ms:,.0f} ms (95% bound "
+                f"{e.ttft_p99_bound_ms:,.0f}) against {model.p99_ttft_ms:,.0f} ms")
+    if (e is not None and e.tpot_p99_bound_ms is not None and model.p99_tpot_ms is not None
+            and e.tpot_p99_bound_ms > model.p99_tpot_ms):
+        return (f"misses the SLA: {model.replicas} replica(s) at peak, p99 TPOT {e.tpot_p99_ms:,.1f} ms (95% bound "
+                f"{e.tpot_p99_bound_ms:,.1f}) against {model.p99_tpot_ms:,.1f} ms")
     if load.peak_sequences is not None:
         running = model.replicas * model.max_num_seqs
         return None if running >= load.peak_sequences else (

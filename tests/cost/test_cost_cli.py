@@ -63,8 +63,9 @@ def test_markdown_preview_is_a_pr_comment(capsys):
     dev = Project(root=str(ROOT)).plan("dev").model("llama-3-3-70b-instruct")
     served = dev.estimates.output_tokens_per_s_per_replica  # one replica, priced at what it generates
     assert (f"| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,462.84 | USD {3_462.841 / 730 / (served * 3600) * 1e6:.3g} "
-            f"per million tokens at {served:,.0f} tok/s predicted ⚠️ under-provisioned: 1 replica(s) generate "
-            f"{served:,.0f} of the 750 tokens/s at peak | TTFT p99 ") in text  # 1.5 requests/s x 500 tokens
+            f"per million tokens at {served:,.0f} tok/s predicted ⚠️ misses the SLA: 1 replica(s) at peak, p99 TTFT "
+            f"{dev.estimates.ttft_p99_ms:,.0f} ms (95% bound {dev.estimates.ttft_p99_bound_ms:,.0f}) against 10,000 ms | "
+            "TTFT p99 ") in text
 
 
 def test_a_created_cluster_has_its_own_lines_in_every_format(tmp_path, capsys):

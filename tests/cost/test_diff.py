@@ -79,7 +79,7 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
             f"predicted | TTFT p99 {estimates.ttft_p99_ms:,.0f} ms, TPOT {estimates.tpot_ms:.1f} ms at "
             f"{estimates.sequences_per_replica} seq") in comment
     # dev runs one replica: priced at what it serves, and flagged
-    assert "under-provisioned: 1 replica(s) x max_num_seqs" in comment.split("#### dev")[1].split("#### prod")[0]
+    assert "misses the SLA: 1 replica(s) at peak, p99 TTFT" in comment.split("#### dev")[1].split("#### prod")[0]
     lines = comment.splitlines()
     assert lines[0] == "<!-- modelfleet-cost -->" and lines[5].startswith("| environment | before | after |")
 
@@ -178,15 +178,15 @@ def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
     assert "  cause price table: +32,255.16 at desired (p4d.24xlarge on-demand us-east-1: 21.957642 -> 40.0 USD/h)" in out
     assert "- instance type p4d.24xlarge -> p5.48xlarge" in out
 
-    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 13 nodes at 200 GiB at desired:
-    # 13 x 200 x 0.02 = +52.00
+    # gp3 storage dearer: 0.08 -> 0.1 USD per GiB-month; prod's 15 nodes at 200 GiB at desired:
+    # 15 x 200 x 0.02 = +60.00
     old = "usd_per_gib_month: {us-east-1: 0.08}"
     assert old in table
     (repo / "prices.yaml").write_text(table.replace(old, "usd_per_gib_month: {us-east-1: 0.1}"))
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "prod (on-demand): 216,207.53 -> 216,259.53 (+52.00)" in out
-    assert "  cause price table: +52.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
+    assert "prod (on-demand): 216,207.53 -> 216,267.53 (+60.00)" in out
+    assert "  cause price table: +60.00 at desired (EBS gp3 us-east-1: 0.08 -> 0.1 USD per GiB-month)" in out
     assert ("- each node's volume 200 GiB gp3 at 3000 IOPS, 125 MiB/s (16.00 USD/month) -> 200 GiB gp3 at 3000 "
             "IOPS, 125 MiB/s (20.00 USD/month)") in out
 

@@ -190,7 +190,9 @@ def test_dev_is_spot_at_the_tables_dated_prices(costed):
     model = costed["dev"].plan.model("llama-3-1-8b-instruct")
     served = model.estimates.output_tokens_per_s_per_replica
     assert llama8.unit_cost.value == pytest.approx((SPOT["g6e.xlarge"] + 16 / 730) / (served * 3600) * 1e6)
-    assert llama8.unit_cost.shortfall == f"under-provisioned: 1 replica(s) generate {served:,.0f} of the 1,200 tokens/s at peak"
+    e = model.estimates  # the single replica misses its SLA, and the unit cost says so first
+    assert llama8.unit_cost.shortfall == (f"misses the SLA: 1 replica(s) at peak, p99 TTFT {e.ttft_p99_ms:,.0f} ms (95% "
+                                          f"bound {e.ttft_p99_bound_ms:,.0f}) against 1,500 ms")
     assert cost.pricing == "spot, dated table"
 
 
