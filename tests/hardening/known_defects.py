@@ -75,8 +75,8 @@ class KnownDefect:
         return any(kind == type(error).__name__ and function in frames for kind, function in self.signatures)
 
 
-# zero-rps-unit-cost and zero-gpu-share (cost.py divided by a throughput or by gpu_shares the plan rounds to 0)
-# are fixed; their reproductions are normal tests now (test_fuzz.py, and tests/cost/test_degenerate_plans.py).
+# zero-rps-unit-cost, zero-gpu-share (cost.py divided by a throughput or by gpu_shares the plan rounds to 0) and
+# infinite-ttft-candidate are fixed; their reproductions are normal tests now (test_fuzz.py, and tests/cost/test_degenerate_plans.py).
 INFINITE_TTFT = """models:
 - name: xfghg7gif
   type: llm
@@ -88,13 +88,9 @@ INFINITE_TTFT = """models:
   profile: {output_tokens_per_s_per_sequence: 10000.0}
   revision: c6f2b1d200000000000000000000000000000000
 """
-KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
-    # Found by test_fuzz.py once its S3 URIs changed (#23) and the generation moved; present on main at 8a1d126.
-    KnownDefect(id="infinite-ttft-candidate", owner="plan/llm (the LLM layout search)",
-                reason="a layout whose predicted p99 TTFT is infinite at a huge output-token load is kept as a fit, "
-                       "and best_of rounds it (OverflowError) instead of refusing the load",
-                signatures=(("OverflowError", "best_of"),), reproductions=(INFINITE_TTFT,)),
-)
+KNOWN_DEFECTS: tuple[KnownDefect, ...] = ()  # none open; infinite-ttft-candidate (OverflowError in best_of) is
+# fixed by #22: a layout no replica count serves is refused (its simulated queue outgrows the run), and its
+# reproduction INFINITE_TTFT is a normal test in test_fuzz.py
 
 
 def known_defect(error: BaseException) -> KnownDefect | None:

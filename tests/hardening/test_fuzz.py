@@ -81,6 +81,13 @@ def test_known_defect_reproductions(defect, text):
     assert check_outcome(text) in Outcomes.KINDS
 
 
+def test_a_load_no_replica_count_serves_fails_located():
+    """Once known defect infinite-ttft-candidate (OverflowError in best_of): 63 million output tokens/s of a
+    DeepSeek-R1 is a located compile error, not a traceback."""
+    from tests.hardening.known_defects import INFINITE_TTFT
+    assert check_outcome(INFINITE_TTFT) == "compile-error"
+
+
 def test_fixed_cost_defects_render_or_fail_located():
     """Once known defects zero-rps-unit-cost and zero-gpu-share (ZeroDivisionError in cost.py): a 600 s model
     whose plan rounds rps_per_instance to 0 renders in dev and hits staging's and prod's maxGpusPerModel; two

@@ -228,6 +228,12 @@ def layouts(model: LlmModelSpec, instance: InstanceType, multi_node: bool) -> li
     return [(t, p, ep) for t, p in pairs for ep in (eps if arch.is_moe and t * p > 1 else [False])]
 
 
+# At most this many layouts are simulated per search, in the closed form's order (likeliest winner first): the
+# rest are left untimed, so a model allowed many instance types stays seconds to plan. A model none of these
+# serves is refused with their reasons (pin overrides.instance_type to have another one simulated).
+MAX_TIMED_LAYOUTS = 16
+
+
 def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceType, ...], multi_node: bool,
            prune: bool = True, correction: SpeedCorrection | None = None) -> dict[str, list[Outcome]]:
     """Every layout's outcome, by instance type: sized for memory, then timed cheapest floor first."""
@@ -246,11 +252,13 @@ def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceT
     for sized in waiting:
         guessed = _guessed(model, env, sized, demand, correction)
         (ranked if isinstance(guessed, tuple) else found[sized.instance.name]).append(guessed)
+    timed = 0
     for guess_usd, sized in sorted(ranked, key=lambda g: (g[0], g[1].floor_usd, g[1].instance.gpus * g[1].pp,
                                                            g[1].instance.name, g[1].tp, g[1].expert_parallel)):
-        if prune and sized.floor_usd > best * (1 + 1e-9):
-            found[sized.instance.name].append(sized)
+        if prune and (sized.floor_usd > best * (1 + 1e-9) or timed >= MAX_TIMED_LAYOUTS):
+            found[sized.instance.name].append(sized)  # untimed: it cannot beat the best, or the search is done
             continue
+        timed += 1
         result = time_layout(model, env, sized, demand, correction, best if prune else math.inf)
         found[sized.instance.name].append(result)
         if isinstance(result, LlmCandidate):

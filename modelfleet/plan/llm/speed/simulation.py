@@ -34,7 +34,7 @@ from .workload import Lengths, Workload, open_gaps_ms, request_lengths
 __all__ = ["Overloaded", "StepTime", "Workload", "Lengths", "SimulationResult", "simulate", "percentile", "p99_bounds"]
 
 QUEUE_LIMIT = 4  # x the run's requests waiting at one replica (and at least MIN_QUEUE_LIMIT): the run stops,
-MIN_QUEUE_LIMIT = 100_000  # Overloaded (its queue only grows: no steady state, and each arrival costs time)
+MIN_QUEUE_LIMIT = 25_000  # Overloaded (its queue only grows: no steady state, and each arrival costs time)
 MAX_WARMUP = 20_000  # warm-up requests at most: a loop of more users is measured before all have sent twice (they
 # all send at once at the start, so it is measured nearer that burst: the figures err long, never short)
 CLOSED_REPLICAS = 4  # a closed loop over more replicas is simulated on this many, with their share of the users
