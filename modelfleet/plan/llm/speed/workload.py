@@ -24,7 +24,8 @@ from typing import Callable, Iterator, Literal
 
 Arrivals = Literal["poisson", "closed", "bursty"]
 Distribution = Literal["fixed", "exponential", "lognormal", "histogram"]
-Z99 = 2.3263478740408408  # the standard normal's 99th percentile
+Z99 = 2.3263478740408408
+MIN_RATE_PER_S = 1e-6  # an open stream's slowest simulated rate (one request in 11.6 days)  # the standard normal's 99th percentile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,15 +148,18 @@ def request_lengths(workload: Workload, rng: random.Random) -> Callable[[], tupl
 
 
 def open_gaps_ms(workload: Workload, rng: random.Random) -> Iterator[float]:
-    """Gaps between the requests one replica receives of an open stream (thinned: module docstring)."""
+    """Gaps between the requests one replica receives of an open stream (thinned: module docstring). A rate below
+    ``MIN_RATE_PER_S`` is simulated at it: requests that far apart each find the replica idle, as they would at
+    any lower rate, so the figures hold for it (and the clock stays finite)."""
     share = 1.0 / workload.replicas
+    workload_rate = max(workload.rate_per_s, MIN_RATE_PER_S)
     if workload.trace_gaps_s:
         gaps = workload.trace_gaps_s
-        scale = 1000.0 * len(gaps) / (sum(gaps) * workload.rate_per_s) if sum(gaps) > 0 else 0.0
+        scale = 1000.0 * len(gaps) / (sum(gaps) * workload_rate) if sum(gaps) > 0 else 0.0
         whole = (gaps[i % len(gaps)] * scale for i in _count())
     elif workload.arrivals == "bursty" and workload.cv != 1.0:
         shape = 1.0 / (workload.cv * workload.cv)
-        scale = 1000.0 / workload.rate_per_s / shape
+        scale = 1000.0 / workload_rate / shape
         if share >= 1.0:
             while True:
                 yield rng.gammavariate(shape, scale)
@@ -167,7 +171,7 @@ def open_gaps_ms(workload: Workload, rng: random.Random) -> Iterator[float]:
             k = 1 + int(math.log(1.0 - rng.random()) / log_miss)
             yield rng.gammavariate(k * shape, scale)
     else:  # Poisson: thinning a Poisson stream gives a Poisson stream at the share of its rate, exactly
-        rate = workload.rate_per_s * share / 1000.0
+        rate = workload_rate * share / 1000.0
         while True:
             yield rng.expovariate(rate)
     if share >= 1.0:
