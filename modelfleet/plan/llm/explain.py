@@ -45,15 +45,23 @@ def reason(model: LlmModelSpec, chosen: LlmCandidate) -> str:
     where = "one GPU" if chosen.tp * chosen.pp == 1 else (
         f"{chosen.tp} GPUs of one node" if chosen.pp == 1 else
         f"{chosen.pp} nodes of {chosen.tp} GPUs (no allowed single node serves it)")
-    tpot = f" <= p99 {sla.p99_tpot_ms:g} ms" if sla.p99_tpot_ms is not None else " (no p99_tpot_ms set)"
-    return (f"binding: {binding_text(model, chosen)}. Cheapest layout that meets the SLA at peak: "
+    tpot = (f" {_against(fit.tpot_ms, sla.p99_tpot_ms)} p99 {sla.p99_tpot_ms:g} ms" if sla.p99_tpot_ms is not None
+            else " (no p99_tpot_ms set)")
+    meets = fit.ttft_p99_ms <= sla.p99_ttft_ms and (sla.p99_tpot_ms is None or fit.tpot_ms <= sla.p99_tpot_ms)
+    return (f"binding: {binding_text(model, chosen)}. Cheapest layout "
+            f"{'that meets the SLA at peak' if meets else 'at its pinned replicas (it misses the SLA at peak)'}: "
             f"{llm_weights_gib(model):.1f} GiB of {chosen.precision.weights} weights on {where}; estimated from "
             f"{chosen.source}: one {sla.input_tokens():,}-token prompt prefills in {fit.prefill_ms:,.0f} ms on an idle "
             f"replica; at peak, {fit.sequences_per_replica} sequence(s) per replica: p99 TTFT {fit.ttft_p99_ms:,.0f} ms "
-            f"<= {sla.p99_ttft_ms:,.0f} ms (waiting behind other prompts included), TPOT {fit.tpot_ms:.1f} ms{tpot}, "
+            f"{_against(fit.ttft_p99_ms, sla.p99_ttft_ms)} {sla.p99_ttft_ms:,.0f} ms (waiting behind other prompts included), TPOT {fit.tpot_ms:.1f} ms{tpot}, "
             f"{fit.output_tokens_per_s_per_replica:,.0f} output tokens/s per replica; max_num_seqs {fit.max_num_seqs}: "
             f"{_seqs_text(model, chosen)}; --max-num-batched-tokens {fit.max_num_batched_tokens:,}; "
             f"{chosen.replicas} replica(s) on {chosen.nodes} node(s) = {chosen.usd_per_hour:.2f} USD/h")
+
+
+def _against(figure: float, target: float) -> str:
+    """How a figure stands against its target, as the text says it: only true comparisons."""
+    return "<=" if figure <= target else "which misses"
 
 
 def _seqs_text(model: LlmModelSpec, chosen: LlmCandidate) -> str:
