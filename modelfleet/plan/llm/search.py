@@ -235,8 +235,11 @@ MAX_TIMED_LAYOUTS = 16
 
 
 def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceType, ...], multi_node: bool,
-           prune: bool = True, correction: SpeedCorrection | None = None) -> dict[str, list[Outcome]]:
-    """Every layout's outcome, by instance type: sized for memory, then timed cheapest floor first."""
+           prune: bool = True, correction: SpeedCorrection | None = None,
+           bound_usd: float = math.inf) -> dict[str, list[Outcome]]:
+    """Every layout's outcome, by instance type: sized for memory, then timed cheapest floor first.
+    ``bound_usd``: only layouts that may cost at most this (USD/h at the ranking price) are simulated, and each
+    only up to the replicas that cost no more (may_serve_within); the rest are left untimed."""
     demand, found = demand_of(model, env), {i.name: [] for i in instances}
     waiting: list[Sized] = []
     memo: dict = {}
@@ -248,7 +251,7 @@ def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceT
         for tp, pp, ep in layouts(model, instance, multi_node):
             result = size_layout(model, env, instance, tp, pp, ep, demand, memo)
             (waiting if isinstance(result, Sized) else found[instance.name]).append(result)
-    best, ranked = math.inf, []
+    best, ranked = bound_usd, []
     for sized in waiting:
         guessed = _guessed(model, env, sized, demand, correction)
         (ranked if isinstance(guessed, tuple) else found[sized.instance.name]).append(guessed)
@@ -324,29 +327,23 @@ def choose_llm_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: Inst
 
 def may_serve_within(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
                      ceiling_usd: float) -> bool:
-    """False when no layout of any precision the model allows can cost at most ``ceiling_usd`` USD/h at the
-    ranking price: every layout that fits is sized and given its floor (the availability floor, raised to the
-    replicas its steady throughput needs at least), as the search does before it simulates, and none is within
-    the ceiling. Nothing is simulated, so this is cheap and never wrong: True only says the search may find one."""
-    if override_problem(model, env, catalogue, 0, allowed_instances(model, env, catalogue)) is not None:
-        return False
+    """False when no layout of any precision the model allows meets the SLA for at most ``ceiling_usd`` USD/h at
+    the ranking price: the search runs as the planner's does, bounded by the ceiling (a layout whose floor is
+    above it is never simulated; one that is simulated, only up to the replicas that cost no more). The
+    planner's own plan of the model then costs no less (it picks the cheapest candidate of the same search, or
+    a single-node one when any exists). True only says a cheaper plan may exist: the caller plans it in full."""
     instances = allowed_instances(model, env, catalogue)
+    if override_problem(model, env, catalogue, 0, instances) is not None:
+        return False
     variants = [with_fields(model, weights_changes(model, d)) for d in model.precisions()] \
         if model.precision is not None else [model]
     for variant in variants:
         assert isinstance(variant, LlmModelSpec)
-        demand, correction, memo = demand_of(variant, env), measured_correction(variant, env, catalogue), {}
+        correction = measured_correction(variant, env, catalogue)
         for multi_node in (False, True):
-            for instance in instances:
-                if unsupported(variant, instance.gpu):
-                    continue
-                for tp, pp, ep in layouts(variant, instance, multi_node):
-                    sized = size_layout(variant, env, instance, tp, pp, ep, demand, memo)
-                    if not isinstance(sized, Sized):
-                        continue
-                    guessed = _guessed(variant, env, sized, demand, correction)
-                    if isinstance(guessed, tuple) and guessed[1].floor_usd <= ceiling_usd * (1 + 1e-9):
-                        return True
+            found = search(variant, env, instances, multi_node, correction=correction, bound_usd=ceiling_usd)
+            if any(isinstance(o, LlmCandidate) for outs in found.values() for o in outs):
+                return True
     return False
 
 

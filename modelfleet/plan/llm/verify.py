@@ -96,7 +96,10 @@ class Verifier:
 
     def least_replicas(self, guess: int, floor: int, most: int) -> int | None:
         """The fewest replicas in [floor, most] that meet the SLA (module docstring); None: none does."""
-        start = smallest_passing(max(floor, min(guess, most)), floor, most, lambda r: self.screen(r).miss is None)
+        first = max(floor, min(guess, most))
+        if first < most < MAX_REPLICAS and self.screen(first).miss is not None and self.screen(most).miss is not None:
+            return None  # not even the most replicas that can win pass: none fewer will (a bounded search's usual end)
+        start = smallest_passing(first, floor, most, lambda r: self.screen(r).miss is None)
         if start is None:
             return None
         return smallest_passing(start, start, most, lambda r: self.verify(r).miss is None)
