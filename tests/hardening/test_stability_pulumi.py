@@ -41,7 +41,9 @@ def with_llm(order: list[int], name: str, sequences: int) -> dict:
     models["models"] = [models["models"][i] for i in order]
     template = next(m for m in EXAMPLE["models"] if m["name"] == "llama-3-1-8b-instruct")
     added = copy.deepcopy(template) | {"name": name}
-    added["sla"] = dict(added["sla"], peak_concurrent_sequences=sequences)
+    # a closed loop of `sequences` users in place of the template's Poisson rate and its declared traffic
+    sla = {k: v for k, v in added["sla"].items() if not k.startswith("peak_") and k != "traffic"}
+    added["sla"] = dict(sla, peak_concurrent_sequences=sequences)
     models["models"].append(added)
     return models
 

@@ -152,8 +152,14 @@ def _choose(verifier: Verifier, demand: Demand, guess: int, ceiling: int,
         if verdict.miss is None:
             return verdict, demand.pinned_by, None
         enough = verifier.least_replicas(max(guess, demand.pinned_replicas + 1), demand.pinned_replicas + 1, MAX_REPLICAS)
-        text = miss_text(verdict, demand, enough)
-        return verdict if verdict.result else verifier.overloaded(demand.pinned_replicas), demand.pinned_by, text
+        if verdict.result is None:  # failed unsimulated (too few for the peak): a short run all the same
+            forced = verifier.overloaded(demand.pinned_replicas)
+            if forced.result is not None and verifier.traffic.arrivals == "closed":
+                verdict = forced  # a closed loop's queue is bounded by its users: the run's figures are its own
+            else:  # an open stream's queue grows as long as the run lasts: it misses, and no p99 figure holds
+                return forced if forced.result is not None else verdict, demand.pinned_by, miss_text(verdict, demand,
+                                                                                                    enough)
+        return verdict, demand.pinned_by, miss_text(verdict, demand, enough)
     least = verifier.least_replicas(guess, demand.floor, ceiling)
     if least is None:
         return None
@@ -174,8 +180,10 @@ def miss_text(verdict: Verdict, demand: Demand, enough: int | None) -> str:
                 f"bound); {fix}")
     runs = f"{verdict.replicas} replica(s), {result.simulated_requests:,} simulated requests"
     stage = meets(result, demand.ttft_ms, demand.tpot_ms)  # what misses at the 95% bounds, against these targets
-    if stage is None:
-        return f"misses: with {runs}, the screening run missed the SLA at peak; {fix}"
+    if stage is None:  # failed unsimulated: fewer replicas than the peak's steady throughput needs
+        return (f"misses: {verdict.replicas} replica(s) are fewer than the peak's steady throughput needs (a run of "
+                f"{result.simulated_requests:,} simulated requests stayed within the SLA only while its queue built "
+                f"up); {fix}")
     if stage == "ttft":
         return (f"misses: with {runs}, p99 TTFT "
                 f"{miss_phrase(result.ttft_p99_ms, result.ttft_p99_high_ms, demand.ttft_ms)}; {fix}")
