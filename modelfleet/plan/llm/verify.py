@@ -26,6 +26,7 @@ from .speed.workload import Lengths
 
 # Beyond this multiple of the closed form's steady throughput a replica's queue grows without bound.
 UNSTABLE_FACTOR = 1.25
+HOPELESS_FACTOR = 100  # an open stream this many times a replica count's capacity overflows any run (_hopeless)
 MAX_CLOSED_USERS = 20_000  # closed loops of more users are simulated as open arrivals (open_for_many)
 MAX_REPLICAS = 1000
 
@@ -79,7 +80,7 @@ class Verifier:
 
     def _run(self, replicas: int, seqs: int, requests: int, force: bool = False) -> Verdict:
         chunk, demand = batched_tokens(self.demand, seqs), self.demand
-        if not force and self._unstable(replicas, seqs, chunk):
+        if (self._hopeless(replicas, seqs, chunk) if force else self._unstable(replicas, seqs, chunk)):
             return Verdict(replicas, seqs, chunk, None, "ttft")
         self.runs += 1
         result = simulated(self.speed, self.traffic, seqs, chunk, self.kv_tokens, replicas, demand.ttft_ms,
@@ -93,6 +94,17 @@ class Verifier:
         """Beyond what the replicas can ever complete: an open stream's rate, or the rate a closed loop's users
         would send at if the SLA held (replicas_lower_bound), above 1.25 x their steady throughput."""
         return replicas < replicas_lower_bound(self.speed, self.demand, self.traffic, seqs)
+
+    def _hopeless(self, replicas: int, seqs: int, chunk: int) -> bool:
+        """An open stream so far beyond the replicas' capacity that even a short run would end Overloaded: it
+        completes its ~1.1 x SCREEN_REQUESTS requests in T = that / capacity while λT arrive, so its queue passes
+        MIN_QUEUE_LIMIT once λ / capacity > 1 + MIN_QUEUE_LIMIT / (1.1 x SCREEN_REQUESTS), about 77; beyond
+        HOPELESS_FACTOR times the (optimistic) 1.25 x steady throughput it is not simulated (a fuzzed fleet of a
+        million users spent seconds queueing them one by one)."""
+        if self.traffic.arrivals == "closed":
+            return False
+        capacity = UNSTABLE_FACTOR * self.speed.rate(seqs, chunk) * replicas
+        return self.traffic.rate_per_s > HOPELESS_FACTOR * capacity
 
     def least_replicas(self, guess: int, floor: int, most: int) -> int | None:
         """The fewest replicas in [floor, most] that meet the SLA (module docstring); None: none does."""
