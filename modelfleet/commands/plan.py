@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..cost.alternatives import PlanAlternative, find_alternatives
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     names = _selected(plan, args.model)
     alternatives = ()
     if names is not None or len(plan.models) <= ALTERNATIVES_FOR_UP_TO:
-        alternatives = find_alternatives(project.fleet(), project.environment(args.stack), project.catalogue(), names)
+        alternatives = find_alternatives(project.fleet(), project.environment(args.stack), project.catalogue(), names,
+                                         workers=len(os.sched_getaffinity(0)))
     else:
         print(f"note: cheaper alternatives are named for fleets of up to {ALTERNATIVES_FOR_UP_TO} models; "
               f"`plan --model NAME` names a model's", file=sys.stderr)

@@ -20,6 +20,7 @@ Only a change that may save is planned alone and priced in full, exactly as ``pl
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any
 
 from ..errors import Issue
@@ -56,14 +57,33 @@ class PlanAlternative(PlanModel):
 
 
 def find_alternatives(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
-                      names: tuple[str, ...] | None = None) -> tuple[PlanAlternative, ...]:
+                      names: tuple[str, ...] | None = None, workers: int = 1) -> tuple[PlanAlternative, ...]:
     """The cheaper alternatives of each model (of ``names``, default all) as it runs in ``env``, by model, then
-    the largest saving first."""
-    out: list[PlanAlternative] = []
-    for _, model in models_in(fleet, env.name):
-        if names is None or model.name in names:
-            out += alternatives_of(model, env, catalogue)
-    return tuple(out)
+    the largest saving first. ``workers`` > 1: the models' alternatives are planned in that many forked
+    processes (each a pure function of its model; a fork inherits the simulations memoised so far), collected in
+    the models' order, so the result is the same as one process's."""
+    models = [model for _, model in models_in(fleet, env.name) if names is None or model.name in names]
+    workers = min(workers, len(models))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return tuple(a for model in models for a in alternatives_of(model, env, catalogue))
+    # the dearest first (LLMs simulate), each handed out alone: the slowest does not end up last in a batch
+    order = sorted(range(len(models)), key=lambda i: (not isinstance(models[i], LlmModelSpec), i))
+    _FORKED.append((models, env, catalogue))  # what the forked workers read (specs hold unpicklable views)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            found = pool.map(_alternatives_at, order, chunksize=1)
+    finally:
+        _FORKED.pop()
+    by_index = dict(zip(order, found))
+    return tuple(a for i in range(len(models)) for a in by_index[i])
+
+
+_FORKED: list[tuple[list[Model], EnvironmentSpec, InstanceCatalogue]] = []  # only while a pool runs
+
+
+def _alternatives_at(index: int) -> list[PlanAlternative]:
+    models, env, catalogue = _FORKED[-1]
+    return alternatives_of(models[index], env, catalogue)
 
 
 def alternatives_of(model: Model, env: EnvironmentSpec, catalogue: InstanceCatalogue) -> list[PlanAlternative]:
