@@ -97,14 +97,15 @@ class Replica:
     def _schedule(self) -> tuple[list[tuple[Request, int]], bool]:
         budget, bs, running = self.budget, self.block_size, self.running
         scheduled: list[tuple[Request, int]] = []
-        preempted, i, free, decode_only = False, 0, self.free, True
-        while i < len(running) and budget > 0:
+        append = scheduled.append
+        preempted, i, free, decode_only, n = False, 0, self.free, True, len(running)
+        while i < n and budget > 0:
             r = running[i]
-            computed = r.computed
-            new = r.prompt + r.generated - computed
+            computed, generated = r.computed, r.generated
+            new = r.prompt + generated - computed
             if new > budget:
                 new = budget
-            if new != 1 or not r.generated:
+            if new != 1 or not generated:
                 decode_only = False
             need = -(-(computed + new) // bs) - r.blocks
             if need > free:
@@ -115,17 +116,18 @@ class Replica:
                     preempted = True
                     if victim is r:
                         break
-                free = self.free
+                free, n = self.free, len(running)
                 if victim is r:
                     break
-            r.blocks += need
-            free -= need
-            scheduled.append((r, new))
+            if need:
+                r.blocks += need
+                free -= need
+            append((r, new))
             budget -= new
             i += 1
         self.free = free
         count = len(scheduled)
-        if not preempted:
+        if not preempted and self.waiting:
             self._admit(scheduled, budget)
         self.decode_only = decode_only and len(scheduled) == count  # nothing admitted
         return scheduled, preempted
@@ -164,25 +166,31 @@ class Replica:
         prompt_context = prompt + max(0.0, prior / prompt - prompt / 2.0) if prompt else 0.0
         end = self.now + self.step_time(prompt, prompt_context, decodes, context / decodes if decodes else 0.0)
         finished = []
+        gaps = self.gaps
         for r, new in scheduled:
-            r.computed += new
-            if r.computed == r.prompt + r.generated:
+            computed = r.computed = r.computed + new
+            if computed == r.prompt + r.generated:
                 r.generated += 1
                 if r.first < 0:
                     r.first = end
                 elif r.measured:
                     gap = end - r.last
-                    self.gaps[gap] = self.gaps.get(gap, 0) + 1
+                    gaps[gap] = gaps.get(gap, 0) + 1
                 r.last = end
                 if r.generated >= r.output:
                     finished.append(r)
         self.now = end
-        return self._finish(finished)
+        return self._finish(finished) if finished else finished
 
     def _plan_run(self) -> float:
         running, n = self.running, len(self.running)
-        steps = min(r.output - r.generated for r in running)
-        context = sum(r.computed for r in running) / n + 1.0
+        steps, total = running[0].output - running[0].generated, 0
+        for r in running:
+            left = r.output - r.generated
+            if left < steps:
+                steps = left
+            total += r.computed
+        context = total / n + 1.0
         self.run = (self._kv_steps(steps), context, self.step_time(0, 0.0, n, context))
         return self.now + self.run[0] * self._each(self.run[0])
 
