@@ -109,11 +109,13 @@ class Verifier:
     def least_replicas(self, guess: int, floor: int, most: int) -> int | None:
         """The fewest replicas in [floor, most] that meet the SLA (module docstring); None: none does."""
         first = max(floor, min(guess, most))
-        if first < most < MAX_REPLICAS and self.screen(first).miss is not None and self.screen(most).miss is not None:
-            return None  # not even the most replicas that can win pass: none fewer will (a bounded search's usual end)
+        if first < most and self.screen(first).miss is not None and self.screen(most).miss is not None:
+            return None  # not even the most replicas allowed (or that can still win) pass: none fewer will
         start = smallest_passing(first, floor, most, lambda r: self.screen(r).miss is None)
         if start is None:
             return None
+        if start < most and self.verify(start).miss is not None and self.verify(most).miss is not None:
+            return None  # the same for the full runs: the most replicas miss, so every count between does
         return smallest_passing(start, start, most, lambda r: self.verify(r).miss is None)
 
     def overloaded(self, replicas: int) -> Verdict:
