@@ -210,3 +210,20 @@ def test_explore_refuses_a_model_its_stack_does_not_serve():
     from modelfleet.errors import CompileError
     with pytest.raises(CompileError, match="not served in dev"):
         explore_model(fleet, envs["dev"], catalogue, "llama-3-1-405b-instruct")
+
+
+def test_plan_counts_cpus_where_there_is_no_affinity_mask(monkeypatch):
+    """macOS has no os.sched_getaffinity: plan's worker count falls back to the machine's CPU count."""
+    from modelfleet.commands import plan as plan_command
+    monkeypatch.delattr(plan_command.os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(plan_command.os, "cpu_count", lambda: 3)
+    assert plan_command._cpus() == 3
+    monkeypatch.setattr(plan_command.os, "cpu_count", lambda: None)
+    assert plan_command._cpus() == 1
+
+
+def test_alternatives_in_workers_are_those_of_one_process():
+    """The forked workers' alternatives are the one-process alternatives, in the same order."""
+    fleet, catalogue, envs = example()
+    forked = find_alternatives(fleet, envs["prod"], catalogue, workers=2)
+    assert forked and forked == find_alternatives(fleet, envs["prod"], catalogue)
