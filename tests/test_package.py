@@ -51,9 +51,11 @@ def installed(tmp_path_factory) -> Path:
 
 def test_the_installed_package_scaffolds_a_repository_that_validates_plans_costs_and_previews(installed, tmp_path):
     python, modelfleet = str(installed / "python"), str(installed / "modelfleet")
-    code = "import modelfleet, modelfleet.program, modelfleet.components as c; print(modelfleet.__file__); print(c.__file__)"
-    where = timed([python, "-c", code], tmp_path, "import").stdout
-    assert str(ROOT) not in where and all(str(installed.parent) in line for line in where.splitlines())
+    code = ("import modelfleet, modelfleet.program, modelfleet.components as c, modelfleet.plan.llm.speed as s; "
+            "print(modelfleet.__file__); print(c.__file__); print('compiled', s.compiled())")
+    *where, compiled = timed([python, "-c", code], tmp_path, "import").stdout.splitlines()
+    assert all(str(ROOT) not in line and str(installed.parent) in line for line in where)
+    assert compiled == "compiled True", "the wheel's scheduler simulation is not the compiled one (setup.py)"
     assert timed([modelfleet, "--version"], tmp_path, "--version").stdout.startswith("modelfleet ")
     init = timed([modelfleet, "init", "fleet"], tmp_path, "init").stdout
     assert "region: us-east-1 (default, no terminal to ask; --region to choose)" in init

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from ..engines.probes import http_ok
 from ..engines.tritonserver import (
@@ -29,8 +30,10 @@ from ..engines.tritonserver import (
     prepare_backends,
 )
 from ..errors import EXIT_USER_ERROR
-from ..serve import LocalRepository, plan_local_repository, write_local_repository
 from . import print_warnings, project_from
+
+if TYPE_CHECKING:
+    from ..serve import LocalRepository
 
 NAME = "serve"
 HELP = "start a real local tritonserver with a stack's compiled classic models (or, with --llm, a real vLLM)"
@@ -84,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     except EngineUnavailable as exc:
         print(f"modelfleet serve: {exc}", flush=True)
         return EXIT_ENGINE
+    # the local repository's configs are tritonclient's protobuf: imported when serving, not with the CLI
+    from ..serve import plan_local_repository, write_local_repository
+
     root = Path(args.model_dir_root or Path(project.root) / "examples" / "s3")
     local = plan_local_repository(plan, root, available_backends(install), tuple(args.server))
     print(describe(local, plan.environment, root), end="", flush=True)

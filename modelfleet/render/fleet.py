@@ -21,9 +21,6 @@ from typing import TYPE_CHECKING, Any
 from ..plan.names import refuse_twice
 from ..plan.types import FleetPlan, TritonModelPlan, VllmModelPlan
 from .outputs import write_tree  # noqa: F401  (re-exported: the public writer lives beside render_fleet)
-from .ensemble import VERSION_NOTE, ensemble_config
-from .triton import model_config, render_config
-from .warmup import warmup_files
 
 if TYPE_CHECKING:  # annotations only: cost prices node volumes with k8s.storage, and k8s renders through here
     from ..cost.fleet import FleetCost, MonthlyUsd
@@ -56,6 +53,12 @@ def _monthly(monthly: MonthlyUsd | None) -> dict[str, float] | None:
 
 
 def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
+    # Triton's config schema is tritonclient's protobuf (with grpc and numpy, a fifth of a second to import):
+    # loaded here, where configs are rendered, not by every command that imports the package (plan, cost)
+    from .ensemble import VERSION_NOTE, ensemble_config
+    from .triton import model_config, render_config
+    from .warmup import warmup_files
+
     files: dict[str, bytes] = {}
     for server in plan.triton_servers:
         files[f"triton/{server.name}/server.json"] = to_json(server.model_dump(mode="json"))

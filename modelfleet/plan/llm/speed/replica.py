@@ -155,7 +155,8 @@ class Replica:
         self.preemptions += 1
 
     def _one_step(self, scheduled: list[tuple[Request, int]]) -> list[Request]:
-        prompt = prior = decodes = context = 0
+        prompt = decodes = context = 0
+        prior = 0.0
         for r, new in scheduled:
             if new == 1 and r.generated:
                 decodes += 1
@@ -196,7 +197,9 @@ class Replica:
 
     def _each(self, steps: int) -> float:
         """One step's time in a run of ``steps``: at the run's mean context."""
-        _, context, first = self.run
+        run = self.run
+        assert run is not None
+        _, context, first = run
         return self.step_time(0, 0.0, len(self.running), context + (steps - 1) / 2.0) if steps > 1 else first
 
     def _commit_run(self, steps: int, each: float) -> list[Request]:
