@@ -167,12 +167,17 @@ def test_a_model_whose_heads_forbid_tensor_parallelism_stays_on_one_big_gpu():
 
 def test_candidates_are_priced_at_the_nodes_the_zone_spread_forces():
     # 16 sequences of the 8B at 99.9%: two replicas in two zones, so two nodes even where one 4-GPU node
-    # would hold both pods: g6e.12xlarge costs at least 2 x 10.49264 = 20.99 USD/h at that floor, not 10.49
+    # would hold both pods: g6e.12xlarge costs at least 2 x (10.49264 + its 200 GiB gp3 root volume, 16 USD a
+    # month: 0.022 an hour) = 21.03 USD/h at that floor, not 10.51
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.node_price import HOURS_PER_MONTH
+    volume = load_instance_catalogue().ebs_gp3["us-east-1"].monthly(PROD.deploy.node_disk_gib, 3000, 125) / HOURS_PER_MONTH
     plan = compile_text(LLM.format(serving="vllm", dtype="bf16", arch="llama-3.1-8b", ttft=2000))
     chat = plan.model("chat")
     rejected = {a.option: a for a in chat.decisions[0].rejected}
     big = rejected["g6e.12xlarge tp=1 pp=1"]
-    assert big.usd_per_hour == pytest.approx(2 * 10.49264, abs=1e-4) and "20.99 USD/h at its replica floor" in big.reason
+    floor = 2 * (10.49264 + volume)
+    assert big.usd_per_hour == pytest.approx(floor, abs=1e-4) and f"{floor:.2f} USD/h at its replica floor" in big.reason
     assert f"on {plan.node_group(chat.node_group).desired_size} node(s)" in chat.decisions[0].reason
 
 

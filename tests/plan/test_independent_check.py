@@ -37,7 +37,7 @@ def naive_p99_ttft(model: LlmModelSpec, planned, env, catalogue) -> float:
     """The p99 TTFT of ``planned`` (a VllmModelPlan) under the model's declared traffic, simulated naively."""
     instance = catalogue.instances[planned.instance_type]
     demand = demand_of(model, env)
-    sized = size_layout(model, env, instance, planned.tensor_parallel_size, planned.pipeline_parallel_size,
+    sized = size_layout(model, env, catalogue, instance, planned.tensor_parallel_size, planned.pipeline_parallel_size,
                         planned.expert_parallel, demand)
     gpu, layout = gpu_for(instance.gpu), Layout(planned.tensor_parallel_size, planned.pipeline_parallel_size,
                                                 planned.expert_parallel)

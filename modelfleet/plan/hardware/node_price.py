@@ -42,11 +42,35 @@ def ranking_usd_per_node_hour(catalogue: InstanceCatalogue, instance: InstanceTy
     stack's floor size (``deploy.nodeDiskGib``, gp3 baseline), per hour. Priced in the reference region when
     the stack's has no data (a choice must still be made; the cost preview then says "unknown"); ``inf``
     when neither has a price."""
+    hourly, volume = ranking_node_hour(catalogue, instance, env)
+    return hourly + volume
+
+
+def ranking_usd_per_hour(catalogue: InstanceCatalogue, instance: InstanceType, env: EnvironmentSpec, nodes: int, *,
+                         reserved: int = 0, on_demand_base: int = 0) -> float:
+    """``nodes`` of a type for an hour at the ranking price, as the cost preview charges a group
+    (cost/fleet.py ``with_mix``): every node's root volume; the instance-hours of the nodes beyond ``reserved``
+    (a reservation is paid already), of which, on a spot stack, an ``on_demand_base`` on-demand (the
+    availability floors spot cannot carry, capacity/provisioning.py) and the rest at the stack's spot price."""
+    hourly, volume = ranking_node_hour(catalogue, instance, env)
+    billed = max(0, nodes - reserved)
+    base = min(billed, on_demand_base) if env.capacity_type == "spot" else 0
+    total = nodes * volume
+    if base:
+        on_demand = next((p for region in (env.region, PRICE_REFERENCE_REGION)
+                          if (p := estimate_node_price(instance, region, "on-demand", env)[0]) is not None), hourly)
+        total += base * on_demand
+    return total + (billed - base) * hourly if billed > base else total
+
+
+def ranking_node_hour(catalogue: InstanceCatalogue, instance: InstanceType, env: EnvironmentSpec) -> tuple[float, float]:
+    """``ranking_usd_per_node_hour`` in its two parts: (the instance-hour at the stack's capacity type, the root
+    volume's hour). A reserved node (capacity/reservations.py) is paid for already, but not its volume."""
     for region in (env.region, PRICE_REFERENCE_REGION):
         hourly, _ = estimate_node_price(instance, region, env.capacity_type, env)
         if hourly is not None:
             gp3 = catalogue.ebs_gp3.get(region)
             volume = 0.0 if gp3 is None else gp3.monthly(env.deploy.node_disk_gib, GP3_BASELINE_IOPS,
                                                           GP3_BASELINE_MIBPS)
-            return hourly + volume / HOURS_PER_MONTH
-    return math.inf
+            return hourly, volume / HOURS_PER_MONTH
+    return math.inf, 0.0

@@ -19,7 +19,7 @@ from ..types import Alternative, Decision
 TP_SIZES = (1, 2, 4, 8)
 
 
-def decision_for(model: LlmModelSpec, chosen: LlmCandidate, shown: dict[str, Outcome | None],
+def decision_for(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, shown: dict[str, Outcome | None],
                  found: dict[str, list[Outcome]], single_node: bool) -> Decision:
     others = [o for o in shown.values() if o is not None and o is not chosen]
     priced = sorted((o for o in others if isinstance(o, LlmCandidate)), key=lambda c: c.usd_per_hour)
@@ -33,7 +33,7 @@ def decision_for(model: LlmModelSpec, chosen: LlmCandidate, shown: dict[str, Out
     misses = sorted((r for r in others if isinstance(r, Rejection)), key=closeness, reverse=True)  # nearest first
     rejected += tuple(Alternative(option=r.option, reason=r.reason + _multi_node_note(r, chosen, single_node))
                       for r in misses)
-    return Decision(choice=chosen.label, reason=reason(model, chosen), rejected=rejected)
+    return Decision(choice=chosen.label, reason=reason(model, env, chosen), rejected=rejected)
 
 
 def figures(fit: Fit) -> str:
@@ -50,7 +50,7 @@ def versus(value: float, bound: float, target: float, digits: str = ",.0f") -> s
     return miss_phrase(value, bound, target, digits)
 
 
-def reason(model: LlmModelSpec, chosen: LlmCandidate) -> str:
+def reason(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate) -> str:
     fit, sla = chosen.fit, model.sla
     where = "one GPU" if chosen.tp * chosen.pp == 1 else (
         f"{chosen.tp} GPUs of one node" if chosen.pp == 1 else
@@ -68,7 +68,19 @@ def reason(model: LlmModelSpec, chosen: LlmCandidate) -> str:
             f"{versus(fit.ttft_p99_ms, sim.ttft_p99_high_ms, sla.p99_ttft_ms)}, {tpot}; "
             f"{fit.output_tokens_per_s_per_replica:,.0f} output tokens/s per replica; max_num_seqs {fit.max_num_seqs}: "
             f"{_seqs_text(model, chosen)}; --max-num-batched-tokens {fit.max_num_batched_tokens:,}; "
-            f"{chosen.replicas} replica(s) on {chosen.nodes} node(s) = {chosen.usd_per_hour:.2f} USD/h")
+            f"{chosen.replicas} replica(s) on {chosen.nodes} node(s) = {chosen.usd_per_hour:.2f} USD/h ({priced_as(env, chosen)})")
+
+
+def priced_as(env: EnvironmentSpec, chosen: LlmCandidate) -> str:
+    """How a layout's USD/h was priced (search.nodes_usd), in words."""
+    if env.capacity_type == "spot" and chosen.min_replicas >= 2:
+        nodes = "the nodes of its availability floor on-demand (a spot reclaim can take every spot node of a type at " \
+                "once), the others at their spot price"
+    else:
+        nodes = f"each node at its {env.capacity_type} price"
+    reserved = ", a reserved node's instance-hour paid already" if any(
+        r.instance_type == chosen.instance.name for r in env.capacity_reservations) else ""
+    return f"{nodes}, with its root volume{reserved}, as the cost preview prices it"
 
 
 def _seqs_text(model: LlmModelSpec, chosen: LlmCandidate) -> str:

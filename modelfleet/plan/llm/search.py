@@ -8,7 +8,9 @@ which set max_num_seqs and the replicas), cheapest first: a layout whose cost at
 alone exceeds the best found is not timed (its lower bound is reported). Pipeline parallelism across nodes
 is sized only when no allowed single node serves the model: a model split over nodes pays cross-node latency
 and a larger blast radius. Candidates are priced at the nodes the node group will really have: the GPUs their
-pods take, and at least one node per zone the availability floor spreads replicas over.
+pods take, and at least one node per zone the availability floor spreads replicas over; each node at the
+price every placement is ranked by (hardware/node_price.py: the stack's capacity type, spot included, with
+its root volume; a reserved node's instance-hour is paid already).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from .shape import kv_bytes_per_sequence, llm_weights_gib, lora_gib_per_gpu, mod
 from .speed.load import Demand, Miss, Speed, SpeedCorrection, largest, p99_wait_ms, prompt_chunk, speed_of
 from .speed.peak import seed_of, traffic_of
 from .verify import MAX_REPLICAS
-from ..capacity.reservations import billed_nodes
-from ..hardware.node_price import PRICE_REFERENCE_REGION
+from ..capacity.reservations import reserved_count
+from ..hardware.node_price import ranking_usd_per_hour
 from .speed.performance import Layout, LlmShape
 from .speed.calibration import gpu_for
 from .precision import Precision, precision_on, unsupported, weights_changes
@@ -72,8 +74,15 @@ def nodes_for_replicas(instance: InstanceType, tp: int, pp: int, min_replicas: i
     return max(nodes_for_pods({tp: replicas * pp}, instance.gpus), spread)
 
 
-def price(instance: InstanceType, region: str) -> float:
-    return instance.price(region) or instance.price(PRICE_REFERENCE_REGION) or math.inf
+def nodes_usd(catalogue: InstanceCatalogue, env: EnvironmentSpec, instance: InstanceType, tp: int, pp: int,
+              min_replicas: int, replicas: int) -> float:
+    """USD per hour of the nodes ``replicas`` take (nodes_for_replicas) at the ranking price, as the cost preview
+    charges them (hardware/node_price.py): reserved nodes' instance-hours paid already, and on a spot stack a
+    floor of two or more replicas (spread over zones) on on-demand nodes (capacity/provisioning.py)."""
+    nodes = nodes_for_replicas(instance, tp, pp, min_replicas, replicas)
+    base = nodes_for_pods({tp: min_replicas * pp}, instance.gpus) if min_replicas >= 2 else 0
+    return ranking_usd_per_hour(catalogue, instance, env, nodes, reserved=reserved_count(env, instance.name),
+                                on_demand_base=base)
 
 
 @dataclass(frozen=True)
@@ -111,8 +120,8 @@ def gpu_memory(model: LlmModelSpec, env: EnvironmentSpec, gpu: GpuType, tp: int,
                    (budget - weights - lora) * tp * pp, lora)
 
 
-def size_layout(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType, tp: int, pp: int,
-                ep: bool, demand: Demand, memo: dict | None = None) -> Sized | Rejection:
+def size_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, instance: InstanceType,
+                tp: int, pp: int, ep: bool, demand: Demand, memo: dict | None = None) -> Sized | Rejection:
     """Memory and context for one layout (gpu_memory, shared by the instance types of a GPU through ``memo``),
     and its cost at the replica floor."""
     label = f"{instance.name} tp={tp} pp={pp}" + (" ep" if ep else "")
@@ -126,7 +135,7 @@ def size_layout(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceTyp
         return Rejection(label, *memory.problem)
     lo, floor, _ = replica_bounds(model, env, demand.pinned_replicas or demand.floor)
     # reserved nodes are already paid: only the nodes beyond a reservation of the type are billed
-    floor_usd = billed_nodes(env, instance.name, nodes_for_replicas(instance, tp, pp, lo, floor)) * price(instance, env.region)
+    floor_usd = nodes_usd(catalogue, env, instance, tp, pp, lo, floor)
     return Sized(instance, tp, pp, ep, memory.precision, memory.shape, memory.seqs, memory.kv_tokens, memory.kv_gib,
                  memory.lora, floor_usd)
 
@@ -179,36 +188,38 @@ def measured_correction(model: LlmModelSpec, env: EnvironmentSpec, catalogue: In
         f"flight): prompts x{prefill:.2f}, decode x{tpot:.2f} of the prediction ({gpu_for(gpu).source})"))
 
 
-def time_layout(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: Demand,
+def time_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, sized: Sized, demand: Demand,
                 correction: SpeedCorrection | None = None, best_usd: float = math.inf) -> Outcome:
     """Fit a sized layout to the SLA at peak (llm_fit): a priced candidate, or why no replica count serves.
     ``correction``: a measured profile's ratios (measured_correction), else the calibrated prediction.
     ``best_usd``: the cheapest candidate verified so far; a layout that would need more replicas than cost
     less is returned as it came (Sized: not simulated further)."""
-    most = _most_replicas(model, env, sized, best_usd)
+    most = _most_replicas(model, env, catalogue, sized, best_usd)
     gpu = gpu_for(sized.instance.gpu)
     speed = speed_of(gpu, sized.shape, Layout(sized.tp, sized.pp, sized.expert_parallel), demand.input_tokens,
                      demand.output_tokens, correction)
     fit = fit_layout(speed, demand, sized.kv_seqs, sized.kv_tokens, most)
     if fit is None:  # needs more than `most` replicas: at least the cost of one more than that
         needs = (most or 0) + 1
-        return replace(sized, floor_usd=_cost(model, env, sized, needs), bound=f"with the {needs}+ replicas it needs")
+        return replace(sized, floor_usd=_cost(model, env, catalogue, sized, needs),
+                       bound=f"with the {needs}+ replicas it needs")
     if isinstance(fit, Miss):
         return Rejection(sized.label, f"{fit.reason} ({speed.source})", TTFT if fit.stage == "ttft" else TPOT,
                          fit.figure_ms)
     lo, desired, _ = replica_bounds(model, env, fit.replicas)
     nodes = nodes_for_replicas(sized.instance, sized.tp, sized.pp, lo, desired)
-    billed = billed_nodes(env, sized.instance.name, nodes)
-    return LlmCandidate(sized, fit, lo, nodes, billed * price(sized.instance, env.region), speed.source)
+    return LlmCandidate(sized, fit, lo, nodes, nodes_usd(catalogue, env, sized.instance, sized.tp, sized.pp, lo, desired),
+                        speed.source)
 
 
-def _most_replicas(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, best_usd: float) -> int | None:
+def _most_replicas(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, sized: Sized,
+                   best_usd: float) -> int | None:
     """The most replicas of ``sized`` that still cost no more than ``best_usd`` (None: no bound)."""
     if best_usd == math.inf:
         return None
-    if _cost(model, env, sized, 1) > best_usd * (1 + 1e-9):
+    if _cost(model, env, catalogue, sized, 1) > best_usd * (1 + 1e-9):
         return 0
-    return largest(1, MAX_REPLICAS, lambda r: _cost(model, env, sized, r) <= best_usd * (1 + 1e-9))
+    return largest(1, MAX_REPLICAS, lambda r: _cost(model, env, catalogue, sized, r) <= best_usd * (1 + 1e-9))
 
 
 def layouts(model: LlmModelSpec, instance: InstanceType, multi_node: bool) -> list[tuple[int, int, bool]]:
@@ -234,7 +245,8 @@ def layouts(model: LlmModelSpec, instance: InstanceType, multi_node: bool) -> li
 MAX_TIMED_LAYOUTS = 16
 
 
-def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceType, ...], multi_node: bool,
+def search(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, instances: tuple[InstanceType, ...],
+           multi_node: bool,
            prune: bool = True, correction: SpeedCorrection | None = None,
            bound_usd: float = math.inf) -> dict[str, list[Outcome]]:
     """Every layout's outcome, by instance type: sized for memory, then timed cheapest floor first.
@@ -249,11 +261,11 @@ def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceT
             found[instance.name].append(Rejection(instance.name, problem, PRECISION))
             continue
         for tp, pp, ep in layouts(model, instance, multi_node):
-            result = size_layout(model, env, instance, tp, pp, ep, demand, memo)
+            result = size_layout(model, env, catalogue, instance, tp, pp, ep, demand, memo)
             (waiting if isinstance(result, Sized) else found[instance.name]).append(result)
     best, ranked = bound_usd, []
     for sized in waiting:
-        guessed = _guessed(model, env, sized, demand, correction)
+        guessed = _guessed(model, env, catalogue, sized, demand, correction)
         (ranked if isinstance(guessed, tuple) else found[sized.instance.name]).append(guessed)
     timed = 0
     for guess_usd, sized in sorted(ranked, key=lambda g: (g[0], g[1].floor_usd, g[1].instance.gpus * g[1].pp,
@@ -262,14 +274,14 @@ def search(model: LlmModelSpec, env: EnvironmentSpec, instances: tuple[InstanceT
             found[sized.instance.name].append(sized)  # untimed: it cannot beat the best, or the search is done
             continue
         timed += 1
-        result = time_layout(model, env, sized, demand, correction, best if prune else math.inf)
+        result = time_layout(model, env, catalogue, sized, demand, correction, best if prune else math.inf)
         found[sized.instance.name].append(result)
         if isinstance(result, LlmCandidate):
             best = min(best, result.usd_per_hour)
     return found
 
 
-def _guessed(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: Demand,
+def _guessed(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, sized: Sized, demand: Demand,
              correction: SpeedCorrection | None) -> tuple[float, Sized] | Rejection:
     """A sized layout with the closed form's cost (the order layouts are simulated in, likeliest winner first)
     and its floor raised to the replicas it needs at least; or why no replica count serves it."""
@@ -280,14 +292,14 @@ def _guessed(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, demand: De
         return Rejection(sized.label, f"{guess.reason} ({speed.source})", TTFT if guess.stage == "ttft" else TPOT,
                          guess.figure_ms)
     if demand.pinned_replicas is None and guess.least > demand.floor:
-        sized = replace(sized, floor_usd=_cost(model, env, sized, guess.least),
+        sized = replace(sized, floor_usd=_cost(model, env, catalogue, sized, guess.least),
                         bound=f"with the {guess.least}+ replicas its throughput needs")
-    return _cost(model, env, sized, demand.pinned_replicas or guess.replicas), sized
+    return _cost(model, env, catalogue, sized, demand.pinned_replicas or guess.replicas), sized
 
 
-def _cost(model: LlmModelSpec, env: EnvironmentSpec, sized: Sized, replicas: int) -> float:
+def _cost(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, sized: Sized, replicas: int) -> float:
     lo, desired, _ = replica_bounds(model, env, replicas)
-    return nodes_for_replicas(sized.instance, sized.tp, sized.pp, lo, desired) * price(sized.instance, env.region)
+    return nodes_usd(catalogue, env, sized.instance, sized.tp, sized.pp, lo, desired)
 
 
 def best_of(outcomes: list[Outcome]) -> Outcome | None:
@@ -311,18 +323,19 @@ def choose_llm_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: Inst
         return problem
     instances = allowed_instances(model, env, catalogue)
     correction = measured_correction(model, env, catalogue)
-    found = search(model, env, instances, multi_node=False, correction=correction)
+    found = search(model, env, catalogue, instances, multi_node=False, correction=correction)
     single_node = any(isinstance(o, LlmCandidate) for outs in found.values() for o in outs)
     if not single_node:
         found = {name: outs + more for (name, outs), more in zip(found.items(), search(
-            model, env, instances, multi_node=True, correction=correction).values())}
+            model, env, catalogue, instances, multi_node=True, correction=correction).values())}
     shown = {name: best_of(outs) for name, outs in found.items()}
     fits = sorted((o for o in shown.values() if isinstance(o, LlmCandidate)),
                   key=lambda c: (c.usd_per_hour, c.instance.gpus * c.pp, c.instance.name))
     if not fits:
         rejections = [o for o in shown.values() if isinstance(o, Rejection)]
-        return explain_infeasible(model, env, catalogue, rejections, index, lambda inst: _fits_anywhere(model, env, inst))
-    return fits[0], decision_for(model, fits[0], shown, found, single_node), found
+        return explain_infeasible(model, env, catalogue, rejections, index,
+                                  lambda inst: _fits_anywhere(model, env, catalogue, inst))
+    return fits[0], decision_for(model, env, fits[0], shown, found, single_node), found
 
 
 def may_serve_within(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
@@ -341,7 +354,8 @@ def may_serve_within(model: LlmModelSpec, env: EnvironmentSpec, catalogue: Insta
         assert isinstance(variant, LlmModelSpec)
         correction = measured_correction(variant, env, catalogue)
         for multi_node in (False, True):
-            found = search(variant, env, instances, multi_node, correction=correction, bound_usd=ceiling_usd)
+            found = search(variant, env, catalogue, instances, multi_node, correction=correction,
+                           bound_usd=ceiling_usd)
             if any(isinstance(o, LlmCandidate) for outs in found.values() for o in outs):
                 return True
     return False
@@ -355,6 +369,7 @@ def allowed_instances(model: LlmModelSpec, env: EnvironmentSpec,
     return catalogue.in_families(env.instance_families)
 
 
-def _fits_anywhere(model: LlmModelSpec, env: EnvironmentSpec, instance: InstanceType) -> bool:
+def _fits_anywhere(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                   instance: InstanceType) -> bool:
     return any(isinstance(o, LlmCandidate) for multi in (False, True)
-               for o in search(model, env, (instance,), multi, prune=False)[instance.name])
+               for o in search(model, env, catalogue, (instance,), multi, prune=False)[instance.name])
