@@ -30,45 +30,49 @@ def outcome(text: str) -> str:
         return f"known:{defect.id}"
 
 
-@pytest.fixture(scope="module")
-def seen() -> Outcomes:
-    """Outcomes across this module's property tests: together they must reach every outcome."""
-    return Outcomes()
-
-
 @fuzz(80)
 @given(text=extreme_catalogues(damage=()))
-def test_valid_catalogues_at_the_edges_render_or_fail_located(text, seen):
-    seen[outcome(text)] += 1
+def test_valid_catalogues_at_the_edges_render_or_fail_located(text):
+    outcome(text)
 
 
 @fuzz(80)
 @given(text=extreme_catalogues())
-def test_extreme_catalogues_with_explicit_tags_and_out_of_range_numbers(text, seen):
-    seen[outcome(text)] += 1
+def test_extreme_catalogues_with_explicit_tags_and_out_of_range_numbers(text):
+    outcome(text)
 
 
 @fuzz(200)
 @given(text=mutated_catalogues())
-def test_mutated_catalogues_never_crash(text, seen):
-    seen[outcome(text)] += 1
+def test_mutated_catalogues_never_crash(text):
+    outcome(text)
 
 
 @fuzz(100)
 @given(document=values)
-def test_random_documents_never_crash(document, seen):
+def test_random_documents_never_crash(document):
     text = yaml.safe_dump({"models": document} if isinstance(document, list) else document, allow_unicode=True)
-    seen[outcome(text)] += 1
+    outcome(text)
 
 
 @fuzz(100)
 @given(text=st.text(max_size=300))
-def test_arbitrary_text_never_crashes(text, seen):
-    seen[outcome(text)] += 1
+def test_arbitrary_text_never_crashes(text):
+    outcome(text)
 
 
-def test_the_fuzzers_reach_render_compile_errors_and_spec_errors(seen):
-    """Run after the property tests (file order): the inputs reached every stage, not just the parser."""
+def test_the_fuzzers_reach_render_compile_errors_and_spec_errors():
+    """The generators reach every stage, not just the parser: a fixed draw of them (derandomized, so the same
+    inputs every run, whatever ran before: this test once counted the other tests' outcomes and so passed only
+    after them in file order, on the same xdist worker) renders some and fails others located."""
+    seen = Outcomes()
+    for strategy, examples in ((extreme_catalogues(damage=()), 150), (mutated_catalogues(), 15)):
+        @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @given(text=strategy)
+        def draw(text: str) -> None:
+            seen[outcome(text)] += 1
+        draw()
     assert {"spec-error", "compile-error", "rendered"} <= set(seen), dict(seen)
     assert seen["rendered"] >= 10, dict(seen)
 
