@@ -17,7 +17,7 @@ from pathlib import Path
 from setuptools import setup
 
 SPEED = Path("modelfleet/plan/llm/speed")
-SIMULATOR = [str(SPEED / f"{name}.py") for name in ("replica", "simulation")]  # speed/__init__.py's NATIVE
+SIMULATOR = [str(SPEED / f"{name}.py") for name in ("steptime", "replica", "simulation")]  # speed/__init__.py's NATIVE
 STAMP = SPEED / "_native_sources.py"  # the digest of the sources built, that speed/__init__.py checks
 
 

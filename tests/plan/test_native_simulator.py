@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 
 from modelfleet.plan.llm import speed
+from modelfleet.plan.llm.speed.calibration import load_performance_table
+from modelfleet.plan.llm.speed.performance import Layout, shape_from_fields, step_timer
 from modelfleet.plan.llm.speed.simulation import Lengths, Overloaded, Workload, simulate
+from modelfleet.spec.presets import LLM_PRESETS
 from tests.conftest import ROOT
 
 
@@ -50,6 +53,12 @@ def _case(rng: random.Random) -> tuple[dict, str]:
 
     def step(prefill: int, context: float, decodes: int, decode_context: float) -> float:
         return a + b * prefill + c * prefill * context + d * decodes + e * decodes * decode_context
+    if rng.random() < 0.5:  # the plan's own step time (steptime.StepTimer, compiled with the simulation)
+        table = load_performance_table()
+        shape = shape_from_fields(LLM_PRESETS[rng.choice(sorted(LLM_PRESETS))].fields)
+        step = step_timer(table.gpus[rng.choice(sorted(table.gpus))], shape,
+                          Layout(rng.choice([1, 2, 4, 8]), rng.choice([1, 2]), rng.random() < 0.5),
+                          dispatch_ms=rng.uniform(0, 30), prefill=rng.uniform(0.7, 1.4), tpot=rng.uniform(0.7, 1.4))
     seqs = rng.randint(1, 160)
     kwargs = dict(step_ms=step, workload=workload, max_num_seqs=seqs,
                   max_num_batched_tokens=max(seqs, rng.choice([256, 512, 2048, 8192])),
@@ -89,6 +98,7 @@ def test_compiled_and_python_simulations_agree_to_the_bit():
     compiled, there = json.loads(done.stdout)
     assert not compiled  # the subprocess ran the Python modules
     assert sum("preemptions=0," not in line for line in here) >= 5  # the KV cache's path is exercised
+    assert sum("SimulationResult" in line for line in here) >= 20  # most cases ran to the end
     for mine, theirs in zip(here, there, strict=True):
         assert mine == theirs
 

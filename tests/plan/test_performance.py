@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelfleet.plan.llm.speed.performance import (
-    GpuPerformance, Layout, LlmShape, Roofline, Step, StepModel, prefill_ms, shape_from_fields, step_ms, tpot_ms,
+    GpuPerformance, Layout, LlmShape, Roofline, Step, prefill_ms, shape_from_fields, step_ms, step_timer, tpot_ms,
 )
 from modelfleet.plan.llm.speed.calibration import gpu_performance, load_performance_table
 from modelfleet.spec.presets import LLM_PRESETS
@@ -175,12 +175,12 @@ def test_a100s_expert_parallel_moe_kernel_is_priced_as_measured():
        prompt=st.integers(0, 16384), prior=st.floats(0, 100_000), decoding=st.integers(0, 1024),
        context=st.floats(1, 130_000))
 def test_the_simulators_step_model_is_the_step_time_exactly(preset, gpu, tp, pp, ep, prompt, prior, decoding, context):
-    """The simulator's memoised step time (StepModel) is step_ms itself, to rounding, for every preset (dense,
-    MoE, MLA, sliding windows), GPU, layout and mix of prompt and decoding tokens, at the mean contexts it is
-    called with; a second call (from the memo) gives the same figure."""
+    """The simulator's memoised step time (step_timer, compiled with it) is step_ms itself, to rounding, for
+    every preset (dense, MoE, MLA, sliding windows), GPU, layout and mix of prompt and decoding tokens, at the
+    mean contexts it is called with; a second call (from the memo) gives the same figure."""
     shape, perf, layout = shape_from_fields(LLM_PRESETS[preset].fields), _shipped(gpu), Layout(tp, pp, ep)
     step = Step(prompt, prompt + prior if prompt else 0.0, decoding, context if decoding else 0.0)
-    model = StepModel(perf, shape, layout)
+    model = step_timer(perf, shape, layout).model_ms
     expected = step_ms(perf, shape, layout, step)
     assert model(*dataclasses.astuple(step)) == pytest.approx(expected, rel=1e-12, abs=1e-12)
     assert model(*dataclasses.astuple(step)) == model(*dataclasses.astuple(step))

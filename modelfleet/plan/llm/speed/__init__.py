@@ -1,7 +1,7 @@
 """How fast an LLM replica serves: roofline step times, the calibration data, and the load at peak."""
 
-# The scheduler simulation (replica.py, simulation.py) is most of a plan's time, so the build compiles it with
-# mypyc where it can (setup.py): a C extension beside each source, which Python imports in its place. The
+# The scheduler simulation (replica.py, simulation.py, and steptime.py, the step time it calls) is most of a
+# plan's time, so the build compiles it with mypyc where it can (setup.py): a C extension beside each source, which Python imports in its place. The
 # compiled and the Python modules give the same figures to the bit (tests/plan/test_native_simulator.py). The
 # build records its sources' digest (_native_sources.py); where the sources have changed since (an edit, a
 # checkout), or MODELFLEET_PURE_PYTHON=1 is set, the Python modules are loaded instead, so an edit is never
@@ -16,7 +16,7 @@ import sys
 import warnings
 from pathlib import Path
 
-NATIVE = ("replica", "simulation")  # in import order: simulation imports replica
+NATIVE = ("steptime", "replica", "simulation")  # in import order: simulation imports replica, replica steptime
 _HERE = Path(__file__).parent
 
 
@@ -66,9 +66,9 @@ def _choose() -> None:
 
 
 def compiled() -> bool:
-    """Whether the scheduler simulation in use is the compiled one."""
-    from . import simulation
-    return not (simulation.__file__ or "").endswith(".py")
+    """Whether the scheduler simulation in use (each of the NATIVE modules) is the compiled one."""
+    from . import replica, simulation, steptime
+    return not any((module.__file__ or "").endswith(".py") for module in (steptime, replica, simulation))
 
 
 _choose()

@@ -24,8 +24,9 @@ from ....spec.models import LlmSlaSpec
 from ....spec.traffic import LengthSpec
 from ...types import LengthsPlan, TrafficPlan
 from .load import Speed
-from .performance import StepModel
-from .simulation import Overloaded, SimulationResult, StepTime, simulate
+from .performance import step_timer
+from .simulation import Overloaded, SimulationResult, simulate
+from .steptime import StepTimer
 from .workload import Lengths, Workload, lognormal_cv_for_p99
 
 # Measured requests per simulation: the p99's interval then spans the 0.99 n -/+ 1.96 sqrt(0.0099 n) order
@@ -64,19 +65,15 @@ def seed_of(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
 
 
-def step_time_for(speed: Speed) -> StepTime:
+def step_time_for(speed: Speed) -> StepTimer:
     """The layout's step time as the simulator calls it (module docstring), one per Speed: the performance
-    model's own sum (performance.StepModel, its parts memoised, not interpolated) with the correction."""
+    model's own sum (performance.step_timer, its parts memoised, not interpolated) with the correction."""
     step = speed.__dict__.get("_step")
     if step is None:
-        gpu, shape, layout, correction = speed.gpu, speed.shape, speed.layout, speed.correction
-        dispatch, model = gpu.prefill_dispatch_ms_per_layer * shape.layers, StepModel(gpu, shape, layout)
-        prefill, tpot = correction.prefill, correction.tpot
-
-        def step(prompt: int, prompt_context: float, decodes: int, decode_context: float) -> float:
-            time = model(prompt, prompt_context, decodes, decode_context)
-            return (time + dispatch) * prefill if prompt else time * tpot
-        speed.__dict__["_step"] = step
+        gpu, shape, correction = speed.gpu, speed.shape, speed.correction
+        step = speed.__dict__["_step"] = step_timer(
+            gpu, shape, speed.layout, dispatch_ms=gpu.prefill_dispatch_ms_per_layer * shape.layers,
+            prefill=correction.prefill, tpot=correction.tpot)
     return step
 
 

@@ -31,6 +31,8 @@ import functools
 import math
 from dataclasses import dataclass
 
+from .steptime import Kind, Roof, StepTimer
+
 
 @dataclass(frozen=True)
 class LlmShape:
@@ -379,33 +381,24 @@ def step_ms(gpu: GpuPerformance, shape: LlmShape, layout: Layout, step: Step) ->
             + _attention_layers_us(gpu, _attention_kinds(shape, layout), step)) / 1000.0
 
 
-class StepModel:
+def step_timer(gpu: GpuPerformance, shape: LlmShape, layout: Layout, *, dispatch_ms: float = 0.0,
+               prefill: float = 1.0, tpot: float = 1.0) -> StepTimer:
     """``step_ms`` of one layout as the simulator calls it, ``(prompt tokens, their context, decoding sequences,
-    their mean context) -> ms``: exactly the same sum, made cheap by memoising its parts that depend only on a
-    count (the dense work of ``m`` tokens, most of a step's cost; the LM head over the sampled tokens), while
-    attention, a few rooflines per layer kind, is computed for each step at its own contexts."""
+    their mean context) -> ms`` (steptime.StepTimer, compiled with the simulation): exactly the same sum, made
+    cheap by memoising its parts that depend only on a count (the dense work of ``m`` tokens, most of a step's
+    cost; the LM head over the sampled tokens), while attention, a few rooflines per layer kind, is computed for
+    each step at its own contexts. ``dispatch_ms`` is added to a step with a prompt, then ``prefill`` (with a
+    prompt) or ``tpot`` (without) multiplies it: a measured profile's corrections."""
+    kinds = [Kind(count=count, pair_flops=a.pair_flops, prompt_bytes=a.prompt_bytes, cached_flops=a.cached_flops,
+                  cached_bytes=a.cached_bytes, window=a.window) for count, a in _attention_kinds(shape, layout)]
 
-    def __init__(self, gpu: GpuPerformance, shape: LlmShape, layout: Layout) -> None:
-        self.gpu, self.shape, self.layout = gpu, shape, layout
-        self.kinds = _attention_kinds(shape, layout)
-        self.tokens: dict[int, float] = {}
-        self.heads: dict[int, float] = {}
-
-    def __call__(self, prompt_tokens: int, prompt_context: float, decoding: int, decode_context: float) -> float:
-        m = prompt_tokens + decoding
-        if m <= 0:
-            return 0.0
-        dense = self.tokens.get(m)
-        if dense is None:
-            dense = self.tokens[m] = _tokens_us(self.gpu, self.shape, self.layout, m)
-        logits = decoding + (1 if prompt_tokens else 0)
-        head = self.heads.get(logits)
-        if head is None:
-            head = self.heads[logits] = _head_us(self.gpu, self.shape, self.layout, logits)
-        gpu, attention = self.gpu, 0.0
-        for count, a in self.kinds:
-            attention += count * _attention_us(gpu, a, prompt_tokens, prompt_context, decoding, decode_context)
-        return (dense + head + attention) / 1000.0
+    def roof(r: Roofline) -> Roof:
+        return Roof(compute_efficiency=r.compute_efficiency, memory_efficiency=r.memory_efficiency,
+                    floor_us=r.floor_us, sharpness=r.sharpness, tflops=gpu.tflops, gbs=gpu.memory_gbs)
+    return StepTimer(dense=functools.partial(_tokens_us, gpu, shape, layout),
+                     head=functools.partial(_head_us, gpu, shape, layout), kinds=kinds,
+                     context=roof(gpu.context_attention), decode=roof(gpu.decode_attention), dispatch=dispatch_ms,
+                     prefill=prefill, tpot=tpot)
 
 
 @functools.lru_cache(maxsize=1024)

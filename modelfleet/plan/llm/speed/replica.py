@@ -28,6 +28,8 @@ import math
 from collections import deque
 from typing import Callable
 
+from .steptime import StepTimer
+
 StepTimeFn = Callable[[int, float, int, float], float]
 
 
@@ -47,6 +49,9 @@ class Replica:
     def __init__(self, *, step_time: StepTimeFn, max_num_seqs: int, max_num_batched_tokens: int, kv_blocks: int,
                  block_size: int) -> None:
         self.step_time, self.max_num_seqs, self.budget = step_time, max_num_seqs, max_num_batched_tokens
+        # the plan's step time, called natively where both are compiled (steptime.py); any other callable
+        # (a test's) through step_time
+        self.timer: StepTimer | None = step_time if isinstance(step_time, StepTimer) else None
         self.free, self.block_size = kv_blocks, block_size
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
@@ -148,6 +153,12 @@ class Replica:
             budget -= new
         return budget
 
+    def _step(self, prompt: int, prompt_context: float, decodes: int, decode_context: float) -> float:
+        timer = self.timer
+        if timer is not None:
+            return timer.time(prompt, prompt_context, decodes, decode_context)
+        return self.step_time(prompt, prompt_context, decodes, decode_context)
+
     def _preempt(self, victim: Request) -> None:
         self.free += victim.blocks
         victim.blocks = victim.computed = 0
@@ -165,7 +176,7 @@ class Replica:
                 prompt += new
                 prior += new * (r.computed + new / 2.0)
         prompt_context = prompt + max(0.0, prior / prompt - prompt / 2.0) if prompt else 0.0
-        end = self.now + self.step_time(prompt, prompt_context, decodes, context / decodes if decodes else 0.0)
+        end = self.now + self._step(prompt, prompt_context, decodes, context / decodes if decodes else 0.0)
         finished = []
         gaps = self.gaps
         for r, new in scheduled:
@@ -192,7 +203,7 @@ class Replica:
                 steps = left
             total += r.computed
         context = total / n + 1.0
-        self.run = (self._kv_steps(steps), context, self.step_time(0, 0.0, n, context))
+        self.run = (self._kv_steps(steps), context, self._step(0, 0.0, n, context))
         return self.now + self.run[0] * self._each(self.run[0])
 
     def _each(self, steps: int) -> float:
@@ -200,7 +211,7 @@ class Replica:
         run = self.run
         assert run is not None
         _, context, first = run
-        return self.step_time(0, 0.0, len(self.running), context + (steps - 1) / 2.0) if steps > 1 else first
+        return self._step(0, 0.0, len(self.running), context + (steps - 1) / 2.0) if steps > 1 else first
 
     def _commit_run(self, steps: int, each: float) -> list[Request]:
         now, bs = self.now, self.block_size

@@ -50,7 +50,7 @@ class StepTime(Protocol):
         """Milliseconds of one engine step: ``prefill_tokens`` prompt tokens whose context ends at
         ``prefill_context``, beside ``decodes`` sequences each adding a token to ``decode_context`` tokens (the
         contexts are means over the step's sequences, so not whole numbers). Called for every step the
-        simulation takes: it must be cheap (peak.step_time_for memoises the performance model's parts)."""
+        simulation takes: it must be cheap (performance.step_timer memoises the performance model's parts)."""
         ...
 
 
