@@ -28,6 +28,7 @@ from .llm.speed.load import Fit
 from .llm.speed.peak import SIMULATION_SOURCE, traffic_of, traffic_plan
 from .name_checks import name_issues
 from .names import node_group_name
+from .sizing import spreads_over_zones
 from .lock import fresh_models, pinned_llm
 from .capacity.node_disks import with_node_disks
 from .triton.pipelines import pipelines_in
@@ -186,7 +187,7 @@ def _vllm_plan(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate, 
     _llm_warnings(model, env, chosen, warnings)
     plan = VllmModelPlan(
         name=model.name, team=model.team, node_group=group, instance_type=chosen.instance.name, replicas=desired,
-        min_replicas=lo, max_replicas=hi, spread_zones=lo >= 2, gpus_per_replica=chosen.tp * chosen.pp,
+        min_replicas=lo, max_replicas=hi, spread_zones=spreads_over_zones(lo), gpus_per_replica=chosen.tp * chosen.pp,
         nodes_per_replica=chosen.pp, gpus_per_pod=gpus_per_pod, tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp, max_num_seqs=fit.max_num_seqs, max_model_len=model.sla.max_context_tokens,
         weights_gib=round(weights, 3), kv_cache_gib=round(chosen.sized.kv_gib, 3),

@@ -52,6 +52,18 @@ def replica_floor(env: EnvironmentSpec, availability: float) -> int:
     return availability_floor(availability, env.replicas.ha_availability, env.replicas.ha3_availability)
 
 
+def spreads_over_zones(min_replicas: int) -> bool:
+    """Whether a workload's replicas are spread over zones (a topology constraint, a PDB that keeps one): when
+    its floor holds two or more, so that losing a zone leaves one serving."""
+    return min_replicas >= 2
+
+
+def on_demand_replicas(env: EnvironmentSpec, min_replicas: int) -> int:
+    """Replicas held on on-demand nodes: on a spot stack, a floor spread over zones (a spot reclaim can take every
+    spot node of a type at once, which would break the availability the floor is for); else none."""
+    return min_replicas if env.capacity_type == "spot" and spreads_over_zones(min_replicas) else 0
+
+
 def nodes_for_pods(pods: Mapping[int, int], gpus_per_node: int) -> int:
     """Nodes needed to hold pods (GPUs per pod -> how many), first-fit decreasing; pods never span nodes.
 

@@ -25,7 +25,7 @@ from collections import Counter
 from ...spec.environment import EnvironmentSpec
 from ..hardware.instances import InstanceCatalogue, InstanceType
 from ..hardware.node_price import ranking_usd_per_node_hour
-from ..sizing import nodes_for_pods
+from ..sizing import nodes_for_pods, on_demand_replicas
 from ..types import FleetPlan, NodeGroupPlan, VllmModelPlan
 from .fit import check_fit, with_requested
 from .node_disks import node_disks
@@ -82,10 +82,8 @@ def equivalent_types(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec
 
 def base_replicas(plan: FleetPlan, env: EnvironmentSpec) -> dict[str, int]:
     """Per workload on a spot stack: the replicas of its availability floor held on on-demand nodes."""
-    if env.capacity_type != "spot":
-        return {}
     workloads = [*plan.triton_servers, *(m for m in plan.models if isinstance(m, VllmModelPlan))]
-    return {w.name: w.min_replicas for w in workloads if w.spread_zones}
+    return {w.name: held for w in workloads if (held := on_demand_replicas(env, w.min_replicas))}
 
 
 def base_nodes(plan: FleetPlan, group: NodeGroupPlan, base: dict[str, int]) -> int:

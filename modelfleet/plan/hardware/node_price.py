@@ -57,20 +57,27 @@ def ranking_usd_per_hour(catalogue: InstanceCatalogue, instance: InstanceType, e
     base = min(billed, on_demand_base) if env.capacity_type == "spot" else 0
     total = nodes * volume
     if base:
-        on_demand = next((p for region in (env.region, PRICE_REFERENCE_REGION)
-                          if (p := estimate_node_price(instance, region, "on-demand", env)[0]) is not None), hourly)
-        total += base * on_demand
+        on_demand, _ = _priced(instance, env, "on-demand")
+        total += base * (hourly if on_demand is None else on_demand)
     return total + (billed - base) * hourly if billed > base else total
 
 
 def ranking_node_hour(catalogue: InstanceCatalogue, instance: InstanceType, env: EnvironmentSpec) -> tuple[float, float]:
     """``ranking_usd_per_node_hour`` in its two parts: (the instance-hour at the stack's capacity type, the root
     volume's hour). A reserved node (capacity/reservations.py) is paid for already, but not its volume."""
+    hourly, region = _priced(instance, env, env.capacity_type)
+    if hourly is None:
+        return math.inf, 0.0
+    gp3 = catalogue.ebs_gp3.get(region)
+    volume = 0.0 if gp3 is None else gp3.monthly(env.deploy.node_disk_gib, GP3_BASELINE_IOPS, GP3_BASELINE_MIBPS)
+    return hourly, volume / HOURS_PER_MONTH
+
+
+def _priced(instance: InstanceType, env: EnvironmentSpec, capacity: str) -> tuple[float | None, str]:
+    """(the instance-hour at ``capacity``, the region it is from): the stack's region, else the reference
+    region's (every ranking is then at one region's prices); None when neither has one."""
     for region in (env.region, PRICE_REFERENCE_REGION):
-        hourly, _ = estimate_node_price(instance, region, env.capacity_type, env)
+        hourly, _ = estimate_node_price(instance, region, capacity, env)
         if hourly is not None:
-            gp3 = catalogue.ebs_gp3.get(region)
-            volume = 0.0 if gp3 is None else gp3.monthly(env.deploy.node_disk_gib, GP3_BASELINE_IOPS,
-                                                          GP3_BASELINE_MIBPS)
-            return hourly, volume / HOURS_PER_MONTH
-    return math.inf, 0.0
+            return hourly, region
+    return None, PRICE_REFERENCE_REGION

@@ -13,7 +13,7 @@ from .shape import llm_weights_gib, model_params
 from .speed.load import Fit
 from .verify import miss_phrase
 from ..rejection import CONTEXT, MEMORY, Rejection, closeness
-from ..sizing import tensor_parallel_ok
+from ..sizing import on_demand_replicas, tensor_parallel_ok
 from ..types import Alternative, Decision
 
 TP_SIZES = (1, 2, 4, 8)
@@ -73,7 +73,7 @@ def reason(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate) -> s
 
 def priced_as(env: EnvironmentSpec, chosen: LlmCandidate) -> str:
     """How a layout's USD/h was priced (search.nodes_usd), in words."""
-    if env.capacity_type == "spot" and chosen.min_replicas >= 2:
+    if on_demand_replicas(env, chosen.min_replicas):
         nodes = "the nodes of its availability floor on-demand (a spot reclaim can take every spot node of a type at " \
                 "once), the others at their spot price"
     else:

@@ -36,7 +36,8 @@ from .speed.performance import Layout, LlmShape
 from .speed.calibration import gpu_for
 from .precision import Precision, precision_on, unsupported, weights_changes
 from ..rejection import CONTEXT, MEMORY, PRECISION, TPOT, TTFT, Rejection, closeness
-from ..sizing import LLM_RUNTIME_OVERHEAD_GIB_PER_GPU, MAX_PIPELINE_STAGES, nodes_for_pods, replica_floor, tensor_parallel_ok
+from ..sizing import (LLM_RUNTIME_OVERHEAD_GIB_PER_GPU, MAX_PIPELINE_STAGES, nodes_for_pods, on_demand_replicas, replica_floor,
+                      tensor_parallel_ok)
 from .candidate import LlmCandidate, Outcome, Sized
 from .explain import decision_for, override_problem
 
@@ -80,7 +81,8 @@ def nodes_usd(catalogue: InstanceCatalogue, env: EnvironmentSpec, instance: Inst
     charges them (hardware/node_price.py): reserved nodes' instance-hours paid already, and on a spot stack a
     floor of two or more replicas (spread over zones) on on-demand nodes (capacity/provisioning.py)."""
     nodes = nodes_for_replicas(instance, tp, pp, min_replicas, replicas)
-    base = nodes_for_pods({tp: min_replicas * pp}, instance.gpus) if min_replicas >= 2 else 0
+    held = on_demand_replicas(env, min_replicas)
+    base = nodes_for_pods({tp: held * pp}, instance.gpus) if held else 0
     return ranking_usd_per_hour(catalogue, instance, env, nodes, reserved=reserved_count(env, instance.name),
                                 on_demand_base=base)
 

@@ -38,6 +38,7 @@ from ..hardware.instances import CpuInstanceType, InstanceCatalogue
 from ..hardware.kubelet import kube_reserved_cpu_millis, memory_allocatable_mib
 from ..rejection import Rejection
 from ..names import triton_server_name
+from ..sizing import spreads_over_zones
 from ..hardware.node_price import ranking_usd_per_node_hour
 from .packing.gpu import (
     MIN_CACHE_BYTES,
@@ -168,7 +169,7 @@ def _server(name: str, members: list[ClassicModelSpec], figures: Mapping[str, Cp
     floor = min(max(replicas_asked(m, env)[1] for m in members), replicas)
     top = replicas if env.replicas.single_replica else max(replicas, math.ceil(replicas * env.replicas.max_scale_factor))
     return CpuServer(name=name, models=tuple(names), counts=counts, min_replicas=floor, replicas=replicas,
-                     max_replicas=top, spread_zones=floor >= 2, cores=cores,
+                     max_replicas=top, spread_zones=spreads_over_zones(floor), cores=cores,
                      memory_request_gib=round(host + cache / GIB, 2), cache_size_bytes=cache, python_shm_bytes=shm)
 
 

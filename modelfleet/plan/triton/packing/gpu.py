@@ -38,7 +38,7 @@ from ...rejection import Rejection
 from ...names import stable_name, triton_server_name
 from ...hardware.node_price import ranking_usd_per_node_hour
 from ..pipelines import PipelineSizing, StepBudget, size_on, together
-from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor
+from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor, spreads_over_zones
 from ..built_for import pool_suffix, wrong_gpu
 from ..policy import ClassicSizing, within_budget
 
@@ -214,7 +214,7 @@ def packed_server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSiz
     cache = cache if cache >= MIN_CACHE_BYTES else 0
     return PackedServer(
         name=name, former_name=stable_name("triton", anchor.name), models=tuple(names), min_replicas=lo, replicas=desired,
-        max_replicas=hi, spread_zones=lo >= 2,
+        max_replicas=hi, spread_zones=spreads_over_zones(lo),
         gpu_memory_used_gib=round(TRITON_GPU_OVERHEAD_GIB + sum(sizings[n].gpu_memory_gib for n in names), 3),
         gpu_compute_used=round(sum(sizings[n].gpu_demand for n in names), 4) / max(desired, 1),
         cache_size_bytes=cache, memory_request_gib=round(host + cache / GIB + shm / GIB, 2), python_shm_bytes=shm)
