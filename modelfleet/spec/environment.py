@@ -231,11 +231,18 @@ class DaemonSetAllowance(EnvFrozen):
         return self.model_copy(update={"cpu": cpu, "memory_gib": memory})
 
 
-# The default allowance's parts (DaemonSetAllowance's docstring says what they cover).
-ALLOWANCE_BASE_CPU = 0.75
+# What NVIDIA's DCGM exporter requests on every GPU node: render/k8s/dcgm_exporter.py writes these into its
+# DaemonSet (where the stack creates the cluster), and the allowance below counts them, so the fit check leaves
+# exactly this free for it. 100m as NVIDIA's example manifest requests; 256 MiB, twice its 128 MiB, because its
+# embedded host engine grows with the GPUs it watches (its example's limit).
+DCGM_EXPORTER_CPU = 0.1
+DCGM_EXPORTER_MEMORY_GIB = 0.25
+# The default allowance's parts (DaemonSetAllowance's docstring says what they cover): the DCGM exporter's
+# request and everything else's.
+ALLOWANCE_BASE_CPU = round(0.65 + DCGM_EXPORTER_CPU, 3)  # 0.75
 ALLOWANCE_CPU_PER_VCPU = 0.005
 ALLOWANCE_BASE_MEMORY_GIB = 1.0
-ALLOWANCE_MEMORY_PER_GPU_GIB = 0.25
+ALLOWANCE_MEMORY_PER_GPU_GIB = DCGM_EXPORTER_MEMORY_GIB  # per-GPU exporters: a GPU node has at least one GPU
 
 
 def _bucket_name(bucket: str) -> str:
