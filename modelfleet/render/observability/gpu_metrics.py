@@ -50,10 +50,6 @@ def counter(name: str) -> str:
     return name
 
 
-def _selector(namespace: str, pods: str) -> str:
-    return f'{{namespace="{namespace}",pod=~"{pods}"}}'
-
-
 def gpu_util(selector: str, how: str = "avg") -> str:
     """The GPUs' utilisation, 0 to 1 (``how``: avg or max over them)."""
     return f"({how}({counter(GPU_UTIL)}{selector}) / 100)"
@@ -75,13 +71,13 @@ def power_w(selector: str) -> str:
 
 
 def xid_errors(selector: str) -> str:
-    """How many of the GPUs report an XID error (their last one non-zero)."""
-    return f"count({counter(XID)}{selector} > 0) or vector(0)"
+    """How many of the GPUs report an XID error (their last one non-zero); no result when none does."""
+    return f"count({counter(XID)}{selector} > 0)"
 
 
 def workload_gpus(namespace: str, pods: str) -> str:
-    """The selector of the GPUs a workload's pods hold."""
-    return _selector(namespace, pods)
+    """The selector of the GPUs a workload's pods hold (``pods``: slo_queries.workload_pods' anchored regex)."""
+    return f'{{namespace="{namespace}",pod=~"{pods}"}}'
 
 
 def node_group_gpus(group: str) -> str:
