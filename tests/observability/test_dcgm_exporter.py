@@ -21,7 +21,7 @@ from modelfleet.render.k8s.dcgm_exporter import DCGM_EXPORTER, render_dcgm_expor
 from modelfleet.render.observability import gpu_metrics
 from modelfleet.spec.environment import DCGM_EXPORTER_CPU, DCGM_EXPORTER_MEMORY_GIB, parse_environment
 from tests.conftest import ROOT, STACKS
-from tests.hardening.judges import require_module, strict_schema
+from tests.hardening.judges import require_module, run_checkov, strict_schema
 
 CRD = Path(__file__).resolve().parent / "crds" / "monitoring.coreos.com_servicemonitors.yaml"
 # the shared reference (../shared beside a checkout; a worktree's is further up); absent on CI's clean clone
@@ -138,3 +138,19 @@ def test_a_joined_cluster_must_run_one_and_a_created_one_installs_it(project):
     assert "serviceMonitor.enabled=true" in dcgm.install
     own = {r.name: r for r in required_prerequisites(created(project, "prod"), plan, stack_objects(files))}
     assert own[dcgm.name].installed_by_stack
+
+
+@pytest.mark.judge
+def test_checkov_passes_it_with_every_exception_written_down(plans, tmp_path):
+    (tmp_path / "dcgm.yaml").write_text(yaml.safe_dump_all(render_dcgm_exporter(plans["prod"])))
+    report = run_checkov(tmp_path)
+    failed = [(c["check_id"], c["resource"]) for c in report["results"]["failed_checks"]]
+    assert failed == [] and report["summary"]["passed"] > 0
+    skipped = {c["check_id"] for c in report["results"]["skipped_checks"]}
+    assert {"CKV_K8S_25", "CKV_K8S_39", "CKV_K8S_40"} <= skipped  # SYS_ADMIN and root, each with its reason
+
+
+def test_every_restricted_pod_security_exception_is_written_down(plans):
+    from tests.hardening.pod_security import check_restricted
+
+    assert [str(v) for v in check_restricted(exporter(plans["prod"])["DaemonSet"])] == []

@@ -33,6 +33,8 @@ SKIPS = {
     "CKV_K8S_15": "IfNotPresent: a DaemonSet on every GPU node must not depend on the registry to restart",
     "CKV_K8S_23": "root, as NVIDIA runs it: DCGM's host engine opens the GPUs' device files and profiling counters",
     "CKV_K8S_40": "root, as NVIDIA runs it: DCGM's host engine opens the GPUs' device files and profiling counters",
+    "CKV_K8S_22": "writable, as NVIDIA's manifest leaves it: DCGM's host engine writes its socket and log in the image",
+    "CKV_K8S_25": "SYS_ADMIN only, as NVIDIA's manifest adds it: the profiling fields (DCGM_FI_PROF_*) need it",
     "CKV_K8S_37": "SYS_ADMIN only, as NVIDIA's manifest adds it: the profiling fields (DCGM_FI_PROF_*) need it",
     "CKV_K8S_39": "SYS_ADMIN only, as NVIDIA's manifest adds it: the profiling fields (DCGM_FI_PROF_*) need it",
 }
