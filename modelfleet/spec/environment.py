@@ -384,6 +384,22 @@ class EnvironmentSpec(EnvFrozen):
     capacity_reservations: tuple[CapacityReservationSpec, ...] = ()
 
     @model_validator(mode="after")
+    def _allowance_holds_the_dcgm_exporter(self) -> "EnvironmentSpec":
+        """A created cluster runs our DCGM exporter on every GPU node: an allowance set below its requests would
+        let the fit check hand its share to the serving pods, and the exporter would stay Pending."""
+        allowance = self.deploy.daemonset_allowance
+        for field, key, needed, unit in (("cpu", "cpu", DCGM_EXPORTER_CPU, "CPU"),
+                                         ("memory_gib", "memoryGib", DCGM_EXPORTER_MEMORY_GIB, "GiB")):
+            value = getattr(allowance, field)
+            if self.cluster.create and value is not None and value < needed:
+                raise FieldProblem(("deploy", "daemonsetAllowance", key),
+                                   f"{value:g} {unit} per node is less than the DCGM exporter this stack installs on "
+                                   f"every GPU node requests ({needed:g} {unit})",
+                                   f"set it to at least {needed:g} plus what the cluster's other DaemonSets request, "
+                                   "or leave it out for the default")
+        return self
+
+    @model_validator(mode="after")
     def _reservations_in_region(self) -> "EnvironmentSpec":
         for index, reservation in enumerate(self.capacity_reservations):
             if not reservation.zone.startswith(f"{self.region}") or len(reservation.zone) != len(self.region) + 1:

@@ -154,3 +154,31 @@ def test_every_restricted_pod_security_exception_is_written_down(plans):
     from tests.hardening.pod_security import check_restricted
 
     assert [str(v) for v in check_restricted(exporter(plans["prod"])["DaemonSet"])] == []
+
+
+def test_a_created_clusters_allowance_below_the_exporters_requests_is_a_located_error(tmp_path):
+    """The fit check leaves the allowance free on every node: set below the exporter's requests on a stack that
+    installs it, the exporter would stay Pending. The error points at the stack file's line."""
+    import shutil
+
+    from modelfleet.errors import SpecError
+    from modelfleet.project import Project
+
+    for part in ("models.yaml", "stacks", "samples"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, tmp_path / part)
+    stack = tmp_path / "stacks" / "Pulumi.dev.yaml"
+    text = stack.read_text().replace("  modelfleet:cluster:\n    name: ml-serving-dev\n",
+                                     "  modelfleet:cluster:\n    name: ml-serving-dev\n    create: true\n"
+                                     "    publicAccessCidrs: []\n    subnetIds: [subnet-01, subnet-02]\n")
+    assert "create: true" in text
+    stack.write_text(text.replace("  modelfleet:deploy:\n", "  modelfleet:deploy:\n    daemonsetAllowance: {memoryGib: 0.2}\n", 1))
+    with pytest.raises(SpecError) as caught:
+        Project(root=str(tmp_path)).environment("dev")
+    (issue,) = caught.value.issues
+    assert issue.path == "config.modelfleet:deploy.daemonsetAllowance.memoryGib" and issue.file.endswith("Pulumi.dev.yaml")
+    assert issue.line > 1 and "0.25 GiB" in issue.message and "at least 0.25" in issue.fix
+    # a joined cluster brings its own exporter: any allowance is its own to set
+    joined = text.replace("    create: true\n", "").replace(
+        "  modelfleet:deploy:\n", "  modelfleet:deploy:\n    daemonsetAllowance: {memoryGib: 0.2}\n", 1)
+    stack.write_text(joined)
+    assert Project(root=str(tmp_path)).environment("dev").deploy.daemonset_allowance.memory_gib == 0.2
