@@ -101,7 +101,8 @@ class Project:
         env = self.environment(stack)
         repositories = render_triton_repositories(plan)  # once: plan.json's tree and the manifests both carry them
         kubernetes = functools.partial(render_kubernetes, deploy=env.deploy, docs_url=env.observability.docs_url,
-                                       dashboards=dashboards, cost=cost, repositories=repositories)
+                                       dashboards=dashboards, cost=cost, repositories=repositories,
+                                       dcgm_exporter=env.cluster.create)
         return plan, render_fleet(plan, extra=(kubernetes,), cost=cost, repositories=repositories)
 
     def environment_path(self, stack: str) -> str:
@@ -119,7 +120,7 @@ class Project:
             raise self._locate(exc, doc, stack) from None
         files = render_fleet(plan, cost=cost)
         manifests = render_fleet_manifests(plan, env.deploy, files, docs_url=env.observability.docs_url,
-                                           dashboards=dashboards, cost=cost)
+                                           dashboards=dashboards, cost=cost, dcgm_exporter=env.cluster.create)
         return Deployment(env, plan, cost, files, manifests)
 
     def costed(self, stack: str, source: FleetSource | None = None) -> CostedPlan:

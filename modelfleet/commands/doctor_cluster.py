@@ -49,7 +49,8 @@ class KubectlReader:
         return self._workload(probe)
 
     def _workload(self, probe: Probe) -> bool:
-        found = _kubectl(self.context, "get", "deployments,daemonsets", "-n", probe.namespace, "-o", "json")
+        where = ["-n", probe.namespace] if probe.namespace else ["--all-namespaces"]
+        found = _kubectl(self.context, "get", "deployments,daemonsets", *where, "-o", "json")
         if found.returncode != 0:
             return False
         return any(probe.name in item["metadata"]["name"] for item in json.loads(found.stdout).get("items", []))

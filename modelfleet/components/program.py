@@ -68,10 +68,11 @@ def build_fleet(fleet: DeployPlan, hf_token: pulumi.Output[str] | None) -> dict[
     cluster = ClusterAccess("cluster", fleet.cluster, team_options(SHARED))
     registry.add(CLUSTER_READY, *cluster.ready)
     groups = _node_groups(fleet, cluster, registry)
-    apply_objects(fleet.cluster_objects, cluster, cluster.provider, registry)
     if fleet.releases:
         ClusterPrerequisites("prerequisites", fleet.releases, cluster.name, cluster.provider, registry,
                              team_options(SHARED))
+    # after the releases: a created cluster's DCGM exporter ServiceMonitor waits for the Prometheus stack's CRD
+    apply_objects(fleet.cluster_objects, cluster, cluster.provider, registry)
     if fleet.karpenter is not None:  # after the releases: a created cluster's NodePools wait for Karpenter's CRDs
         KarpenterNodes("karpenter", fleet.karpenter, cluster.name, cluster.provider, registry, team_options(SHARED))
     if fleet.repository is not None:

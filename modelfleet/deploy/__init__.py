@@ -19,6 +19,7 @@ from ..render.k8s import model_repository_bucket, vllm_models, workload_endpoint
 from ..spec.environment import EnvironmentSpec
 from .addons import releases
 from .cluster import cluster_deploy, cluster_name, node_role
+from ..render.k8s.cluster import DEVICE_PLUGIN
 from ..render.k8s.prerequisites import KARPENTER
 from .node_groups import protected_changes, system_node_group
 from .provisioners import provision
@@ -44,7 +45,8 @@ def _context(deployment: Deployment, release_names: frozenset[str]) -> Context:
     objects = cluster_objects(deployment.manifests)
     namespace = next(o.name for o in objects if o.manifest["kind"] == "Namespace")
     return Context(namespace=object_key(namespace), releases=release_names,
-                   cluster_objects=frozenset(object_key(o.name) for o in objects if o.manifest["kind"] == "DaemonSet"),
+                   cluster_objects=frozenset(object_key(o.name) for o in objects if o.manifest["kind"] == "DaemonSet"
+                                             and o.manifest["metadata"]["name"] == DEVICE_PLUGIN),
                    cluster_ready=deployment.env.cluster.create)
 
 
@@ -97,7 +99,7 @@ def compile_deploy_plan(deployment: Deployment, live: Sequence[LiveNodeGroup] = 
     repository = (BucketDeploy(name="model-repository", bucket=model_repository_bucket(plan, env.deploy), protect=env.protect)
                   if needs_repository(plan) else None)
     return _created_once(DeployPlan(stack=env.name, project=project, cluster=cluster_deploy(env), node_role=node_role(),
-                      system_node_group=system, node_groups=groups, cluster_objects=cluster_objects(deployment.manifests),
+                      system_node_group=system, node_groups=groups, cluster_objects=cluster_objects(deployment.manifests, frozenset(r.name for r in charts)),
                       releases=charts, repository=repository, triton_servers=servers, vllm_models=models,
                       outputs=_outputs(deployment, groups, karpenter),
                       warnings=_warnings(deployment, every_group, live, project) + tuple(

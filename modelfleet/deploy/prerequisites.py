@@ -5,7 +5,7 @@ adapter in commands/doctor_cluster.py; tests pass a dictionary).
 Each prerequisite is needed because an object of the stack's render needs it (a ``Rollout`` needs the Argo
 Rollouts controller and its CRD, an ``HTTPRoute`` the Gateway API CRDs, the named Gateway and the Rollouts
 plugin, a ``LeaderWorkerSet`` the LWS controller, a ``ServiceMonitor`` or ``PrometheusRule`` the Prometheus
-operator, an HPA on a per-pod metric prometheus-adapter), or because every stack's node groups and pod
+operator, an HPA on a per-pod metric prometheus-adapter, the GPU alerts a DCGM exporter), or because every stack's node groups and pod
 identities do (the cluster autoscaler, the EKS Pod Identity agent). docs/operations/deploying.md's "Joining a
 cluster" list is this list (tests/deploy/test_prerequisites.py compares them).
 """
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ..render.k8s import dcgm_exporter as d
 from ..render.k8s import prerequisites as p
 from ..spec.environment import EnvironmentSpec
 from .addons import releases
@@ -29,14 +30,16 @@ GATEWAY_PLUGIN_VERSION = "v0.4.0"  # argoproj-labs/gatewayAPI, rollouts-plugin-t
 @dataclass(frozen=True)
 class Probe:
     """What shows a prerequisite is there: a CRD, an aggregated API, a Deployment or DaemonSet whose name contains
-    ``name`` in ``namespace``, a Gateway, or an Argo Rollouts plugin in its ConfigMap."""
+    ``name`` in ``namespace`` (any namespace when it is empty), a Gateway, or an Argo Rollouts plugin in its
+    ConfigMap."""
 
     kind: Literal["crd", "apiservice", "workload", "gateway", "plugin"]
     name: str
     namespace: str = ""
 
     def __str__(self) -> str:
-        where = f" in namespace {self.namespace}" if self.namespace else ""
+        where = f" in namespace {self.namespace}" if self.namespace else (" in any namespace" if self.kind == "workload"
+                                                                            else "")
         return {"crd": f"CRD {self.name}", "apiservice": f"APIService {self.name}",
                 "workload": f"a Deployment or DaemonSet named *{self.name}*{where}",
                 "gateway": f"Gateway {self.name}{where}",
@@ -103,6 +106,8 @@ def required_prerequisites(env: EnvironmentSpec, plan, objects: Iterable[Mapping
                                   Probe("apiservice", "v1beta1.custom.metrics.k8s.io"),
                                   _helm(p.PROMETHEUS_ADAPTER, f" -f {p.ADAPTER_VALUES_FILE}"),
                                   p.PROMETHEUS_ADAPTER.release in by_stack))
+    if any(g.device == "gpu" for g in plan.node_groups):
+        found.append(_dcgm_exporter(env, plan))
     if "ScaledObject" in kinds:
         found.append(Prerequisite("KEDA", p.KEDA.version, "scale to zero (`replicas.minimum: 0`: ScaledObject)",
                                   _names(kinds, "ScaledObject"), Probe("crd", "scaledobjects.keda.sh"), _helm(p.KEDA),
@@ -113,6 +118,21 @@ def required_prerequisites(env: EnvironmentSpec, plan, objects: Iterable[Mapping
                                   Probe("crd", "leaderworkersets.leaderworkerset.x-k8s.io"), _helm(p.LWS),
                                   p.LWS.release in by_stack))
     return (*found, *_canary_prerequisites(env, kinds))
+
+
+def _dcgm_exporter(env: EnvironmentSpec, plan) -> Prerequisite:
+    """The GPUs' metrics (utilisation, memory, power, XID errors) the GPU panels and alerts read: a created cluster
+    runs ours (render/k8s/dcgm_exporter.py); a joined one NVIDIA's chart, or the GPU Operator's
+    (``nvidia-dcgm-exporter``, in its own namespace), with the ServiceMonitor docs/operations/observability.md
+    describes."""
+    groups = sorted(g.name for g in plan.node_groups if g.device == "gpu")
+    shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
+    install = (f"helm install {d.DCGM_EXPORTER} {d.DCGM_EXPORTER} --repo {d.DCGM_EXPORTER_CHARTS} --version "
+               f"{d.DCGM_EXPORTER_CHART_VERSION} -n {d.NAMESPACE} --set serviceMonitor.enabled=true "
+               "--set serviceMonitor.honorLabels=true")
+    return Prerequisite("NVIDIA DCGM exporter (or the GPU Operator's)", d.DCGM_EXPORTER_VERSION,
+                        "GPU panels and alerts (any GPU node group)", f"the GPU node groups: {shown}",
+                        Probe("workload", d.DCGM_EXPORTER), install, installed_by_stack=env.cluster.create)
 
 
 def _node_provisioner(env: EnvironmentSpec, by_stack: set[str]) -> Prerequisite:

@@ -69,7 +69,7 @@ class Context:
 
     namespace: str  # the Namespace's key
     releases: frozenset[str]  # Helm releases this stack installs
-    cluster_objects: frozenset[str]  # keys of the device plugin's objects
+    cluster_objects: frozenset[str]  # keys of the device plugin's objects (GPU pods need it; not the exporter)
     cluster_ready: bool  # a created cluster's add-ons (the Pod Identity agent) exist as resources
 
 
@@ -144,15 +144,19 @@ def _ignored(obj: Mapping[str, Any], scaled: set[tuple[str, str]]) -> tuple[str,
     return ("spec.rules",) if obj["kind"] == "HTTPRoute" else ()
 
 
-def cluster_objects(manifests: Mapping[str, list[dict[str, Any]]]) -> tuple[AppliedObject, ...]:
-    """The namespace and the device plugin: nothing to wait for but the cluster itself; an object in the
-    fleet's namespace (the fleet dashboard's ConfigMap) waits for the Namespace."""
+def cluster_objects(manifests: Mapping[str, list[dict[str, Any]]],
+                    release_names: frozenset[str] = frozenset()) -> tuple[AppliedObject, ...]:
+    """The namespace, the device plugin and a created cluster's DCGM exporter: nothing to wait for but the
+    cluster itself; an object in the fleet's namespace (the fleet dashboard's ConfigMap) waits for the Namespace,
+    and a ServiceMonitor for the Prometheus stack's release (its CRD) where the stack installs it."""
     objects = manifests[CLUSTER]
     namespace = next((o for o in objects if o["kind"] == "Namespace"), None)
 
     def waits(o: dict[str, Any]) -> tuple[str, ...]:
         inside = namespace is not None and o["metadata"].get("namespace") == namespace["metadata"]["name"]
-        return (object_key(logical_name(namespace)),) if inside else ()
+        crd = o["kind"] == "ServiceMonitor" and p.PROMETHEUS_STACK.release in release_names
+        return ((object_key(logical_name(namespace)),) if inside else ()) + (
+            (release_key(p.PROMETHEUS_STACK.release),) if crd else ())
     return tuple(AppliedObject(name=logical_name(o), manifest=o, waits_for=waits(o)) for o in objects)
 
 

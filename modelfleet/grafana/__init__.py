@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from ..errors import Issue, MissingExtra
-from ..render.observability.dashboards import Dashboard, Panel
+from ..render.observability.panels import Dashboard, Panel
 
 EXTRA = "dashboards"  # pyproject.toml's optional extra holding the SDK
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}

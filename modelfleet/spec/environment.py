@@ -231,11 +231,18 @@ class DaemonSetAllowance(EnvFrozen):
         return self.model_copy(update={"cpu": cpu, "memory_gib": memory})
 
 
-# The default allowance's parts (DaemonSetAllowance's docstring says what they cover).
-ALLOWANCE_BASE_CPU = 0.75
+# What NVIDIA's DCGM exporter requests on every GPU node: render/k8s/dcgm_exporter.py writes these into its
+# DaemonSet (where the stack creates the cluster), and the allowance below counts them, so the fit check leaves
+# exactly this free for it. 100m as NVIDIA's example manifest requests; 256 MiB, twice its 128 MiB, because its
+# embedded host engine grows with the GPUs it watches (its example's limit).
+DCGM_EXPORTER_CPU = 0.1
+DCGM_EXPORTER_MEMORY_GIB = 0.25
+# The default allowance's parts (DaemonSetAllowance's docstring says what they cover): the DCGM exporter's
+# request and everything else's.
+ALLOWANCE_BASE_CPU = round(0.65 + DCGM_EXPORTER_CPU, 3)  # 0.75
 ALLOWANCE_CPU_PER_VCPU = 0.005
 ALLOWANCE_BASE_MEMORY_GIB = 1.0
-ALLOWANCE_MEMORY_PER_GPU_GIB = 0.25
+ALLOWANCE_MEMORY_PER_GPU_GIB = DCGM_EXPORTER_MEMORY_GIB  # per-GPU exporters: a GPU node has at least one GPU
 
 
 def _bucket_name(bucket: str) -> str:
@@ -375,6 +382,22 @@ class EnvironmentSpec(EnvFrozen):
     nodes: NodesSettings = NodesSettings()
     # Reserved GPUs (ODCRs, Capacity Blocks): used first, priced as already paid (plan/capacity/reservations.py).
     capacity_reservations: tuple[CapacityReservationSpec, ...] = ()
+
+    @model_validator(mode="after")
+    def _allowance_holds_the_dcgm_exporter(self) -> "EnvironmentSpec":
+        """A created cluster runs our DCGM exporter on every GPU node: an allowance set below its requests would
+        let the fit check hand its share to the serving pods, and the exporter would stay Pending."""
+        allowance = self.deploy.daemonset_allowance
+        for field, key, needed, unit in (("cpu", "cpu", DCGM_EXPORTER_CPU, "CPU"),
+                                         ("memory_gib", "memoryGib", DCGM_EXPORTER_MEMORY_GIB, "GiB")):
+            value = getattr(allowance, field)
+            if self.cluster.create and value is not None and value < needed:
+                raise FieldProblem(("deploy", "daemonsetAllowance", key),
+                                   f"{value:g} {unit} per node is less than the DCGM exporter this stack installs on "
+                                   f"every GPU node requests ({needed:g} {unit})",
+                                   f"set it to at least {needed:g} plus what the cluster's other DaemonSets request, "
+                                   "or leave it out for the default")
+        return self
 
     @model_validator(mode="after")
     def _reservations_in_region(self) -> "EnvironmentSpec":

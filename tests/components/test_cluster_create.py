@@ -101,3 +101,23 @@ def test_the_unprotect_command_names_the_system_groups_real_urn():
     gpu = next(r for name, r in of_type(result, NODE_GROUP).items() if name != "system")
     assert node_group_urn("prod", "modelfleet", gpu.name) == gpu.urn.replace("urn:pulumi:stack::project::",
                                                                             "urn:pulumi:prod::modelfleet::")
+
+
+def test_a_created_cluster_applies_the_dcgm_exporter_its_service_monitor_after_the_prometheus_crd():
+    """Under Pulumi mocks: the exporter's objects are applied on a created cluster (not on a joined one); its
+    ServiceMonitor waits for the Prometheus stack's release, which brings the CRD; no workload waits for the
+    exporter (only for the device plugin, which its GPUs need)."""
+    from tests.components.test_dependencies import closure
+
+    result = run("prod", config=created_cluster("prod"))
+    objects = k8s_objects(result)
+    assert {("DaemonSet", "dcgm-exporter"), ("Service", "dcgm-exporter"), ("ServiceMonitor", "dcgm-exporter"),
+            ("NetworkPolicy", "dcgm-exporter")} <= objects.keys()
+    by_urn, waits = closure(result)
+    urn = {(r.inputs.get("kind"), r.inputs.get("metadata", {}).get("name")): r.urn for r in result.resources
+           if r.type.startswith("kubernetes:") and "kind" in r.inputs}
+    prometheus = next(r.urn for r in result.resources if r.type == RELEASE and r.name == "kube-prometheus-stack")
+    assert prometheus in waits(urn[("ServiceMonitor", "dcgm-exporter")])
+    exporter = urn[("DaemonSet", "dcgm-exporter")]
+    assert not any(exporter in waits(u) for (kind, _), u in urn.items() if kind in ("Deployment", "LeaderWorkerSet"))
+    assert ("DaemonSet", "dcgm-exporter") not in k8s_objects(run("prod"))

@@ -98,7 +98,8 @@ def test_a_created_cluster_installs_its_own_releases(project):
     plan, files = project.rendered("dev")
     needed = required_prerequisites(env, plan, stack_objects(files))
     by_stack = {r.name for r in needed if r.installed_by_stack}
-    assert by_stack == {"cluster autoscaler", "prometheus-operator (kube-prometheus-stack)", "EKS Pod Identity agent"}
+    assert by_stack == {"cluster autoscaler", "prometheus-operator (kube-prometheus-stack)", "EKS Pod Identity agent",
+                        "NVIDIA DCGM exporter (or the GPU Operator's)"}
     assert "Argo Rollouts controller" not in by_stack  # not installed by a created cluster yet: still required
     report = doctor_report("dev", "c", check_prerequisites(needed, Cluster()))
     assert report.endswith("missing: Argo Rollouts controller\n")
@@ -107,7 +108,7 @@ def test_a_created_cluster_installs_its_own_releases(project):
 def test_the_docs_list_is_the_same_list(project):
     """The docs' "Joining a cluster" table is generated from staging's prerequisites: staging uses every feature."""
     env, needed = required(project, "staging")
-    assert len(needed) == 9  # every prerequisite the module knows
+    assert len(needed) == 10  # every prerequisite the module knows
     table = prerequisites_markdown(needed, {cluster_name(env): "<cluster>", env.region: "<region>",
                                             env.gateway.name: "<gateway>", env.gateway.namespace: "<namespace>"})
     text = DOCS.read_text()

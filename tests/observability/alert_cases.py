@@ -191,6 +191,30 @@ def replicas(plan: FleetPlan, groups, workload: str, engine: str, low: int, high
                   minutes)]
 
 
+# ---------------------------------------------------------------------------------------------- GPUs (DCGM)
+def gpu(plan: FleetPlan, groups, engine: str, pod: str, node_group: str, memory_mib: int) -> list[Case]:
+    """The DCGM exporter's series of the GPU a pod holds (its labels, honoured by the ServiceMonitor), and of a GPU
+    another workload's pod holds on the same node group: its XID error is not this workload's."""
+    def labels(of: str, index: str) -> dict[str, str]:
+        return {"gpu": index, "UUID": f"GPU-{index}", "Hostname": "ip-10-0-1-2", "modelName": "NVIDIA A10G",
+                "namespace": plan.namespace, "pod": of, "container": "server", "node_group": node_group}
+    mine, other = labels(pod, "0"), labels(f"{pod.split('-')[0]}-other-7d9f8c6b5-x2x4z", "1")
+
+    def memory(used_share: float) -> list[dict[str, str]]:
+        used = round(memory_mib * used_share)
+        return [series("DCGM_FI_DEV_FB_USED", mine, f"{used}x20"),
+                series("DCGM_FI_DEV_FB_FREE", mine, f"{memory_mib - used}x20")]
+
+    def xid(code: int) -> list[dict[str, str]]:
+        return [series("DCGM_FI_DEV_XID_ERRORS", mine, f"{code}x10"), series("DCGM_FI_DEV_XID_ERRORS", other, "79x10")]
+    rule = _rule(groups, f"{engine}GpuMemoryNearFull", None)
+    full = float(rule["expr"].rsplit(">", 1)[1])
+    return [_case(groups, f"{engine}GpuMemoryNearFull", f"{(1 + full) / 2:.1%} used vs {full - 0.03:.0%}", None,
+                  memory((1 + full) / 2), memory(full - 0.03), 15),
+            _case(groups, f"{engine}GpuXidError", "XID 79 on its GPU vs only on another workload's", None,
+                  xid(79), xid(0), 5)]
+
+
 def all_cases(plan: FleetPlan) -> list[Case]:
     server, llm, lws = plan.server(SERVER), plan.model(LLM), plan.model(MULTI_NODE_LLM)
     triton, vllm, big = rule_groups(plan, server), rule_groups(plan, llm), rule_groups(plan, lws)
@@ -199,4 +223,7 @@ def all_cases(plan: FleetPlan) -> list[Case]:
                       f"{server.kube_name}-7d9f8c6b5-x2x4z"),
             *vllm_burn(plan, vllm), *vllm_latency(plan), *vllm_saturation(plan, vllm),
             *replicas(plan, vllm, LLM, "Vllm", llm.min_replicas, llm.max_replicas, f"{LLM}-5c7b9d8f6-q8w2e"),
-            *replicas(plan, big, MULTI_NODE_LLM, "Vllm", lws.min_replicas, lws.max_replicas, f"{MULTI_NODE_LLM}-0-1")]
+            *replicas(plan, big, MULTI_NODE_LLM, "Vllm", lws.min_replicas, lws.max_replicas, f"{MULTI_NODE_LLM}-0-1"),
+            *gpu(plan, triton, "Triton", f"{server.kube_name}-7d9f8c6b5-x2x4z", server.node_group, 22_888),
+            *gpu(plan, vllm, "Vllm", f"{LLM}-5c7b9d8f6-q8w2e", llm.node_group, 46_068),
+            *gpu(plan, big, "Vllm", f"{MULTI_NODE_LLM}-0-1", lws.node_group, 81_559)[1:]]

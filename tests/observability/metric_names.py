@@ -43,6 +43,9 @@ def exprs(plan: FleetPlan, cost=None, workloads=None) -> list[str]:
 
 
 def by_source(names: set[str]) -> dict[str, set[str]]:
+    """The names by exporter: Triton, vLLM, kube-state-metrics, NVIDIA's DCGM exporter (its counters file:
+    test_gpu_metric_names.py), and any other (none may be)."""
+    prefixes = ("nv_", "vllm:", "kube_", "DCGM_")
     return {"triton": {n for n in names if n.startswith("nv_")}, "vllm": {n for n in names if n.startswith("vllm:")},
-            "cluster": {n for n in names if n.startswith("kube_")},
-            "other": {n for n in names if not n.startswith(("nv_", "vllm:", "kube_"))}}
+            "cluster": {n for n in names if n.startswith("kube_")}, "dcgm": {n for n in names if n.startswith("DCGM_")},
+            "other": {n for n in names if not n.startswith(prefixes)}}

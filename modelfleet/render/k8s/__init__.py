@@ -52,14 +52,15 @@ def vllm_models(plan: FleetPlan) -> list[VllmModelPlan]:
 
 def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories: Mapping[str, bytes] | None = None, *,
                            docs_url: str | None = None, dashboards: DashboardBuilder | None = None,
-                           cost: FleetCost | None = None) -> dict[str, list[dict[str, Any]]]:
+                           cost: FleetCost | None = None, dcgm_exporter: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Objects grouped by workload ("cluster", each Triton server, each vLLM model), each in apply order.
     ``repositories``: the rendered Triton repositories (rendered here when not given). Every workload gets its
     PrometheusRule (runbook links under ``docs_url``); with a ``dashboards`` builder, its dashboard ConfigMap,
-    and the cluster group the fleet overview (with ``cost``)."""
+    and the cluster group the fleet overview (with ``cost``). ``dcgm_exporter``: the stack creates its cluster,
+    so the cluster group installs NVIDIA's DCGM exporter (a joined cluster runs its own: deploy/prerequisites.py)."""
     files = render_triton_repositories(plan) if repositories is None else repositories
     bucket = model_repository_bucket(plan, deploy)
-    pieces = [(CLUSTER, render_cluster_manifests(plan, deploy.ami_type, deploy.install_device_plugin))]
+    pieces = [(CLUSTER, render_cluster_manifests(plan, deploy.ami_type, deploy.install_device_plugin, dcgm_exporter))]
     pieces += [(server.name, render_triton_manifests(plan, server, bucket, deploy.aws_cli_image,
                                                      repository_files(files, server))) for server in plan.triton_servers]
     pieces += [(model.name, render_vllm_manifests(plan, model)) for model in vllm_models(plan)]
@@ -90,12 +91,12 @@ def _observability(plan: FleetPlan, workload: TritonServerPlan | VllmModelPlan, 
 
 def render_kubernetes(plan: FleetPlan, deploy: DeploySettings, *, docs_url: str | None = None,
                       dashboards: DashboardBuilder | None = None, cost: FleetCost | None = None,
-                      repositories: Mapping[str, bytes] | None = None) -> dict[str, bytes]:
+                      repositories: Mapping[str, bytes] | None = None, dcgm_exporter: bool = False) -> dict[str, bytes]:
     """``kubernetes/<workload>.yaml``: one multi-document file per workload, objects in apply order, keys
     sorted; and ``prerequisites/``: the prometheus-adapter values a platform team installs for the HPAs.
     ``repositories``: the rendered Triton repositories, when the caller has them (rendered here otherwise)."""
     manifests = render_fleet_manifests(plan, deploy, repositories, docs_url=docs_url, dashboards=dashboards,
-                                       cost=cost)
+                                       cost=cost, dcgm_exporter=dcgm_exporter)
     files = {f"kubernetes/{name}.yaml": dump_yaml(objects) for name, objects in sorted(manifests.items())}
     return files | {ADAPTER_VALUES_FILE: render_adapter_values()}
 

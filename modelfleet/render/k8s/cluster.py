@@ -1,4 +1,5 @@
-"""Cluster-wide objects: the namespace, and the NVIDIA device plugin where the node AMI lacks it."""
+"""Cluster-wide objects: the namespace, the NVIDIA device plugin where the node AMI lacks it, and the DCGM
+exporter where the stack creates the cluster."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from ...plan.types import FleetPlan
 from . import common as c
+from .dcgm_exporter import render_dcgm_exporter
 
 DEVICE_PLUGIN = "nvidia-device-plugin"
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
@@ -72,10 +74,14 @@ def device_plugin(plan: FleetPlan) -> dict[str, Any]:
                                   "spec": _device_plugin_pod(plan)}}}
 
 
-def render_cluster_manifests(plan: FleetPlan, ami_type: str, install_device_plugin: bool = True) -> list[dict[str, Any]]:
+def render_cluster_manifests(plan: FleetPlan, ami_type: str, install_device_plugin: bool = True,
+                             dcgm_exporter: bool = False) -> list[dict[str, Any]]:
     """The namespace, and the device plugin (with its network policy) when the nodes' AMI lacks it and the
-    stack has not said the cluster runs one already (``deploy.installDevicePlugin: false``)."""
+    stack has not said the cluster runs one already (``deploy.installDevicePlugin: false``); with
+    ``dcgm_exporter`` (a stack that creates its cluster), NVIDIA's DCGM exporter on the GPU nodes."""
     objects = [namespace(plan)]
     if install_device_plugin and ami_type in AMIS_WITHOUT_DEVICE_PLUGIN and any(g.device == "gpu" for g in plan.node_groups):
         objects += [device_plugin(plan), device_plugin_network_policy()]
+    if dcgm_exporter:
+        objects += render_dcgm_exporter(plan)
     return objects

@@ -17,6 +17,8 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "modelfleet"}
 # former name (deploy.formerServerNames), so this label is how a reader of the cluster tells what it is.
 SERVER_LABEL = "modelfleet.io/server"
 NODE_GROUP_LABEL = "modelfleet.io/node-group"  # every node of the fleet's node groups (deploy/node_groups.py)
+# ...and the label the DCGM exporter's ServiceMonitor copies it to on every GPU series (dcgm_exporter.py)
+NODE_GROUP_METRIC_LABEL = "node_group"
 POD_SECURITY = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "restricted"}
 # pulumi-kubernetes waits for a Deployment to become available (and a Service to get endpoints) for 10
 # minutes by default; a GPU rollout needs a node (about 5 min) and a 10-20 GB image (about 10 min) per pod

@@ -10,7 +10,8 @@ What fires, per model (catalogue.py names them; docs/runbooks/alerts.md says wha
 - saturation: Triton's queue near the bound the compiler set, the response cache's hit rate at half its
   trailing day's, vLLM's batch full with requests waiting, its KV cache above 90%;
 
-and per workload: the HPA pinned at its maximum, pods not ready for longer than a cold start may take.
+and per workload: the HPA pinned at its maximum, pods not ready for longer than a cold start may take, and on its
+GPUs (gpu_alerts.py, from the DCGM exporter) memory near full and XID errors.
 
 Every rule carries the labels Alertmanager routes on (``team``, ``model``, ``workload``, ``environment``,
 ``severity``) and a summary, a description naming the SLA figure it protects, and a runbook URL.
@@ -26,6 +27,7 @@ from ...plan.types import FleetPlan, PipelinePlan, TritonModelPlan, TritonServer
 from . import slo_queries as q
 from .catalogue import runbook_url
 from .durations import scaled
+from .gpu_alerts import gpu_rules
 from .thresholds import pod_ready_budget_s, queue_bound, triton_cached
 
 Rule = dict[str, Any]
@@ -258,6 +260,7 @@ def triton_server_groups(plan: FleetPlan, server: TritonServerPlan, scale: int =
     rules += [r for p in pipelines for r in pipeline_rules(ctx, p)]
     rules += workload_rules(ctx, "Triton", (server.min_replicas, server.max_replicas), False,
                             pod_ready_budget_s(plan, server), "its models' peak load")
+    rules += gpu_rules(ctx, "Triton", server, False)
     return [{"name": f"modelfleet-{server.name}", "rules": rules}]
 
 
@@ -266,5 +269,5 @@ def vllm_model_groups(plan: FleetPlan, model: VllmModelPlan, scale: int = 1,
     ctx = RuleContext(plan, model.name, (model.team,) if model.team else (), scale, docs_url)
     rules = vllm_model_rules(ctx, model) + workload_rules(
         ctx, "Vllm", (model.min_replicas, model.max_replicas), model.nodes_per_replica > 1,
-        pod_ready_budget_s(plan, model), "its peak sequences")
+        pod_ready_budget_s(plan, model), "its peak sequences") + gpu_rules(ctx, "Vllm", model, model.nodes_per_replica > 1)
     return [{"name": f"modelfleet-{model.name}", "rules": rules}]

@@ -42,6 +42,8 @@ KINDS = (
                                                                                  "full batches at peak)"),
     AlertKind("TritonReplicasAtMax", "triton", TICKET, "saturation", "sla.peak_rps"),
     AlertKind("TritonPodsNotReady", "triton", TICKET, "saturation", "sla.availability (replicas)"),
+    AlertKind("TritonGpuMemoryNearFull", "triton", TICKET, "saturation", "sla.availability (allocations fail)"),
+    AlertKind("TritonGpuXidError", "triton", PAGE, "saturation", "sla.availability (the GPU may be lost)"),
     AlertKind("VllmErrorBudgetBurnFast", "vllm", PAGE, "availability", "sla.availability"),
     AlertKind("VllmErrorBudgetBurnSlow", "vllm", TICKET, "availability", "sla.availability"),
     AlertKind("VllmTtftP99AboveSla", "vllm", PAGE, "latency", "sla.p99_ttft_ms"),
@@ -50,6 +52,8 @@ KINDS = (
     AlertKind("VllmKvCacheNearFull", "vllm", TICKET, "saturation", "sla.max_context_tokens"),
     AlertKind("VllmReplicasAtMax", "vllm", TICKET, "saturation", LLM_LOAD),
     AlertKind("VllmPodsNotReady", "vllm", TICKET, "saturation", "sla.availability (replicas)"),
+    AlertKind("VllmGpuMemoryNearFull", "vllm", TICKET, "saturation", "sla.availability (allocations fail)"),
+    AlertKind("VllmGpuXidError", "vllm", PAGE, "saturation", "sla.availability (the GPU may be lost)"),
 )
 BY_NAME = {kind.name: kind for kind in KINDS}
 

@@ -1,9 +1,10 @@
 """Dashboards as data: what each panel shows and asks Prometheus, decided from the plan (pure, no Grafana).
 
 Three kinds: one per Triton server (per model: request rate and rejections, p99 against its SLA, queue depth
-against its bound, response-cache hit rate, error-budget burn; the server's GPU shares, replicas), one per
-vLLM model (TTFT and TPOT against the SLA, tokens/s, running and waiting sequences, KV cache, prefix-cache
-hits), and the fleet overview (SLA attainment, GPUs, monthly cost from the plan).
+against its bound, response-cache hit rate, error-budget burn, batch reached against the compiled maximum; the
+server's GPU shares, replicas, its GPUs), one per vLLM model (TTFT and TPOT against the SLA, tokens/s, running and
+waiting sequences, KV cache, prefix-cache hits, its GPUs), and the fleet overview (SLA attainment, GPUs, monthly
+cost from the plan, the GPUs of each node group). The GPU rows are gpu_panels.py's, from the DCGM exporter.
 
 Every query comes from slo_queries.py, the alerts' own arithmetic. The Grafana JSON is built from this
 description by an edge adapter (modelfleet.grafana, with grafana-foundation-sdk), so the compiler needs no
@@ -13,54 +14,18 @@ dashboard library; every query here is checked by promtool and, end to end, agai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from ...cost.fleet import FleetCost
 from ...plan.names import CLUSTER, stable_name
 from ...plan.types import AbSplitPlan, FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
 from . import slo_queries as q
 from .alerts import QUEUE_NEAR
+from .gpu_panels import node_group_row, workload_gpu_row
+from .panels import Dashboard, Panel, Query, Row
 from .thresholds import queue_bound, triton_cached
 
 RATE = "5m"  # rate window of the panels: 20 scrapes at the ServiceMonitors' 15 s interval
 FOLDER = "modelfleet"
-
-
-@dataclass(frozen=True)
-class Query:
-    expr: str
-    legend: str
-
-
-@dataclass(frozen=True)
-class Panel:
-    title: str
-    kind: Literal["timeseries", "stat", "text"]
-    description: str
-    queries: tuple[Query, ...] = ()
-    unit: str = "short"  # Grafana's unit ids: reqps, ms, percentunit, short, currencyUSD
-    threshold: float | None = None  # drawn as a red line (timeseries) or colour step (stat): the SLA figure
-    bad_below: bool = False  # red below the threshold instead of above it (a budget left)
-    text: str = ""  # a text panel's markdown
-    width: int = 8  # of Grafana's 24 columns
-
-
-@dataclass(frozen=True)
-class Row:
-    title: str
-    panels: tuple[Panel, ...]
-
-
-@dataclass(frozen=True)
-class Dashboard:
-    uid: str  # Grafana's limit is 40 characters
-    title: str
-    workload: str  # the cluster's name of the workload whose manifests carry it ("cluster" for the fleet overview)
-    tags: tuple[str, ...]
-    rows: tuple[Row, ...]
-
-    def queries(self) -> tuple[Query, ...]:
-        return tuple(query for row in self.rows for panel in row.panels for query in panel.queries)
 
 
 def dashboard_uid(environment: str, name: str) -> str:
@@ -172,6 +137,7 @@ def triton_server_dashboard(plan: FleetPlan, server: TritonServerPlan) -> Dashbo
     rows = [_triton_model_row(plan, server.kube_name, s) for s in served]
     rows += [_ab_row(plan, server.kube_name, s) for s in served if s.ab_split is not None]
     rows += [Row("Server", (_gpu_share_table(plan, server),)), _workload_row(plan, server.kube_name, False)]
+    rows += [row for row in (workload_gpu_row(plan, server, server.kube_name, False),) if row is not None]
     return Dashboard(dashboard_uid(plan.environment, server.name), f"modelfleet {plan.environment}: Triton {server.name}",
                      server.kube_name, ("modelfleet", plan.environment, "triton"), tuple(rows))
 
@@ -201,7 +167,10 @@ def vllm_model_dashboard(plan: FleetPlan, model: VllmModelPlan) -> Dashboard:
         Panel("Prefix cache hit rate", "timeseries", "Share of prompt tokens found in the prefix cache.",
               (Query(q.vllm_prefix_cache_hit_ratio(target, RATE), "hit rate"),), "percentunit"),
     )
-    rows = (Row("SLA", tuple(latency)), Row("Load", load), _workload_row(plan, model.name, model.nodes_per_replica > 1))
+    groups = model.nodes_per_replica > 1
+    gpus = workload_gpu_row(plan, model, model.name, groups)
+    rows = (Row("SLA", tuple(latency)), Row("Load", load), _workload_row(plan, model.name, groups),
+            *((gpus,) if gpus is not None else ()))
     return Dashboard(dashboard_uid(plan.environment, model.name), f"modelfleet {plan.environment}: vLLM {model.name}",
                      model.name, ("modelfleet", plan.environment, "vllm"), rows)
 
@@ -252,6 +221,8 @@ def _plan_table(plan: FleetPlan, cost: FleetCost) -> Panel:
 def fleet_dashboard(plan: FleetPlan, cost: FleetCost) -> Dashboard:
     gpus = Panel("GPUs requested", "timeseries", "GPUs the fleet's pods request now (kube-state-metrics).",
                  (Query(q.gpus_requested(plan.namespace, ".+"), "GPUs"),), "short", width=8)
-    rows = (_attainment(plan), Row("GPUs and cost", (_plan_table(plan, cost), gpus)))
+    by_group = node_group_row(plan)
+    rows = (_attainment(plan), Row("GPUs and cost", (_plan_table(plan, cost), gpus)),
+            *((by_group,) if by_group is not None else ()))
     return Dashboard(dashboard_uid(plan.environment, "fleet"), f"modelfleet {plan.environment}: fleet overview",
                      CLUSTER, ("modelfleet", plan.environment), rows)
