@@ -31,7 +31,7 @@ from .names import node_group_name
 from .lock import fresh_models, pinned_llm
 from .capacity.node_disks import with_node_disks
 from .triton.pipelines import pipelines_in
-from .triton.llm_steps import split_llm_steps, with_llm_steps
+from .triton.llm_steps import split_llm_steps, with_llm_step_memory, with_llm_steps
 from .capacity.pod_resources import with_pods
 from .llm.shape import llm_weights_gib, params_hint, weight_dtype
 from .pins import pin_issues, pinned_artifact
@@ -96,6 +96,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         gpus_in_use(vllm_plans), lock, fresh)
     full = {p.name: p for _, p in pipelines}
     pipeline_plans = [with_llm_steps(pp, full[pp.name], split[pp.name][1], warnings) for pp in pipeline_plans]
+    servers = with_llm_step_memory(servers, pipeline_plans)
     if issues:
         raise CompileError(issues)
     servers, vllm_plans = idle_at_zero(servers, vllm_plans, env)

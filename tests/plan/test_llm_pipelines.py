@@ -204,3 +204,18 @@ def test_the_llm_step_refuses_bad_parameters_when_it_loads(monkeypatch, change, 
     assert (model.host, model.port, model.path, model.timeout_s) == ("chat.ml.svc", 8000, "/v1/completions", 1.529)
     with pytest.raises(utils.TritonModelException, match=words.replace("(", r"\(")):
         load(**{**GOOD, **change})
+
+
+@pytest.mark.parametrize("framework", ["python", "onnx"])
+def test_the_llm_steps_python_stubs_are_counted_on_their_server(framework) -> None:
+    from modelfleet.plan.triton.packing.gpu import PYTHON_SHM_BYTES
+
+    plan = compile_text(fleet_text(replace=("framework: python", f"framework: {framework}")))
+    (server,) = plan.triton_servers
+    (step,) = plan.pipelines[0].llm_steps
+    classic_stubs = sum(m.instance_count for m in plan.models if getattr(m, "backend", "") == "python")
+    assert server.python_shm_bytes == PYTHON_SHM_BYTES * (classic_stubs + step.instances)
+    flag = f"--backend-config=python,shm-default-byte-size={PYTHON_SHM_BYTES}"
+    assert server.args.count(flag) == 1
+    assert server.args.index(flag) == server.args.index("--allow-metrics=true") + 1 + any(
+        a.startswith("--cache-config=") for a in server.args)

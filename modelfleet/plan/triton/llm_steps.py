@@ -15,6 +15,8 @@ simulation gives one (else the mean with the peak's sequences running), so the s
 
 Instances: each python instance waits on one HTTP call at a time, so it needs as many as the pipeline's peak
 keeps in flight at this step (Little's law, peak_rps x share), capped at MAX_INSTANCES (a warning says so).
+Each is a python stub with its shared-memory arena, so the server's python_shm_bytes, its shm flag and its
+memory request count them as they count the classic python models' (:func:`with_llm_step_memory`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from ...errors import Issue
 from ...spec.models import DEFAULT_OUTPUT_TOKENS
 from ...spec.pipelines import PipelineSpec
 from ..serving.engine_args import VLLM_PORT
-from ..types import Decision, PipelineLlmStepPlan, PipelinePlan, PipelineStepPlan, VllmModelPlan, Warning_
+from ..types import (Decision, PipelineLlmStepPlan, PipelinePlan, PipelineStepPlan, TritonServerPlan,
+                     VllmModelPlan, Warning_)
+from .packing.gpu import PYTHON_SHM_BYTES
 from .pipelines import run_order, tensor_of
 
 MAX_INSTANCES = 64  # python stub processes per step on one server: each is a process of its own (tens of MB)
@@ -123,3 +127,24 @@ def llm_decision(pipeline: PipelineSpec, steps: tuple[PipelineLlmStepPlan, ...])
                     reason=f"an LLM step's share is what its vLLM plan predicts for the declared output length: "
                            f"{parts}; the classic steps split the remaining "
                            f"{pipeline.sla.p99_latency_ms - taken:g} ms")
+
+
+def with_llm_step_memory(servers: list[TritonServerPlan], pipelines: list[PipelinePlan]) -> list[TritonServerPlan]:
+    """Each server with its pipelines' LLM step instances counted: their shared-memory arenas in
+    python_shm_bytes and the memory request, and the arena flag where no classic python model set it."""
+    extra: dict[str, int] = {}
+    for pipeline in pipelines:
+        for step in pipeline.llm_steps:
+            extra[pipeline.server] = extra.get(pipeline.server, 0) + PYTHON_SHM_BYTES * step.instances
+    return [_with_arenas(s, extra[s.name]) if s.name in extra else s for s in servers]
+
+
+def _with_arenas(server: TritonServerPlan, shm: int) -> TritonServerPlan:
+    args = server.args
+    flag = f"--backend-config=python,shm-default-byte-size={PYTHON_SHM_BYTES}"
+    if flag not in args:  # where triton_server_args puts it: after the metrics switch and the cache flag
+        at = args.index("--allow-metrics=true") + 1
+        at += 1 if at < len(args) and args[at].startswith("--cache-config=") else 0
+        args = args[:at] + (flag,) + args[at:]
+    return server.model_copy(update={"python_shm_bytes": server.python_shm_bytes + shm, "args": args,
+                                     "memory_request_gib": round(server.memory_request_gib + shm / 1024**3, 2)})
