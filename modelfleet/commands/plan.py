@@ -107,7 +107,8 @@ def only_models(plan: FleetPlan, names: tuple[str, ...]) -> FleetPlan:
     return plan.model_copy(update={
         "models": models, "triton_servers": servers,
         "node_groups": tuple(g for g in plan.node_groups if g.name in groups),
-        "pipelines": tuple(p for p in plan.pipelines if {s.model for s in p.steps} <= set(names)),
+        "pipelines": tuple(p for p in plan.pipelines if {s.model for s in p.steps if s.model not in {
+            x.name for x in p.llm_steps}} | {x.llm for x in p.llm_steps} <= set(names)),
         "warnings": tuple(w for w in plan.warnings if w.model in names)})
 
 

@@ -78,25 +78,47 @@ class TritonInstall:
     caches_dir: Path  # root/caches (local response cache)
     stubs_dir: Path  # root/python_backend_stubs (one <major.minor>/triton_python_backend_stub per Python)
     libs_dir: Path  # .../site-packages/nvidia_pytriton.libs
+    # The Python whose environment the python stubs run in (None: this one). Another venv's, when this one's
+    # packages break the stub: vLLM's venv has numpy 2, and the 2.51 stub then garbles BYTES inputs
+    # ("unpack_from requires a buffer of at least 151587085 bytes", measured here); it must be the same X.Y.
+    python: Path | None = None
 
 
-def find_tritonserver() -> TritonInstall:
-    """Locate the wheel's tritonserver without importing pytriton (its import pulls in heavy deps)."""
-    spec = importlib.util.find_spec("pytriton")
-    if spec is None or not spec.submodule_search_locations:
-        raise EngineUnavailable("tritonserver not found: install the wheel `nvidia-pytriton==0.7.0` "
-                                "(pip install 'modelfleet[serve]')")
-    package = Path(next(iter(spec.submodule_search_locations))).resolve()
+def find_tritonserver(python: Path | str | None = None) -> TritonInstall:
+    """Locate the wheel's tritonserver without importing pytriton (its import pulls in heavy deps): this
+    Python's, or with ``python`` that interpreter's (whose environment the stubs then run in)."""
+    package = _pytriton_package(python)
+    if package is None:
+        raise EngineUnavailable(f"tritonserver not found{f' for {python}' if python else ''}: install the wheel "
+                                "`nvidia-pytriton==0.7.0` (pip install 'modelfleet[serve]')")
     root = package / "tritonserver"
     install = TritonInstall(root=root, binary=root / "bin" / "tritonserver", backends_dir=root / "backends",
                             caches_dir=root / "caches", stubs_dir=root / "python_backend_stubs",
-                            libs_dir=package.parent / "nvidia_pytriton.libs")
+                            libs_dir=package.parent / "nvidia_pytriton.libs",
+                            python=Path(python) if python else None)
     missing = [p for p in (install.binary, install.backends_dir, install.caches_dir, install.libs_dir)
                if not p.exists()]
     if missing:
         raise EngineUnavailable(f"nvidia-pytriton at {package} is incomplete, missing: "
                                 + ", ".join(str(p) for p in missing))
     return install
+
+
+_FIND_PACKAGE = ("import importlib.util; s = importlib.util.find_spec('pytriton'); "
+                 "print(next(iter(s.submodule_search_locations)) if s and s.submodule_search_locations else '')")
+
+
+def _pytriton_package(python: Path | str | None) -> Path | None:
+    if python is None:
+        spec = importlib.util.find_spec("pytriton")
+        found = next(iter(spec.submodule_search_locations)) if spec and spec.submodule_search_locations else ""
+    else:
+        try:
+            found = subprocess.run([str(python), "-c", _FIND_PACKAGE], capture_output=True, text=True, timeout=60,
+                                   check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return Path(found).resolve() if found else None
 
 
 def prepare_backends(install: TritonInstall, workdir: Path) -> Path:
@@ -141,14 +163,15 @@ def server_environment(install: TritonInstall, base: Mapping[str, str] | None = 
     """Environment for the server and its python stubs (see the module docstring for why).
 
     ``LD_LIBRARY_PATH``: the wheel's shared libraries, then this interpreter's libpython directory.
-    ``PATH``: this interpreter's ``bin`` first, so the stub's embedded Python adopts this environment.
+    ``PATH``: this interpreter's ``bin`` (or ``install.python``'s) first, so the stub's embedded Python adopts
+    that environment.
     """
     env = dict(os.environ if base is None else base)
     libdirs = [str(install.libs_dir)]
     if sysconfig.get_config_var("Py_ENABLE_SHARED") and sysconfig.get_config_var("LIBDIR"):
         libdirs.append(str(sysconfig.get_config_var("LIBDIR")))
     env["LD_LIBRARY_PATH"] = _prepend(":".join(libdirs), env.get("LD_LIBRARY_PATH"))
-    env["PATH"] = _prepend(str(Path(sys.executable).parent), env.get("PATH"))
+    env["PATH"] = _prepend(str(Path(install.python or sys.executable).parent), env.get("PATH"))
     return env
 
 

@@ -32,6 +32,7 @@ from .sizing import spreads_over_zones
 from .lock import fresh_models, pinned_llm
 from .capacity.node_disks import with_node_disks
 from .triton.pipelines import pipelines_in
+from .triton.llm_steps import split_llm_steps, with_llm_step_memory, with_llm_steps
 from .capacity.pod_resources import with_pods
 from .llm.shape import llm_weights_gib, params_hint, weight_dtype
 from .pins import pin_issues, pinned_artifact
@@ -87,9 +88,16 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
             (extra,) if extra else ())
         vllm_plans.append(_vllm_plan(model, env, candidate, decisions, warnings=warnings, issues=issues, index=index))
     # Triton models go where they add least to the environment: GPUs the LLMs leave idle are free to them.
-    pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues)
-    triton_models, servers, pipeline_plans = compile_classic(classic, pipelines, env, catalogue, issues, warnings,
-                                                             gpus_in_use(vllm_plans), lock, fresh)
+    pipelines = pipelines_in(fleet, env.name, {m.name: m for _, m in classic}, issues,
+                             frozenset(m.name for m in vllm_plans))
+    split = {p.name: split_llm_steps(i, p, {m.name: m for m in vllm_plans}, env.namespace, issues)
+             for i, p in pipelines}
+    triton_models, servers, pipeline_plans = compile_classic(
+        classic, [(i, split[p.name][0]) for i, p in pipelines if split[p.name]], env, catalogue, issues, warnings,
+        gpus_in_use(vllm_plans), lock, fresh)
+    full = {p.name: p for _, p in pipelines}
+    pipeline_plans = [with_llm_steps(pp, full[pp.name], split[pp.name][1], warnings) for pp in pipeline_plans]
+    servers = with_llm_step_memory(servers, pipeline_plans)
     if issues:
         raise CompileError(issues)
     servers, vllm_plans = idle_at_zero(servers, vllm_plans, env)

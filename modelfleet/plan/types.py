@@ -325,6 +325,20 @@ class PipelineStepPlan(PlanModel):
     model_version: int = -1
 
 
+class PipelineLlmStepPlan(PlanModel):
+    """An LLM step of an ensemble: a generated Triton python model (``name``) on the pipeline's server that sends
+    each prompt to the LLM's vLLM Service (OpenAI completions) and returns the text (plan/triton/llm_steps.py)."""
+
+    name: str  # the python step's Triton model name: <pipeline>.<llm> (no model or pipeline name has a dot)
+    llm: str  # the vLLM model it calls (its Service and its --served-model-name)
+    url: str  # http://<llm>.<namespace>.svc:<port>/v1/completions
+    max_output_tokens: int  # max_tokens of each request
+    ttft_p99_ms: float  # the LLM plan's predictions the share is made of
+    tpot_ms: float
+    timeout_ms: int  # its share of the pipeline's p99: TTFT + (max_output_tokens - 1) x TPOT, rounded up
+    instances: int  # python instances: the pipeline's peak requests in flight at this step (Little's law)
+
+
 class PipelinePlan(PlanModel):
     """A pipeline served as a Triton ensemble on the server of its steps."""
 
@@ -343,6 +357,7 @@ class PipelinePlan(PlanModel):
     # no availability of its own); the alerts hold it to that.
     availability: float = 99.9
     team: str | None = None
+    llm_steps: tuple[PipelineLlmStepPlan, ...] = ()  # its LLM steps' python models (also in steps, by name)
 
 
 class TritonServerPlan(PlanModel):

@@ -8,6 +8,7 @@ Layout of ``render --out DIR``::
     triton/<server>/<model>/warmup/<input>     a warmup sample its config reads (input_data_file)
     triton/<server>/<pipeline>/config.pbtxt    a pipeline's ensemble, on its steps' server
     triton/<server>/<pipeline>/1/README.txt    its version folder (Triton needs one; S3 has no empty folders)
+    triton/<server>/<pipeline>.<llm>/...       an LLM step: a python model calling vLLM (config.pbtxt, 1/model.py)
     vllm/<model>.json                          vllm serve arguments, GPUs per pod, shared memory
     .modelfleet-render                         added by write_tree: marks the directory as replaceable
 """
@@ -56,6 +57,7 @@ def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
     # Triton's config schema is tritonclient's protobuf (with grpc and numpy, a fifth of a second to import):
     # loaded here, where configs are rendered, not by every command that imports the package (plan, cost)
     from .ensemble import VERSION_NOTE, ensemble_config
+    from .llm_step import MODEL_PY, llm_step_config
     from .triton import model_config, render_config
     from .warmup import warmup_files
 
@@ -71,6 +73,10 @@ def render_triton_repositories(plan: FleetPlan) -> dict[str, bytes]:
     for pipeline in plan.pipelines:
         files[f"triton/{pipeline.server}/{pipeline.name}/config.pbtxt"] = render_config(ensemble_config(pipeline)).encode()
         files[f"triton/{pipeline.server}/{pipeline.name}/1/README.txt"] = VERSION_NOTE.encode()
+        for step in pipeline.llm_steps:
+            files[f"triton/{pipeline.server}/{step.name}/config.pbtxt"] = render_config(
+                llm_step_config(pipeline, step)).encode()
+            files[f"triton/{pipeline.server}/{step.name}/1/model.py"] = MODEL_PY.encode()
     return files
 
 

@@ -11,6 +11,10 @@
             inputs: {images: image-preprocessor.images}         # ...or <step model>.<its output>
         sla: {p99_latency_ms: 150, peak_rps: 100}
 
+A step may also be an LLM of the file (served by vLLM): it reads one string, ``prompt``, and returns one,
+``<llm>.text``; ``max_output_tokens`` caps its answer (default the LLM's ``sla.avg_output_tokens``). The
+compiler calls it from the ensemble through a generated Triton python step (plan/triton/llm_steps.py).
+
 The shapes here are what a person wrote (``*Spec``); :func:`pipeline_problems` checks them against the
 models they name, collecting every problem with its path: unknown models (did you mean), inputs left
 unmapped or mapped to nothing, dtype and dims mismatches, cycles, and tensors nobody uses (a pipeline input
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Optional
 
 from pydantic import Field
@@ -34,6 +39,8 @@ from .values import MAX_LATENCY_MS, MAX_PEAK_RPS, MAX_VERSION, quantity
 
 Problem = tuple[tuple[Any, ...], str, str]  # (path inside the document, message, fix)
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+MAX_LLM_STEP_TOKENS = 131_072
+LLM_INPUT, LLM_OUTPUT = "prompt", "text"  # an LLM step's tensors: the prompt in, the completion out
 
 
 class PipelineOutputSpec(TensorSpec):
@@ -53,6 +60,10 @@ class PipelineStepSpec(Frozen):
     version: Annotated[Optional[int], Field(strict=True, gt=0, le=MAX_VERSION, description=(
         "the version of the model this step calls; default the model's pinned version (required when it serves "
         "several)"))] = None
+    # An LLM step's answer length, sent as max_tokens; its p99 share is TTFT + (this - 1) x TPOT. None: the LLM's
+    # sla.avg_output_tokens (what its plan predicts for). Only for an LLM step.
+    max_output_tokens: Annotated[Optional[int], Field(strict=True, gt=0, le=MAX_LLM_STEP_TOKENS, description=(
+        "an LLM step's max_tokens (1 to 131,072); default the LLM's sla.avg_output_tokens"))] = None
 
 
 class PipelineSlaSpec(Frozen):
@@ -150,7 +161,13 @@ def _disabled_steps(pipeline: PipelineSpec, where: tuple, steps: dict[str, Any])
 
 
 def _one_server(pipeline: PipelineSpec, where: tuple, steps: dict[str, Any]) -> list[Problem]:
-    """An ensemble calls its steps inside one tritonserver: they must be able to share one server."""
+    """An ensemble calls its steps inside one tritonserver: they must be able to share one server (an LLM step
+    is vLLM's, called over HTTP, so it is not counted); and it needs one classic step to run on."""
+    classic = {n: m for n, m in steps.items() if not isinstance(m, LlmStepTensors)}
+    if steps and not classic and len(steps) == len(pipeline.steps):
+        return [(where + ("steps",), "every step is an LLM: the ensemble runs on its classic steps' Triton server, "
+                 "and there is none", "call the LLM directly, or add a classic step (e.g. the prompt's preprocessing)")]
+    steps = classic
     pools = sorted({m.pool or "" for m in steps.values()})
     if len(pools) > 1:
         named = ", ".join(f"{n} ({m.pool or 'no pool'})" for n, m in sorted(steps.items()))
@@ -163,20 +180,46 @@ def _one_server(pipeline: PipelineSpec, where: tuple, steps: dict[str, Any]) -> 
     return []
 
 
+@dataclass(frozen=True)
+class LlmStepTensors:
+    """An LLM as a pipeline step sees it: one string in (the prompt), one string out (the completion)."""
+
+    name: str
+    environments: dict[str, Any] = field(default_factory=dict)
+    inputs: tuple[TensorSpec, ...] = (TensorSpec(name=LLM_INPUT, dtype="string", dims=(1,)),)
+    outputs: tuple[TensorSpec, ...] = (TensorSpec(name=LLM_OUTPUT, dtype="string", dims=(1,)),)
+
+
+def _llm_step(step: PipelineStepSpec, path: tuple, model: Any) -> list[Problem]:
+    """An LLM step's own limits: its answer must fit the LLM's context."""
+    context = model.sla.max_context_tokens
+    if step.max_output_tokens is not None and step.max_output_tokens >= context:
+        return [(path[:-1] + ("max_output_tokens",), f"{step.max_output_tokens} output tokens leave no room for a "
+                 f"prompt in {step.model}'s max_context_tokens {context}", f"ask for fewer than {context}")]
+    return []
+
+
 def _steps(pipeline: PipelineSpec, where: tuple, models: dict[str, Any], problems: list[Problem]) -> dict[str, Any]:
-    """The steps' model specs by name; unknown, repeated or unservable models are problems."""
+    """The steps' model specs by name (an LLM's as :class:`LlmStepTensors`); unknown, repeated or unservable
+    models are problems."""
     found: dict[str, Any] = {}
-    classic = sorted(name for name, m in models.items() if getattr(m, "type", "") != "llm")
+    known = sorted(models)
     for j, step in enumerate(pipeline.steps):
         path = where + ("steps", j, "model")
         model = models.get(step.model)
         if model is None:
-            problems.append((path, f"no model named {step.model!r} in this file", _close(step.model, classic)))
-        elif model.type == "llm":
-            problems.append((path, f"{step.model} is an LLM: vLLM serves it, outside Triton's ensembles",
-                             "use classic models as steps"))
+            problems.append((path, f"no model named {step.model!r} in this file", _close(step.model, known)))
         elif step.model in found:
             problems.append((path, f"{step.model} is already a step of this pipeline", "use each model once"))
+        elif model.type == "llm":
+            problems.extend(_llm_step(step, path, model))
+            if step.version is not None:
+                problems.append((where + ("steps", j, "version"), f"{step.model} is an LLM: vLLM serves one "
+                                 "version, the one its artifact pins", "remove the step's version"))
+            found[step.model] = LlmStepTensors(step.model, dict(model.environments))
+        elif step.max_output_tokens is not None:
+            problems.append((where + ("steps", j, "max_output_tokens"), f"{step.model} is not an LLM: "
+                             "max_output_tokens is an LLM step's", "remove it"))
         elif model.streaming or model.stateful is not None:
             kind = "streaming" if model.streaming else "stateful"
             problems.append((path, f"{step.model} is {kind}: an ensemble step answers each request once, without a "

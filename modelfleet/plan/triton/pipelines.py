@@ -35,14 +35,15 @@ Indexed = tuple[int, PipelineSpec]
 
 
 def pipelines_in(fleet: FleetSpec, environment: str, models: dict[str, ClassicModelSpec],
-                 issues: list[Issue]) -> list[Indexed]:
-    """The pipelines running in ``environment``: patched, enabled, and with every step there (else an issue)."""
+                 issues: list[Issue], llms: frozenset[str] = frozenset()) -> list[Indexed]:
+    """The pipelines running in ``environment``: patched, enabled, and with every step there (else an issue);
+    ``llms``: the LLMs planned there (a step may be one, plan/triton/llm_steps.py)."""
     out = []
     for index, pipeline in enumerate(fleet.pipelines):
         applied = apply_pipeline_environment(pipeline, environment)
         if applied is None:
             continue
-        missing = [m for m in applied.step_models() if m not in models]
+        missing = [m for m in applied.step_models() if m not in models and m not in llms]
         if missing:
             issues.append(Issue("", 0, 0, f"pipelines[{index}].steps", f"{pipeline.name}: step(s) "
                                 f"{', '.join(missing)} are not in stack {environment} (disabled there)",
@@ -168,7 +169,7 @@ def pipeline_plan(pipeline: PipelineSpec, index: int, models: dict[str, TritonMo
     share = {b.model: b.budget_ms for b in budgets}
     spec_steps = {s.model: s for s in pipeline.steps}
     plans = tuple(PipelineStepPlan(
-        model=s.name, input_map=tuple(sorted((k, _tensor_of(pipeline, v)) for k, v in spec_steps[s.name].inputs.items())),
+        model=s.name, input_map=tuple(sorted((k, tensor_of(pipeline, v)) for k, v in spec_steps[s.name].inputs.items())),
         output_map=tuple((t.name, ensemble_tensor(pipeline, s.name, t.name)) for t in s.outputs),
         budget_ms=share[s.name], queue_timeout_us=s.queue_timeout_us,
         model_version=_called_version(spec_steps[s.name].version, s.versions)) for s in steps)
@@ -180,7 +181,7 @@ def pipeline_plan(pipeline: PipelineSpec, index: int, models: dict[str, TritonMo
                         decisions=decisions, availability=min(s.availability for s in steps), team=pipeline.team)
 
 
-def _tensor_of(pipeline: PipelineSpec, reference: str) -> str:
+def tensor_of(pipeline: PipelineSpec, reference: str) -> str:
     """An input reference as the ensemble tensor it names (a pipeline input keeps its own name)."""
     if any(t.name == reference for t in pipeline.inputs):
         return reference
