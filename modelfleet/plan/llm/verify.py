@@ -10,7 +10,8 @@ steady TPOT meets the target), else the most the KV cache and the stack allow (m
 Cost: the search runs on short screening runs (a fifth of the requests, judged on their p99 point estimates); from the fewest replicas that pass the screen, full runs (judged on the p99s' upper bounds)
 gallop up (one more, three more, seven more...) and bisect to the fewest that pass, usually the first. A replica count whose per-replica rate exceeds 1.25 x the closed form's throughput at max_num_seqs is
 failed without simulating (it is unstable); ``most`` (the most replicas that can still beat the cheapest
-layout verified so far) stops the search, so layouts that cannot win are not simulated further.
+layout verified so far) stops the search once the count it would find is above it, so layouts that cannot win
+are not simulated further; the search's path never depends on it (``Verifier.least_replicas``).
 """
 
 from __future__ import annotations
@@ -107,16 +108,32 @@ class Verifier:
         return self.traffic.rate_per_s > HOPELESS_FACTOR * capacity
 
     def least_replicas(self, guess: int, floor: int, most: int) -> int | None:
-        """The fewest replicas in [floor, most] that meet the SLA (module docstring); None: none does."""
-        first = max(floor, min(guess, most))
-        if first < most and self.screen(first).miss is not None and self.screen(most).miss is not None:
-            return None  # not even the most replicas allowed (or that can still win) pass: none fewer will
-        start = smallest_passing(first, floor, most, lambda r: self.screen(r).miss is None)
-        if start is None:
+        """The fewest replicas from ``floor`` that meet the SLA (module docstring); None when none up to
+        MAX_REPLICAS does, or when the count found would be more than ``most``.
+
+        The verdicts are not monotone in replicas: near the target a count can pass where one more fails (the
+        runs' noise), and a closed loop of fixed lengths runs in step on one replica while random routing over
+        two lets prompts collide (p99 TTFT 4.8 s on one replica, 20.5 s on two: tests/plan/test_llm_verify.py).
+        So the path the search takes never depends on ``most``: a bounded search (a layout that must beat
+        the cheapest so far, may_serve_within) finds what the unbounded one finds, or None when that is more
+        than ``most``, and stops early only once every count it could still find is above ``most``. The floor
+        is tried first: the cheapest count, and the one availability alone binds."""
+        if floor > most:
+            return None  # every count it could find is above ``most``
+        if self.screen(floor).miss is None and self.verify(floor).miss is None:
+            return floor
+        first = max(floor, min(guess, MAX_REPLICAS))
+        if first < MAX_REPLICAS and self.screen(first).miss is not None and \
+                self.screen(MAX_REPLICAS).miss is not None:
+            return None  # not even the most replicas allowed pass: none fewer will
+        start = smallest_passing(first, floor, MAX_REPLICAS, lambda r: self.screen(r).miss is None, cut=most)
+        if start is None or start > most:
             return None
-        if start < most and self.verify(start).miss is not None and self.verify(most).miss is not None:
+        if start < MAX_REPLICAS and self.verify(start).miss is not None and \
+                self.verify(MAX_REPLICAS).miss is not None:
             return None  # the same for the full runs: the most replicas miss, so every count between does
-        return smallest_passing(start, start, most, lambda r: self.verify(r).miss is None)
+        found = smallest_passing(start, start, MAX_REPLICAS, lambda r: self.verify(r).miss is None, cut=most)
+        return found if found is not None and found <= most else None
 
     def overloaded(self, replicas: int) -> Verdict:
         """A replica count too few for the peak, simulated all the same (a short run): the figures a pinned
@@ -128,9 +145,11 @@ class Verifier:
         return self.verdicts.get(replicas - 1) or self.screens.get(replicas - 1)
 
 
-def smallest_passing(guess: int, low: int, high: int, ok: Callable[[int], bool]) -> int | None:
+def smallest_passing(guess: int, low: int, high: int, ok: Callable[[int], bool],
+                     cut: int | None = None) -> int | None:
     """The smallest ``r`` in [low, high] with ``ok(r)`` for a predicate false below some point and true from it:
-    gallop from ``guess`` (down while it holds, up while it does not), then bisect."""
+    gallop from ``guess`` (down while it holds, up while it does not), then bisect. ``cut``: None as soon as
+    the answer is known to be above it (a failing count at or above it); the probes are the same either way."""
     if ok(guess):
         passing, step = guess, 1
         while passing > low:
@@ -141,6 +160,8 @@ def smallest_passing(guess: int, low: int, high: int, ok: Callable[[int], bool])
         return passing
     failing, step = guess, 1
     while failing < high:
+        if cut is not None and failing >= cut:
+            return None  # the answer is above this failing count, so above the cut
         probe = min(high, failing + step)
         if ok(probe):
             return _bisect(failing, probe, ok)
