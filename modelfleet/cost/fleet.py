@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 from ..plan.compiler import models_in
 from ..plan.hardware.instances import InstanceCatalogue
-from ..plan.hardware.node_price import HOURS_PER_MONTH, estimate_node_price
+from ..plan.hardware.node_price import HOURS_PER_MONTH, SPOT_ESTIMATED, estimate_node_price
 from ..plan.teams import team_of
 from ..plan.hardware.system_nodes import SYSTEM_DISK_GIB, SYSTEM_DISK_IOPS, SYSTEM_DISK_MIBPS, SYSTEM_GROUP, SYSTEM_SIZES
 from ..plan.capacity.reservations import reservation_plan
@@ -195,11 +195,13 @@ class FleetCost(PlanModel):
         if self.capacity_type != "spot":
             return self.capacity_type
         assumed = [g for g in self.node_groups if g.price_basis.startswith("spot assumed")]
+        estimated = any(g.price_basis == SPOT_ESTIMATED for g in self.node_groups)  # the table's own estimate
         if not assumed:
-            return "spot, dated table"
+            return "spot, ESTIMATED table" if estimated else "spot, dated table"
         some = "" if len(assumed) == len(self.node_groups) else (
             f" for {len(assumed)} of {len(self.node_groups)} node groups")
-        return f"spot, assumed {self.spot_price_ratio:.0%} of on-demand{some}"
+        rest = "; the rest from the ESTIMATED table" if estimated else ""
+        return f"spot, assumed {self.spot_price_ratio:.0%} of on-demand{some}{rest}"
 
     def node_group(self, name: str) -> NodeGroupCost:
         return self._by_name("node_groups")[name]
@@ -395,7 +397,8 @@ def _price_basis(catalogue: InstanceCatalogue, env: EnvironmentSpec) -> tuple[st
         ratio = env.cost.spot_price_ratio
         fallback = ("types without a dated price unknown" if ratio is None else
                     f"types without a dated price ASSUMED at {ratio:.0%} of on-demand (modelfleet:cost.spotPriceRatio)")
-        lines.append(f"spot {env.region}: {spot.source}, as of {spot.as_of}; {fallback}" if spot else
+        when = "" if spot is None else (f"estimated {spot.as_of}, not measured" if spot.estimated else f"as of {spot.as_of}")
+        lines.append(f"spot {env.region}: {spot.source}, {when}; {fallback}" if spot else
                      f"spot {env.region}: no dated spot prices in the table; {fallback}")
     ebs = catalogue.ebs_price_sources.get(env.region)
     lines.append(f"EBS gp3 {env.region}: {ebs.source}, as of {ebs.as_of}" if ebs

@@ -77,6 +77,48 @@ ENVIRONMENTS = (  # prod and dev allow CPU families too (KIND_CPU models); stagi
 )
 
 
+# Instance types a generated reservation may hold: sizes of every GPU family the environments above allow.
+RESERVABLE = ("g4dn.xlarge", "g5.xlarge", "g5.12xlarge", "g6.xlarge", "g6.12xlarge", "g6e.xlarge", "g6e.12xlarge",
+              "p4d.24xlarge")
+
+
+@st.composite
+def reservations(draw, types: tuple[str, ...] = RESERVABLE, max_size: int = 2) -> list[dict]:
+    """Capacity reservations as a stack writes them (spec field names): ODCRs, or Capacity Blocks with an end
+    date and their own price; ids stable by position (cr- and 17 hex digits)."""
+    drawn = draw(st.lists(st.tuples(st.sampled_from(types), st.integers(1, 3), st.booleans(),
+                                    st.sampled_from(("us-east-1a", "us-east-1b"))), max_size=max_size))
+    out = []
+    for i, (instance_type, count, block, zone) in enumerate(drawn, 1):
+        ident = {"capacity_block_id": f"cr-{i:017x}", "ends": "2027-01-31", "usd_per_hour": 5.0} if block else {
+            "id": f"cr-{i:017x}"}
+        out.append({"instance_type": instance_type, "zone": zone, "count": count, **ident})
+    return out
+
+
+def with_capacity(env: EnvironmentSpec, *, provisioner: str = "managed", reserved: list[dict] | tuple = (),
+                  minimum: int | None = None) -> EnvironmentSpec:
+    """``env`` with the capacity settings the example stacks rarely use: Karpenter, reservations, scale to zero."""
+    data = env.model_dump()
+    data["nodes"] = {**data["nodes"], "provisioner": provisioner}
+    data["capacity_reservations"] = list(reserved)
+    data["replicas"] = {**data["replicas"], "minimum": minimum}
+    return EnvironmentSpec.model_validate(data)
+
+
+@st.composite
+def capacity_environments(draw, provisioner: str | None = None, minimum: int | None | bool = False,
+                          reserve: bool = True) -> EnvironmentSpec:
+    """One of ENVIRONMENTS with a provisioner (drawn unless given), reservations of its allowed types (when
+    ``reserve``) and a minimum of 0 replicas (drawn when ``minimum`` is False, else as given)."""
+    env = draw(st.sampled_from(ENVIRONMENTS))
+    allowed = tuple(t for t in RESERVABLE if t.split(".")[0] in env.instance_families)
+    return with_capacity(
+        env, provisioner=provisioner or draw(st.sampled_from(("managed", "karpenter"))),
+        reserved=draw(reservations(allowed)) if reserve and allowed else (),
+        minimum=draw(st.sampled_from((None, 0))) if minimum is False else minimum)
+
+
 def summary(model) -> str:
     """One line per model for failure messages (the full spec repr is unreadable)."""
     if isinstance(model, LlmModelSpec):

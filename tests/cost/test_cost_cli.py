@@ -58,7 +58,7 @@ def test_markdown_preview_is_a_pr_comment(capsys):
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
     assert "| prod (on-demand) | 197,413.39 / 216,207.53 / 431,040.52 | ✅ 86% of 250,000.00 (desired) |" in text
     # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 4,709.72
-    assert "| dev (spot, dated table) | 4,709.72 / 4,709.72 / 9,419.44 |" in text
+    assert "| dev (spot, ESTIMATED table) | 4,709.72 / 4,709.72 / 9,419.44 |" in text
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
     dev = Project(root=str(ROOT)).plan("dev").model("llama-3-3-70b-instruct")
     served = dev.estimates.output_tokens_per_s_per_replica  # one replica, priced at what it generates

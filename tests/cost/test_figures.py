@@ -19,10 +19,14 @@ import dataclasses
 from types import MappingProxyType
 
 import pytest
+import yaml
 
 from modelfleet.cost.fleet import compute_fleet_cost, estimate_llm_loads
-from modelfleet.plan.hardware.instances import PriceSource
+from modelfleet.errors import SpecError
+from modelfleet.plan.hardware.instances import PriceSource, catalogue_from_data, load_instance_catalogue
+from modelfleet.plan.hardware.node_price import SPOT_DATED, SPOT_ESTIMATED, estimate_node_price
 from modelfleet.project import Project
+from modelfleet.spec.environment import EnvironmentSpec
 from tests.conftest import ROOT
 
 PRICE = {"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6e.xlarge": 1.861, "g6e.12xlarge": 10.49264,
@@ -172,10 +176,10 @@ SPOT = {"g5.xlarge": 0.4024, "g6e.xlarge": 0.8375, "g6e.12xlarge": 4.7217}  # in
 # 0.45, 10.49264 x 0.45 (4 decimals)
 
 
-def test_dev_is_spot_at_the_tables_dated_prices(costed):
+def test_dev_is_spot_at_the_tables_estimated_prices_and_says_so(costed):
     cost = costed["dev"].cost
     assert _group(cost, "g5.xlarge").usd_per_node_hour == SPOT["g5.xlarge"]
-    assert _group(cost, "g5.xlarge").price_basis == "spot (dated table)"
+    assert _group(cost, "g5.xlarge").price_basis == "spot (table ESTIMATE, not a measured price)"
     # g5.xlarge: the two Triton servers, 2 x (0.4024 x 730 + 16) = 619.504; g6e.xlarge: the 8B's replica (its
     # declared prompts' p99, 7,000 tokens, prefill too slowly on an A10G for its p99 TTFT), 0.8375 x 730 + 16 =
     # 627.375; g6e.12xlarge: the 70B, 4.7217 x 730 + 16 = 3,462.841 (EBS is not discounted)
@@ -193,15 +197,46 @@ def test_dev_is_spot_at_the_tables_dated_prices(costed):
     e = model.estimates  # the single replica misses its SLA, and the unit cost says so first
     assert llama8.unit_cost.shortfall == (f"misses the SLA: 1 replica(s) at peak, p99 TTFT {e.ttft_p99_ms:,.0f} ms (95% "
                                           f"bound {e.ttft_p99_bound_ms:,.0f}) against 1,500 ms")
-    assert cost.pricing == "spot, dated table"
+    assert cost.pricing == "spot, ESTIMATED table"
+    assert any(line.startswith("spot us-east-1: ESTIMATED, not measured") and "estimated 2026-07-20, not measured"
+               in line for line in cost.price_basis)
+
+
+def shipped_table() -> dict:
+    return yaml.safe_load((ROOT / "modelfleet" / "data" / "instances.yaml").read_text())
+
+
+def test_the_shipped_spot_figures_are_marked_as_estimates_and_a_dated_table_is_not():
+    """The shipped us-east-1 spot figures are modelfleet's estimate (no dated spot price was found to ship):
+    every spot price says so. The same figures without the mark (a table `prices refresh` wrote) are dated."""
+    env = EnvironmentSpec(name="dev", region="us-east-1", capacity_type="spot")
+    catalogue, data = load_instance_catalogue(), shipped_table()
+    assert catalogue.price_sources["us-east-1"]["spot"].estimated
+    for instance in (*catalogue.instances.values(), *catalogue.cpu_instances.values()):
+        assert estimate_node_price(instance, "us-east-1", "spot", env)[1] == SPOT_ESTIMATED, instance.name
+    del data["prices"]["us-east-1"]["spot"]["estimated"]
+    dated = catalogue_from_data(data)
+    assert estimate_node_price(dated.instances["g5.xlarge"], "us-east-1", "spot", env) == (0.4024, SPOT_DATED)
+
+
+def test_a_spot_mark_that_is_not_true_or_false_is_a_located_error(tmp_path):
+    data = shipped_table()
+    data["prices"]["us-east-1"]["spot"]["estimated"] = "yes"
+    path = tmp_path / "prices.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError) as caught:
+        load_instance_catalogue(str(path))
+    (issue,) = caught.value.issues
+    assert (issue.file, issue.path) == (str(path), "prices.us-east-1.spot.estimated")
+    assert "true or false" in issue.message and "estimated: true" in issue.fix
 
 
 def test_a_stated_ratio_prices_only_the_types_without_a_dated_spot_price(project, catalogue):
     """A table with no spot figure for g5.xlarge and a stack that states an assumption: that type is priced at the
     ratio (and the preview says ASSUMED), the others at their dated figures."""
-    g5 = catalogue.instances["g5.xlarge"]
+    dated = {n: dataclasses.replace(i, spot_estimated=frozenset()) for n, i in catalogue.instances.items()}  # refreshed
     table = dataclasses.replace(catalogue, instances=MappingProxyType({
-        **catalogue.instances, "g5.xlarge": dataclasses.replace(g5, spot_usd_per_hour=MappingProxyType({}))}),
+        **dated, "g5.xlarge": dataclasses.replace(dated["g5.xlarge"], spot_usd_per_hour=MappingProxyType({}))}),
         price_sources=MappingProxyType({"us-east-1": MappingProxyType({
             **catalogue.price_sources["us-east-1"], "spot": PriceSource("2026-08-01", "EC2 spot history")})}))
     env = project.environment("dev")
@@ -215,6 +250,11 @@ def test_a_stated_ratio_prices_only_the_types_without_a_dated_spot_price(project
                for line in cost.price_basis)
     without = compute_fleet_cost(project.plan("dev"), table, project.environment("dev"), {})
     assert _group(without, "g5.xlarge").usd_per_node_hour is None and without.monthly_usd is None  # never guessed
+    mixed = dataclasses.replace(catalogue, instances=MappingProxyType({  # the others at the shipped estimates
+        **catalogue.instances, "g5.xlarge": dataclasses.replace(catalogue.instances["g5.xlarge"],
+                                                                spot_usd_per_hour=MappingProxyType({}))}))
+    assert compute_fleet_cost(project.plan("dev"), mixed, env, {}).pricing == (
+        "spot, assumed 50% of on-demand for 1 of 3 node groups; the rest from the ESTIMATED table")
 
 
 def _creating(project, stack: str, **cluster):

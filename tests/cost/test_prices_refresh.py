@@ -21,7 +21,7 @@ from modelfleet.commands.price_refresh import (
     parse_on_demand_prices,
     refresh_prices,
 )
-from modelfleet.plan.hardware.instances import load_instance_catalogue
+from modelfleet.plan.hardware.instances import catalogue_from_data, load_instance_catalogue
 from tests.conftest import ROOT
 
 NOW = datetime(2026, 8, 1, 9, 30, tzinfo=timezone.utc)
@@ -196,6 +196,10 @@ def test_refresh_rebuilds_one_regions_prices():
     assert result.data["prices"][REGION]["on-demand"]["as_of"] == "2026-08-01"
     assert result.data["prices"][REGION]["spot"]["as_of"] == "2026-08-01"
     assert result.data["prices"]["us-east-1"]["on-demand"]["as_of"] == "2026-07-20"
+    # fetched spot prices are dated, not estimates; us-east-1's shipped estimates keep their mark
+    assert "estimated" not in result.data["prices"][REGION]["spot"]
+    assert result.data["prices"]["us-east-1"]["spot"]["estimated"] is True
+    assert catalogue_from_data(result.data).instances["g6.xlarge"].spot_estimated == {"us-east-1"}
     assert result.report == ("p5.48xlarge: no on-demand price in eu-west-1 (not offered there?); left unknown",
                              "p5.48xlarge: no spot price in eu-west-1; its spot cost is unknown unless a stack "
                              "states modelfleet:cost.spotPriceRatio")

@@ -269,7 +269,7 @@ def test_a_change_that_does_not_compile_still_posts_the_comment_then_fails(tmp_p
     run = run_workflow(work, tmp_path, has_cloud=False, existing_comment="4242")
     assert run.ran == [INSTALL_STEP, COST, PREVIEW, POST] and run.failed == [COST, PREVIEW] and run.job_failed
     comment = (work / "cost-comment.md").read_text()
-    assert "| dev (spot, dated table) | 4,709.72 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, ESTIMATED table) | 4,709.72 | ❌ does not compile | unknown | - |" in comment
     assert "- ❌ dev: ./models.yaml:" in comment and "big-405b-copy" in comment
     assert "| prod (on-demand) | 216,207.53 | 376,988.33 |" in comment  # the other stacks keep their figures
     assert "gh api --method PATCH repos/acme/models/issues/comments/4242 -F body=@cost-comment.md" in calls(tmp_path)

@@ -1,12 +1,14 @@
 """Capacity reservations (EC2 On-Demand Capacity Reservations and Capacity Blocks for ML) as the plan uses them.
 
 A stack lists what it has reserved (``capacityReservations``). Reserved instances are paid whether they run
-anything or not, so their marginal cost is zero: the LLM search prices a layout's nodes beyond the reserved
-ones only (``billed_nodes``), so a model that fits on a reserved type goes there first, and a node group of a
-reserved type launches its reserved nodes before any other (Karpenter prefers the ``reserved`` capacity type;
+anything or not, so their marginal cost is zero: the LLM search and the Triton GPU packing price a placement's
+nodes beyond the reserved ones only (hardware/node_price.py ``ranking_usd_per_hour``; the LLMs are placed
+first and take the reserved nodes first), so a model that fits on a reserved type goes there first, and a
+node group of a reserved type launches its reserved nodes before any other (Karpenter prefers the ``reserved`` capacity type;
 a managed group's reserved nodes are a node group of their own whose launch template targets the
 reservation: modelfleet/deploy/provisioners). The cost preview shows each reservation's own cost once, and
-charges its group only for the nodes beyond it (cost/fleet.py).
+charges its group only for the nodes beyond it (cost/fleet.py). The plan warns when a reservation is unused,
+only partly used, or short of what the plan needs of its type (the rest on the stack's own capacity type).
 
 A reservation lives in one availability zone, so a group of its type keeps its multi-node replicas whole there:
 the reserved nodes come first and the LeaderWorkerSet's zone affinity holds the group's workers beside them.
@@ -78,6 +80,26 @@ def with_reservations(plan: FleetPlan, env: EnvironmentSpec, catalogue: Instance
             warnings.append(Warning_(model=r.id, message=f"Capacity Block {r.id} ends on {r.ends}: its {r.count} "
                                      f"{r.instance_type} instances are reclaimed then, and their replicas move to "
                                      f"{env.capacity_type} capacity; extend it or buy the next block before then"))
+    warnings += usage_warnings(reservations, plan.model_copy(update={"node_groups": tuple(groups)}), env)
     return plan.model_copy(update={"node_groups": tuple(groups),
                                    "warnings": tuple(sorted(warnings, key=lambda w: (w.model, w.message)))})
 
+
+def usage_warnings(reservations: list[ReservationPlan], plan: FleetPlan, env: EnvironmentSpec) -> list[Warning_]:
+    """Per reserved type the plan uses: a warning when its nodes at desired fill the reservations only partly
+    (the rest paid for nothing), or need more than they hold (the rest launched on the stack's own capacity
+    type and priced as such)."""
+    out = []
+    for instance_type in sorted({r.instance_type for r in reservations}):
+        mine = [r for r in reservations if r.instance_type == instance_type]
+        held, ids = sum(r.count for r in mine), ", ".join(r.id for r in mine)
+        need = sum(g.desired_size for g in plan.node_groups if g.instance_type == instance_type)
+        if 0 < need < held:
+            out.append(Warning_(model=ids, message=f"reservation {ids} holds {held} x {instance_type}; the plan uses "
+                                f"{need} at desired, so {held - need} reserved instance(s) are paid for nothing: "
+                                "place more on the type (overrides.instance_type) or reserve fewer"))
+        elif need > held:
+            out.append(Warning_(model=ids, message=f"the plan needs {need} x {instance_type} at desired; reservation "
+                                f"{ids} holds {held}: those are used first, and the other {need - held} run on "
+                                f"{env.capacity_type} capacity, priced as such (reserve more to cover them)"))
+    return out

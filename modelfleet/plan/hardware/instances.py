@@ -50,6 +50,9 @@ class InstanceType:
     # The VPC CNI's pod limit for the type (amazon-eks-ami's eni-max-pods.txt); None: unknown (110 assumed).
     eni_max_pods: int | None = None
     instance_store_gb: int = 0  # local NVMe in all, decimal GB as AWS states it; 0: none
+    # Regions whose spot figure is the table's estimate, not a price anyone published or measured (the region's
+    # ``prices.<region>.spot.estimated``): the cost preview says so beside every figure it rests on.
+    spot_estimated: frozenset[str] = frozenset()
 
     @property
     def instance_store_gib(self) -> int:
@@ -91,6 +94,7 @@ class CpuInstanceType:
     eni_max_pods: int | None = None  # as InstanceType's
     instance_store_gb: int = 0  # the catalogue lists EBS-only types (no d variants)
     gpus: int = 0
+    spot_estimated: frozenset[str] = frozenset()  # as InstanceType's
 
     @property
     def instance_store_gib(self) -> int:
@@ -109,6 +113,9 @@ class PriceSource:
 
     as_of: str
     source: str
+    # True: the figures are modelfleet's estimate (e.g. spot as a fraction of on-demand), not a published or
+    # measured price; the cost preview then says "estimated" wherever it uses them.
+    estimated: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,23 +196,33 @@ FORM_FACTORS = ("sxm", "pcie")
 
 def catalogue_from_data(data: dict) -> InstanceCatalogue:
     gpus = {key: _gpu(key, g) for key, g in data["gpus"].items()}
+    sources = {region: MappingProxyType({kind: _price_source(f"prices.{region}.{kind}", s) for kind, s in kinds.items()})
+               for region, kinds in (data.get("prices") or {}).items()}
+    estimated = frozenset(r for r, kinds in sources.items() if "spot" in kinds and kinds["spot"].estimated)
     instances = {
         name: InstanceType(name, i["family"], gpus[i["gpu"]], int(i["gpus"]), int(i["vcpu"]), float(i["ram_gib"]),
                            MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
                            MappingProxyType({r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}),
-                           _optional_int(i.get("eni_max_pods")), int(i.get("instance_store_gb") or 0))
+                           _optional_int(i.get("eni_max_pods")), int(i.get("instance_store_gb") or 0), estimated)
         for name, i in data["instances"].items()
     }
-    sources = {region: MappingProxyType({kind: PriceSource(str(s["as_of"]), str(s["source"]))
-                                         for kind, s in kinds.items()})
-               for region, kinds in (data.get("prices") or {}).items()}
     eks = data.get("eks_usd_per_cluster_hour")
     system, system_sources = _system_instances(data.get("system_instances") or {})
     ebs, ebs_sources = _ebs_gp3(data.get("ebs_gp3") or {})
     return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances),
                              MappingProxyType(sources), None if eks is None else float(eks), system, system_sources,
-                             ebs, ebs_sources, _cpu_instances(data.get("cpus") or {}, data.get("cpu_instances") or {}),
+                             ebs, ebs_sources,
+                             _cpu_instances(data.get("cpus") or {}, data.get("cpu_instances") or {}, estimated),
                              MappingProxyType(gpus))
+
+
+def _price_source(where: str, entry: dict) -> PriceSource:
+    estimated = entry.get("estimated", False)
+    if not isinstance(estimated, bool):
+        raise _TableProblem(f"{where}.estimated", f"must be true or false, not {estimated!r}",
+                            "write estimated: true for figures the table estimates (not published or measured), "
+                            "or leave it out")
+    return PriceSource(str(entry["as_of"]), str(entry["source"]), estimated)
 
 
 def _gpu(key: str, entry: dict) -> GpuType:
@@ -220,14 +237,15 @@ def _gpu(key: str, entry: dict) -> GpuType:
                    str(form))
 
 
-def _cpu_instances(cpus: dict, types: dict) -> Mapping[str, CpuInstanceType]:
+def _cpu_instances(cpus: dict, types: dict,
+                   spot_estimated: frozenset[str] = frozenset()) -> Mapping[str, CpuInstanceType]:
     """The ``cpus`` (processors) and ``cpu_instances`` sections."""
     processors = {key: CpuType(key, str(c["name"]), str(c["code_name"])) for key, c in cpus.items()}
     return MappingProxyType({
         name: CpuInstanceType(name, i["family"], processors[i["cpu"]], int(i["vcpu"]), float(i["ram_gib"]),
                               MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
                               MappingProxyType({r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}),
-                              _optional_int(i.get("eni_max_pods")))
+                              _optional_int(i.get("eni_max_pods")), spot_estimated=spot_estimated)
         for name, i in types.items()})
 
 

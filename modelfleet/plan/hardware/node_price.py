@@ -17,6 +17,10 @@ from .instances import InstanceCatalogue, InstanceType
 HOURS_PER_MONTH = 730.0  # AWS's month, as its pricing pages and the cost preview count it
 PRICE_REFERENCE_REGION = "us-east-1"  # ranks instance types when the stack's region has no price data
 GP3_BASELINE_MIBPS, GP3_BASELINE_IOPS = 125, 3000
+# What a spot figure from the table rests on: a dated price (DescribeSpotPriceHistory via `prices refresh`), or
+# the table's own estimate (its region's spot source is marked ``estimated``).
+SPOT_DATED = "spot (dated table)"
+SPOT_ESTIMATED = "spot (table ESTIMATE, not a measured price)"
 
 
 def estimate_node_price(instance: InstanceType | None, region: str, capacity_type: str,
@@ -29,7 +33,7 @@ def estimate_node_price(instance: InstanceType | None, region: str, capacity_typ
         return (on_demand, "on-demand") if on_demand is not None else (None, f"no on-demand price for {region}")
     spot = instance.spot_price(region)
     if spot is not None:
-        return spot, "spot (dated table)"
+        return spot, SPOT_ESTIMATED if region in instance.spot_estimated else SPOT_DATED
     ratio = env.cost.spot_price_ratio
     if on_demand is None or ratio is None:
         return None, (f"no spot price for {region} in the table" + ("" if on_demand is None else

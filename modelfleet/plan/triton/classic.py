@@ -41,12 +41,18 @@ def _idle_room(placement: ClassicPlacement) -> str:
     return f" ({placement.standalone_usd_per_hour:.2f} on nodes of their own; cheaper beside the LLMs there)"
 
 
+def _reserved(placement: ClassicPlacement, env: EnvironmentSpec) -> str:
+    if not any(r.instance_type == placement.instance.name for r in env.capacity_reservations):
+        return ""
+    return ", a reserved node's instance-hour paid already"
+
+
 def _choice(chosen: ClassicPlacement, fits: list[ClassicPlacement], results: list, env: EnvironmentSpec) -> Decision:
     return Decision(
         choice=chosen.instance.name,
         reason=f"cheapest way to host every Triton model: {len(chosen.servers)} server(s) packed onto "
                f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h (each node at its {env.capacity_type} price "
-               "with its root volume, as the cost preview prices it)" + _idle_room(chosen),
+               f"with its root volume{_reserved(chosen, env)}, as the cost preview prices it)" + _idle_room(chosen),
         rejected=tuple(Alternative(option=r.instance.name, reason=f"costs {r.usd_per_hour:.2f} USD/h on {r.nodes[1]} node(s)"
                                    + _idle_room(r), usd_per_hour=round(r.usd_per_hour, 4)) for r in fits[1:])
         + tuple(Alternative(option=r.option, reason=r.reason) for r in results if not isinstance(r, ClassicPlacement)))

@@ -36,7 +36,8 @@ from ...hardware.instances import InstanceCatalogue, InstanceType
 from ...hardware.kubelet import memory_share_gib
 from ...rejection import Rejection
 from ...names import stable_name, triton_server_name
-from ...hardware.node_price import ranking_usd_per_node_hour
+from ...capacity.reservations import reserved_count
+from ...hardware.node_price import ranking_usd_per_hour, ranking_usd_per_node_hour
 from ..pipelines import PipelineSizing, StepBudget, size_on, together
 from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor, spreads_over_zones
 from ..built_for import pool_suffix, wrong_gpu
@@ -280,10 +281,27 @@ def placement_of(servers: list[PackedServer], sized: PipelineSizing, env: Enviro
     servers = sorted(servers, key=lambda s: s.name)
     nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
                   for attr in ("min_replicas", "replicas", "max_replicas"))
-    price = ranking_usd_per_node_hour(catalogue, instance, env)
+    added, standalone = placement_usd(catalogue, env, instance, servers, in_use, nodes[1])
     return ClassicPlacement(instance, tuple(servers), sized.sizings, nodes,  # type: ignore[arg-type]
-                            _nodes_added(servers, in_use, instance) * price, nodes[1] * price, sized.specs,
-                            sized.budgets)
+                            added, standalone, sized.specs, sized.budgets)
+
+
+def placement_usd(catalogue: InstanceCatalogue, env: EnvironmentSpec, instance: InstanceType,
+                  servers: list[PackedServer], in_use: tuple[int, int], desired_nodes: int) -> tuple[float, float]:
+    """(what the servers add to their node group's hour, their own nodes' hour) at the ranking price, as the
+    cost preview charges a group (hardware/node_price.py). On a type the stack has reserved, the reserved nodes'
+    instance-hours are paid already: the group's other workloads (the LLMs, placed first) take them first and
+    the servers pay only for the nodes beyond, so a reserved type is used before any other (the LLM search
+    prices its layouts the same way, llm/search.py ``nodes_usd``)."""
+    reserved = reserved_count(env, instance.name)
+    added = _nodes_added(servers, in_use, instance)
+    if not reserved:
+        price = ranking_usd_per_node_hour(catalogue, instance, env)
+        return added * price, desired_nodes * price
+    before = Objective(instance.gpus).score(*in_use)[0]
+    total = ranking_usd_per_hour(catalogue, instance, env, before + added, reserved=reserved)
+    return (total - ranking_usd_per_hour(catalogue, instance, env, before, reserved=reserved),
+            ranking_usd_per_hour(catalogue, instance, env, desired_nodes, reserved=reserved))
 
 
 def default_pool(instance: InstanceType) -> str:
