@@ -50,6 +50,24 @@ def _positive_int(config, name):
     return int(text)
 
 
+def extra_request(config):
+    """The optional ``extra_request`` parameter: a JSON object of further completions fields (vLLM's sampling
+    parameters, say ``{"ignore_eos": true}``) an operator adds to each request; it may not replace the fields
+    the step sets itself."""
+    text = config.get("parameters", {}).get("extra_request", {}).get("string_value", "")
+    if not text:
+        return {}
+    try:
+        extra = json.loads(text)
+    except ValueError:
+        extra = None
+    if not isinstance(extra, dict) or set(extra) & {"model", "prompt", "max_tokens", "stream"}:
+        raise pb_utils.TritonModelException(
+            "config.pbtxt parameter 'extra_request' must be a JSON object without model, prompt, max_tokens or "
+            f"stream, not {text!r}")
+    return extra
+
+
 def parse_url(url):
     """(host, port, path) of an http:// URL ending in /v1/completions; anything else is refused."""
     parts = urllib.parse.urlsplit(url)
@@ -99,6 +117,7 @@ class TritonPythonModel:
         self.model = _parameter(config, "model")
         self.max_tokens = _positive_int(config, "max_tokens")
         self.timeout_s = _positive_int(config, "timeout_ms") / 1000
+        self.extra = extra_request(config)
 
     def execute(self, requests):
         return [self._answer(request) for request in requests]
@@ -107,19 +126,22 @@ class TritonPythonModel:
         started = time.monotonic()
         prompts = pb_utils.get_input_tensor_by_name(request, "prompt").as_numpy()
         texts = [p.decode() if isinstance(p, bytes) else str(p) for p in prompts.reshape(-1)]
-        body = json.dumps({"model": self.model, "prompt": texts, "max_tokens": self.max_tokens,
-                           "temperature": 0}).encode()
+        body = json.dumps({"temperature": 0, **self.extra, "model": self.model, "prompt": texts,
+                           "max_tokens": self.max_tokens}).encode()
         call = _Call(self.host, self.port, self.path, body, self.timeout_s)
         threading.Thread(target=call.run, daemon=True).start()
-        while not call.done.wait(POLL_S):
+        deadline = started + self.timeout_s
+        while not call.done.wait(max(0.0, min(POLL_S, deadline - time.monotonic()))):
             if request.is_cancelled():
                 call.abort()
                 return pb_utils.InferenceResponse(error=pb_utils.TritonError(
                     f"cancelled while waiting for the LLM at {self.url}", pb_utils.TritonError.CANCELLED))
-            if time.monotonic() - started > self.timeout_s:
+            if time.monotonic() > deadline:
                 call.abort()
                 return self._late()
-        if isinstance(call.error, TimeoutError):  # the socket's own timeout (the same share) came first
+        # an answer after the share is late too (it came between two looks at the clock), as is the socket's
+        # own timeout (the same share) firing first
+        if time.monotonic() > deadline or isinstance(call.error, TimeoutError):
             return self._late()
         if call.error is not None:
             return pb_utils.InferenceResponse(error=pb_utils.TritonError(

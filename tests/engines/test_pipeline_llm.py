@@ -6,8 +6,9 @@ What is changed from the rendered repository, and why: the pre/post steps get a 
 artifacts are S3 prefixes), GPU instance groups become CPU ones (no GPU here), and the LLM step's ``url``
 parameter points at the local vLLM instead of the cluster Service (the override the python step documents);
 its ``timeout_ms`` is raised for the answer case, since the plan's share is for a GPU and these 2 shared cores
-are not one, and set to 1 ms in a copy of the pipeline, which must fail fast with the step's timeout error;
-a third copy asks for 1,500 tokens, and a cancel of its LLM step's request must stop vLLM's generation.
+are not one, and set to 1 ms in a copy of the pipeline, which must fail fast with the step's timeout error.
+Cancellation is not proven here: a cancel of the step's request stopped vLLM's generation in some runs and
+not in others (2026-11-28), so it is not claimed (docs/triton-features.md).
 
 Runs in .ci/run's vLLM step (``.venv-vllm``). tritonserver and its python stubs come from the project's
 ``.venv`` (``MODELFLEET_TRITON_PYTHON`` names another interpreter): in vLLM's venv, numpy 2 breaks the 2.51
@@ -62,7 +63,6 @@ class TritonPythonModel:
         return out
 '''
 LATE = "late"  # the copy of the pipeline whose LLM step has 1 ms to answer
-LONG = "long"  # the copy whose LLM step asks for 1,500 tokens (seconds on these cores): cancelled midway
 
 
 def _edit(path: Path, change) -> None:
@@ -77,7 +77,7 @@ def _on_cpu(config) -> None:
         del group.gpus[:]
 
 
-def _parameters(url: str, **values: int):
+def _parameters(url: str, **values: int | str):
     def change(config) -> None:
         config.parameters["url"].string_value = url + "/v1/completions"
         for key, value in values.items():
@@ -85,7 +85,7 @@ def _parameters(url: str, **values: int):
     return change
 
 
-def _copy_pipeline(target: Path, name: str, url: str, **values: int) -> None:
+def _copy_pipeline(target: Path, name: str, url: str, **values: int | str) -> None:
     """A copy of the ``ask`` ensemble named ``name`` whose LLM step (``<name>.chat``) has other parameters."""
     step = target / f"{name}.chat"
     (step / "1").mkdir(parents=True)
@@ -118,7 +118,6 @@ def local_repository(files: dict[str, bytes], target: Path, url: str) -> str:
 
     _edit(target / "ask.chat" / "config.pbtxt", _parameters(url, timeout_ms=120_000))
     _copy_pipeline(target, LATE, url, timeout_ms=1)
-    _copy_pipeline(target, LONG, url, timeout_ms=120_000, max_tokens=1500)
     return server
 
 
@@ -146,7 +145,7 @@ def engines(tmp_path_factory):
         print(f"vLLM healthy after {time.monotonic() - started:.1f} s")
         repository = tmp / "repository"
         local_repository(files, repository, vllm_url)
-        models = ["pre", "post", "ask.chat", "ask", f"{LATE}.chat", LATE, f"{LONG}.chat", LONG]
+        models = ["pre", "post", "ask.chat", "ask", f"{LATE}.chat", LATE]
         started = time.monotonic()
         with LocalTritonServer(repository, ["--model-control-mode=none"], workdir=tmp / "triton", install=TRITON,
                                expected_models=models) as server:
@@ -173,48 +172,5 @@ def test_an_llm_step_past_its_share_fails_in_bounded_time(engines) -> None:
     assert status != 200 and "did not answer within this step's 1 ms share" in error.get("error", ""), error
     assert took < 10, took  # the step's clock, not the LLM's answer, ended it
     print(f"1 ms LLM share failed in {took:.2f} s: {error['error']}")
-    assert infer(server.http_url, "ask", "hello")[0] == 200  # and the server still answers
-
-
-def _metric(base: str, name: str, label: str = "") -> float:
-    with LOOPBACK.open(base + "/metrics", timeout=30) as response:
-        lines = response.read().decode().splitlines()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in lines
-               if line.startswith(name + "{") and label in line)
-
-
-def _until(condition, deadline_s: float, what: str) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {deadline_s} s: {what}"
-        time.sleep(0.05)  # polling a condition with a deadline, not a sleep as synchronisation
-
-
-def test_cancelling_the_llm_steps_request_aborts_the_generation_on_vllm(engines) -> None:
-    """A gRPC cancel of a request to the LLM step reaches it (request.is_cancelled()), which closes its
-    connection, and vLLM stops generating: fewer than the 1,500 tokens asked for are generated.
-
-    Called directly, not through the ensemble: measured here, cancelling the ensemble's request (tritonserver
-    2.51) does not reach the running step, which then generates all 1,500 tokens (docs/triton-features.md)."""
-    grpcclient = pytest.importorskip("tritonclient.grpc")
-    import numpy as np
-    server, vllm_url = engines
-    before = _metric(vllm_url, "vllm:generation_tokens_total")
-    client = grpcclient.InferenceServerClient(server.grpc_url)
-    prompt = grpcclient.InferInput("prompt", [1, 1], "BYTES")
-    prompt.set_data_from_numpy(np.array([[b"hello the model"]], dtype=np.object_))
-    answers: list = []
-    call = client.async_infer(f"{LONG}.chat", [prompt], callback=lambda result, error: answers.append((result, error)))
-    try:
-        _until(lambda: _metric(vllm_url, "vllm:num_requests_running") >= 1, 30, "vLLM runs the step's request")
-        started = time.monotonic()
-        call.cancel()
-        _until(lambda: _metric(vllm_url, "vllm:num_requests_running") == 0, 30, "vLLM drops the request")
-        took = time.monotonic() - started
-        generated = _metric(vllm_url, "vllm:generation_tokens_total") - before
-        print(f"cancelled: vLLM dropped the request {took:.2f} s after the client cancelled, {generated:g} of 1500 "
-              f"tokens generated; the client saw {answers}")
-        assert generated < 1500, generated
-        assert answers and answers[0][0] is None and "cancel" in str(answers[0][1]).lower(), answers
-    finally:
-        client.close()
+    status, answer = infer(server.http_url, "ask", "hello")
+    assert status == 200, answer  # and the server still answers
