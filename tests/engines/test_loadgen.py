@@ -101,6 +101,8 @@ def test_open_loop_counts_latency_from_the_schedule(serial_server: str) -> None:
     assert time.monotonic() - started >= 0.45
     assert [s.outcome for s in samples] == [OK] * 10
     assert [s.due_s for s in samples] == pytest.approx([i / 100 for i in range(10)])
-    assert max(s.sent_s - s.due_s for s in samples) < 0.05  # the client kept to its schedule
+    # the client kept to its schedule: a closed-loop client would send the last request ~0.36 s late (after
+    # nine 50 ms answers); 0.2 s leaves room for a busy 2-core machine (0.12 s measured under a parallel suite)
+    assert max(s.sent_s - s.due_s for s in samples) < 0.2
     latencies = sorted(s.latency_s for s in samples)
     assert latencies[0] >= 0.05 and latencies[-1] >= 0.40  # the last: answered at >= 0.5 s, due at 0.09 s
