@@ -44,6 +44,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from synthetic import catalogue_text  # noqa: E402
 
+from modelfleet.commands import cpus  # noqa: E402
 from modelfleet.commands.plan import format_plan  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
 from modelfleet.render.fleet import write_tree  # noqa: E402
@@ -63,7 +64,7 @@ def bench_project(n: int, parent: Path) -> Project:
     for name in ("__main__.py", "Pulumi.yaml"):
         shutil.copy(ROOT / name, root / name)
     (root / "models.yaml").write_text(catalogue_text(n))
-    return Project(root=str(root))
+    return Project(root=str(root), workers=cpus())  # as the CLI's commands (commands.project_from)
 
 
 def validate(project: Project) -> None:
@@ -88,7 +89,7 @@ def forget_memos() -> None:
     for name, module in list(sys.modules.items()):
         if name == "modelfleet" or name.startswith("modelfleet."):
             for value in vars(module).values():
-                if callable(getattr(value, "cache_clear", None)):
+                if not isinstance(value, type) and callable(getattr(value, "cache_clear", None)):
                     value.cache_clear()
 
 
@@ -176,7 +177,8 @@ def profile(n: int, work: Path, top: int = 25) -> None:
     config = yaml.safe_load(Path(project.environment_path(STACK)).read_text())["config"]
     targets = (("render_kubernetes", lambda: render_kubernetes(planned, deploy)),
                ("the render command", lambda: render(project, work / "profile-out")),
-               ("preview (run_program)", lambda: run_program(project.root, STACK, config, {"modelfleet:hfToken": "hf_x"})))
+               ("preview (run_program)", lambda: run_program(project.root, STACK, config, {"modelfleet:hfToken": "hf_x"},
+                                                                 {"MODELFLEET_WORKERS": str(cpus())})))
     for title, fn in targets:
         forget_memos()
         profiler = cProfile.Profile()

@@ -12,6 +12,7 @@ from .cost.policy import CostedPlan, compile_with_guardrails, cost_environment
 from .deploy import Deployment
 from .errors import CompileError, Issue, ModelfleetError, SpecError
 from .plan.hardware.instances import InstanceCatalogue, load_instance_catalogue
+from .plan.prewarm import llms_of, prewarm_simulations
 from .plan.types import FleetPlan
 from .render.fleet import render_fleet, render_triton_repositories
 from .render.k8s import render_fleet_manifests, render_kubernetes
@@ -32,6 +33,7 @@ class Project:
     root: str = "."
     models_file: str | None = None
     prices_file: str | None = None
+    workers: int = 1  # processes that run the LLMs' simulations before a compile (plan/prewarm.py); 1: none
 
     @property
     def models_path(self) -> str:
@@ -87,9 +89,10 @@ class Project:
         """:meth:`plan` and what it costs (for ``plan --json`` and ``render``); ``locked=False`` ignores the
         placement lock (the global optimum: ``plan --repack``)."""
         fleet, doc = self.fleet_source()
+        env = self.environment(stack)
+        self._prewarm(fleet, env)
         try:
-            return compile_with_guardrails(fleet, self.environment(stack), self.catalogue(),
-                                           self.lock(stack) if locked else None)
+            return compile_with_guardrails(fleet, env, self.catalogue(), self.lock(stack) if locked else None)
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
 
@@ -114,6 +117,7 @@ class Project:
         Kubernetes objects grouped by workload (as objects: ``render`` writes the same ones as YAML)."""
         env = parse_environment(stack, config, families=self.catalogue().families())
         fleet, doc = self.fleet_source()
+        self._prewarm(fleet, env)
         try:
             plan, cost = compile_with_guardrails(fleet, env, self.catalogue(), self.lock(stack))
         except CompileError as exc:
@@ -126,7 +130,14 @@ class Project:
     def costed(self, stack: str, source: FleetSource | None = None) -> CostedPlan:
         """Compile and price one stack (of ``source``, default models.yaml) without enforcing guardrails."""
         fleet, doc = source or self.fleet_source()
-        return cost_environment(fleet, doc, self.environment(stack), self.catalogue(), self.lock(stack))
+        env = self.environment(stack)
+        self._prewarm(fleet, env)
+        return cost_environment(fleet, doc, env, self.catalogue(), self.lock(stack))
+
+    def _prewarm(self, fleet: FleetSpec, env: EnvironmentSpec) -> None:
+        """The LLMs' simulations in ``workers`` processes first (plan/prewarm.py): the same plan, sooner."""
+        if self.workers > 1:
+            prewarm_simulations(llms_of(fleet, env), env, self.catalogue(), self.workers)
 
     def _locate(self, error: ModelfleetError, doc: Document, stack: str) -> ModelfleetError:
         """Model issues at their models.yaml lines; stack-level ones (``config.*``) at the stack file's."""

@@ -184,7 +184,7 @@ PLAN_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("llm.speed", ("llm.speed",)),
     ("llm", ("llm",)),
     ("triton", ("triton",)),
-    ("top", ("compiler", "changes", "pins", "teams", "name_checks")),
+    ("top", ("compiler", "changes", "pins", "teams", "name_checks", "prewarm")),
 )
 PLAN_RANK = {part: rank for rank, (_, parts) in enumerate(PLAN_LAYERS) for part in parts}
 

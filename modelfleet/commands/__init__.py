@@ -5,6 +5,7 @@ Pricing API for ``prices refresh``)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..plan.types import FleetPlan
@@ -19,7 +20,15 @@ def add_project_arguments(parser: argparse.ArgumentParser, stack: bool = True) -
 
 
 def project_from(args: argparse.Namespace) -> Project:
-    return Project(root=args.project, models_file=args.models, prices_file=getattr(args, "prices", None))
+    return Project(root=args.project, models_file=args.models, prices_file=getattr(args, "prices", None),
+                   workers=cpus())
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (Linux's affinity mask; elsewhere, such as macOS, the machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def print_warnings(plan: FleetPlan) -> None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ..cost.alternatives import PlanAlternative, find_alternatives
@@ -33,13 +32,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "against the locked one (with --write-lock: accept it)")
 
 
-def _cpus() -> int:
-    """The CPUs this process may run on (Linux's affinity mask; elsewhere, such as macOS, the machine's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def run(args: argparse.Namespace) -> int:
     project = project_from(args)
     plan, cost = project.plan_and_cost(args.stack, locked=not args.repack)
@@ -49,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     alternatives = ()
     if names is not None or len(plan.models) <= ALTERNATIVES_FOR_UP_TO:
         alternatives = find_alternatives(project.fleet(), project.environment(args.stack), project.catalogue(), names,
-                                         workers=_cpus())
+                                         workers=project.workers)
     else:
         print(f"note: cheaper alternatives are named for fleets of up to {ALTERNATIVES_FOR_UP_TO} models; "
               f"`plan --model NAME` names a model's", file=sys.stderr)

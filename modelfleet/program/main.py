@@ -3,12 +3,16 @@
 Every decision is the compiler's (the same one `modelfleet plan/render` runs) and the deploy plan's
 (modelfleet.deploy, given the node groups running now); components only create. MODELFLEET_MODELS /
 MODELFLEET_PRICES point at another catalogue or price table (`modelfleet preview` passes its --models /
---prices this way). The project directory is the working directory, as `pulumi up` runs it.
+--prices this way). MODELFLEET_WORKERS: processes that run the LLMs' simulations before the compile
+(plan/prewarm.py; the plan is the same, sooner); `modelfleet preview` passes its CPU count, and `pulumi up`
+runs with 1 unless it is set (forking beside the Pulumi SDK's gRPC threads is left to the user's choice). The
+project directory is the working directory, as `pulumi up` runs it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import pulumi
 
@@ -17,10 +21,13 @@ from ..deploy import cluster_deploy, compile_deploy_plan
 from ..deploy.checks import cluster_issues, credential_issues, version_issues
 from ..deploy.node_groups import zone_issues
 from ..deploy.types import DeployPlan
-from ..errors import ModelfleetError, SpecError
+from ..errors import Issue, ModelfleetError, SpecError
 from ..grafana import dashboard_builder
 from ..project import Project
 from ..spec.environment import deployment_issues
+
+
+MAX_WORKERS = 256
 
 
 def run() -> None:
@@ -39,9 +46,19 @@ def run() -> None:
         pulumi.export(name, value)
 
 
+def workers_from(environ: Mapping[str, str]) -> int:
+    """MODELFLEET_WORKERS (module docstring): a whole number from 1 to 256, else a located error; unset: 1."""
+    text = environ.get("MODELFLEET_WORKERS", "1").strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_WORKERS:
+        raise SpecError([Issue("MODELFLEET_WORKERS", 0, 0, "", f"the environment variable MODELFLEET_WORKERS is "
+                               f"{text!r}: it must be a whole number of processes from 1 to {MAX_WORKERS}",
+                               "unset it (1 process), or set it to the CPUs to use, e.g. MODELFLEET_WORKERS=4")])
+    return int(text)
+
+
 def _deploy_plan(stack: str, has_hf_token: bool) -> tuple[DeployPlan, list[str]]:
     project = Project(root=".", models_file=os.environ.get("MODELFLEET_MODELS"),
-                      prices_file=os.environ.get("MODELFLEET_PRICES"))
+                      prices_file=os.environ.get("MODELFLEET_PRICES"), workers=workers_from(os.environ))
     stack_file = project.environment_path(stack)
     deployment = project.deployment(stack, read_stack_config(), dashboards=dashboard_builder())
     if issues := deployment_issues(deployment.env, stack_file) + cluster_issues(deployment.env, stack_file):

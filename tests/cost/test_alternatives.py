@@ -214,12 +214,12 @@ def test_explore_refuses_a_model_its_stack_does_not_serve():
 
 def test_plan_counts_cpus_where_there_is_no_affinity_mask(monkeypatch):
     """macOS has no os.sched_getaffinity: plan's worker count falls back to the machine's CPU count."""
-    from modelfleet.commands import plan as plan_command
-    monkeypatch.delattr(plan_command.os, "sched_getaffinity", raising=False)
-    monkeypatch.setattr(plan_command.os, "cpu_count", lambda: 3)
-    assert plan_command._cpus() == 3
-    monkeypatch.setattr(plan_command.os, "cpu_count", lambda: None)
-    assert plan_command._cpus() == 1
+    from modelfleet import commands
+    monkeypatch.delattr(commands.os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(commands.os, "cpu_count", lambda: 3)
+    assert commands.cpus() == 3
+    monkeypatch.setattr(commands.os, "cpu_count", lambda: None)
+    assert commands.cpus() == 1
 
 
 def test_alternatives_in_workers_are_those_of_one_process():

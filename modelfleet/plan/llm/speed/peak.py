@@ -16,7 +16,6 @@ lands within the SLA too.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -83,18 +82,70 @@ def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched
     """One simulation of ``replicas`` replicas of a layout under ``traffic``. The targets only judge the
     result (``meets``): the run itself is memoised without them, so plans of one model that differ only in
     their SLA (the cheaper alternatives' relaxations, explore's sweep) share their simulations."""
-    return _simulated(speed, traffic, max_num_seqs, max_num_batched_tokens, kv_tokens, replicas, seed, requests)
-
-
-@functools.lru_cache(maxsize=4096)
-def _simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
-               replicas: int, seed: int, requests: int) -> SimulationResult | None:
+    key = simulation_key(speed, traffic, max_num_seqs, max_num_batched_tokens, kv_tokens, replicas, seed, requests)
+    found = SIMULATIONS.get(key, _MISSING)
+    if found is not _MISSING:
+        return found  # type: ignore[return-value]
     try:
-        return simulate(step_ms=step_time_for(speed), workload=traffic.workload(replicas, None, None),
-                        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                        kv_cache_tokens=kv_tokens, requests=requests, seed=seed)
+        result: SimulationResult | None = simulate(
+            step_ms=step_time_for(speed), workload=traffic.workload(replicas, None, None),
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, kv_cache_tokens=kv_tokens,
+            requests=requests, seed=seed)
     except Overloaded:
-        return None  # the replicas cannot keep up: judged as the closed form's unstable counts are
+        result = None  # the replicas cannot keep up: judged as the closed form's unstable counts are
+    SIMULATIONS.put(key, result)
+    return result
+
+
+SimulationKey = tuple  # simulation_key's: every input of one simulation, by value
+
+
+def simulation_key(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
+                   replicas: int, seed: int, requests: int) -> SimulationKey:
+    """Everything one simulation depends on, by value (picklable: prewarm.py hands them between processes).
+    The step time is step_time_for's inputs: the GPU's constants, the shape, the layout and the correction's
+    two ratios (not the Speed itself, nor its request shape, which the traffic carries)."""
+    correction = speed.correction
+    return (speed.gpu, speed.shape, speed.layout, correction.prefill, correction.tpot, traffic, max_num_seqs,
+            max_num_batched_tokens, kv_tokens, replicas, seed, requests)
+
+
+class SimulationMemo:
+    """Simulations run in this process, by simulation_key: a result is a pure function of its key, so a memo
+    hit is the run itself. Bounded: past ``limit`` entries the oldest half is dropped. ``recorded``, when a
+    list, collects every new entry: what a forked worker hands back to its parent (prewarm.py)."""
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self.entries: dict[SimulationKey, SimulationResult | None] = {}
+        self.recorded: list[tuple[SimulationKey, SimulationResult | None]] | None = None
+
+    def get(self, key: SimulationKey, default: object = None) -> object:
+        return self.entries.get(key, default)
+
+    def put(self, key: SimulationKey, result: SimulationResult | None) -> None:
+        entries = self.entries
+        if len(entries) >= self.limit:
+            for old in list(entries)[: self.limit // 2]:
+                del entries[old]
+        entries[key] = result
+        if self.recorded is not None:
+            self.recorded.append((key, result))
+
+    def update(self, found: list[tuple[SimulationKey, SimulationResult | None]]) -> None:
+        for key, result in found:
+            if key not in self.entries:
+                self.put(key, result)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def cache_clear(self) -> None:  # as functools' caches are cleared (bench/scale.py starts each run cold)
+        self.entries.clear()
+
+
+SIMULATIONS = SimulationMemo()
+_MISSING = object()
 
 
 def meets(result: SimulationResult, ttft_ms: float, tpot_ms: float | None, share: float = 1.0) -> str | None:

@@ -1,0 +1,67 @@
+"""The LLMs' simulations run in parallel before the compile: each model's layout search in a forked worker,
+its simulations handed back to this process's memo (llm/speed/peak.py ``SIMULATIONS``), so the compile that
+follows finds them there instead of running them one after another.
+
+Nothing here decides anything. A simulation is a pure function of its key (peak.simulation_key), so a memo
+entry is the run itself, and the plan is byte-identical whatever the workers did: a worker that failed, or
+searched under other reservations than the compile's own (which places LLMs one after another, each taking
+the reserved nodes the others left), only leaves simulations for the compile to run itself. The lock's kept
+layouts (compiler._locked_precision) are simulated by the compile. Forking needs the ``fork`` start method
+(Linux, macOS); elsewhere, or with one worker or one LLM, this does nothing.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+
+from ..spec.environment import EnvironmentSpec
+from ..spec.models import FleetSpec, LlmModelSpec
+from .compiler import models_in
+from .hardware.instances import InstanceCatalogue
+from .llm.precision_choice import choose_precision
+from .llm.speed.peak import SIMULATIONS, SimulationKey
+from .llm.speed.simulation import SimulationResult
+
+Found = list[tuple[SimulationKey, SimulationResult | None]]
+Sent = list[tuple[SimulationKey, tuple[float | int, ...] | None]]  # a result as its fields' values (the compiled
+# SimulationResult does not unpickle: its frozen __setattr__ refuses pickle's)
+FIELDS = tuple(SimulationResult.__dataclass_fields__)
+_FORKED: list[tuple[list[tuple[int, LlmModelSpec]], EnvironmentSpec, InstanceCatalogue]] = []  # while a pool runs
+
+
+def prewarm_simulations(models: list[tuple[int, LlmModelSpec]], env: EnvironmentSpec, catalogue: InstanceCatalogue,
+                        workers: int) -> int:
+    """Run the layout searches of ``models`` (index in models.yaml, the model as it runs in ``env``) in up to
+    ``workers`` forked processes, and keep their simulations in this process's memo: how many were added."""
+    workers = min(workers, len(models))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    before = len(SIMULATIONS)
+    _FORKED.append((models, env, catalogue))  # what the forked workers read (specs hold unpicklable views)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for sent in pool.imap_unordered(_search_at, range(len(models)), chunksize=1):
+                SIMULATIONS.update([(key, None if values is None else SimulationResult(**dict(zip(FIELDS, values))))
+                                    for key, values in sent])
+    finally:
+        _FORKED.pop()
+    return len(SIMULATIONS) - before
+
+
+def llms_of(fleet: FleetSpec, env: EnvironmentSpec) -> list[tuple[int, LlmModelSpec]]:
+    """The LLMs of ``fleet`` as they run in ``env`` (compiler.models_in), with their models.yaml index."""
+    return [(i, m) for i, m in models_in(fleet, env.name) if isinstance(m, LlmModelSpec)]
+
+
+def _search_at(position: int) -> Sent:
+    models, env, catalogue = _FORKED[-1]
+    index, model = models[position]
+    found: Found = []
+    SIMULATIONS.recorded = found
+    try:
+        choose_precision(model, env, catalogue, index)
+    except Exception:  # noqa: BLE001 - the compile runs this search again and reports what it raises
+        pass
+    finally:
+        SIMULATIONS.recorded = None
+    return [(key, None if result is None else tuple(getattr(result, f) for f in FIELDS)) for key, result in found]
