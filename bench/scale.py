@@ -13,10 +13,13 @@ each command's work is timed as the command runs it:
   write the tree atomically (render alone: ``render_kubernetes``, shown separately).
 
 Wall time is the best of ``--repeat`` runs, each started cold: memos a previous run left in the process
-(binpacking's solved packings, ``functools`` caches) are cleared first, as a command starts without them.
+(binpacking's solved packings, ``functools`` caches, the simulations' memo) are cleared first, as a command
+starts without them; the LLMs' simulations run in one forked worker per CPU, as the CLI runs them
+(plan/prewarm.py). A second table times the sequence a user runs with the simulations' disk cache
+(simcache.py): plan with the cache emptied first, then render reading what plan stored.
 Peak memory is Python's (tracemalloc, one more run). The CLI
-columns run the real ``modelfleet`` commands once each (interpreter start and imports included; peak RSS
-from the child's rusage); preview is ``modelfleet preview --stack bench`` (the Pulumi program under mocks).
+columns run the real ``modelfleet`` commands once each, in order, sharing a fresh cache (interpreter start
+and imports included; peak RSS from the child's rusage); preview is ``modelfleet preview --stack bench`` (the Pulumi program under mocks).
 ``--profile N`` prints cProfile's top functions of render_kubernetes, render and the preview at N models.
 """
 
@@ -33,6 +36,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,7 +58,7 @@ STACK = "bench"
 MODELFLEET = str(Path(sys.executable).parent / "modelfleet")
 
 
-def bench_project(n: int, parent: Path) -> Project:
+def bench_project(n: int, parent: Path, cache: Path | None = None) -> Project:
     """A project of ``n`` synthetic models and the ``bench`` stack, as the Pulumi program expects it."""
     root = parent / f"fleet-{n}"
     (root / "stacks").mkdir(parents=True)
@@ -64,7 +68,8 @@ def bench_project(n: int, parent: Path) -> Project:
     for name in ("__main__.py", "Pulumi.yaml"):
         shutil.copy(ROOT / name, root / name)
     (root / "models.yaml").write_text(catalogue_text(n))
-    return Project(root=str(root), workers=cpus())  # as the CLI's commands (commands.project_from)
+    # as the CLI's commands (commands.project_from): the CPUs, and the disk cache when ``cache`` is given
+    return Project(root=str(root), workers=cpus(), cache_dir=None if cache is None else str(cache))
 
 
 def validate(project: Project) -> None:
@@ -109,9 +114,9 @@ def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return best, peak / 2**20
 
 
-def cli(project: Project, *args: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one real ``modelfleet`` command."""
-    environ = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's modelfleet, whatever is installed
+def cli(project: Project, *args: str, environ: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one real ``modelfleet`` command (``environ``: added variables)."""
+    environ = {**os.environ, **(environ or {}), "PYTHONPATH": str(ROOT)}  # this checkout's modelfleet
     # stderr to a file, not a pipe: a command's warnings (two per LLM without p99_tpot_ms or avg_input_tokens)
     # fill a 64 KiB pipe nobody reads during wait4, and the command then blocks forever.
     with tempfile.TemporaryFile() as errors:
@@ -138,12 +143,23 @@ def row(n: int, work: Path, repeat: int, preview: bool) -> dict[str, float]:
     planned = project.plan(STACK)
     deploy = project.environment(STACK).deploy
     figures["k8s"], _ = measure(lambda: render_kubernetes(planned, deploy), repeat)
+    # A session's sequence with the simulations' disk cache (modelfleet/simcache.py), as a user runs it: plan
+    # cold (the cache emptied before each run), then render reading what plan stored (the memos cleared).
+    cache = work / f"cache-{n}"
+    cached = replace(project, cache_dir=str(cache))
+
+    def plan_cold() -> None:
+        shutil.rmtree(cache, ignore_errors=True)
+        plan(cached)
+    figures["plan_cold"], _ = measure(plan_cold, repeat)
+    figures["render_warm"], _ = measure(lambda: render(cached, out), repeat)
+    environ = {"MODELFLEET_CACHE_DIR": str(work / f"cli-cache-{n}")}  # fresh: plan cold, render and preview warm
     for command in ("validate", "plan", "render"):
         extra = ("--stack", STACK) if command != "validate" else ()
         extra += ("--out", str(work / f"cli-{n}")) if command == "render" else ()
-        figures[f"cli_{command}"], figures[f"cli_{command}_mib"] = cli(project, command, *extra)
+        figures[f"cli_{command}"], figures[f"cli_{command}_mib"] = cli(project, command, *extra, environ=environ)
     if preview:
-        figures["preview"], figures["preview_mib"] = cli(project, "preview", "--stack", STACK)
+        figures["preview"], figures["preview_mib"] = cli(project, "preview", "--stack", STACK, environ=environ)
     return figures
 
 
@@ -156,7 +172,17 @@ def print_tables(rows: dict[int, dict[str, float]]) -> None:
         total = f["validate"] + f["plan"] + f["render"]
         print(f"| {n:,} | {f['validate']:.3f} | {f['plan']:.3f} | {f['render']:.3f} | {f['k8s']:.3f} | {total:.2f} | "
               f"{1000 * total / n:.2f} | {total / f['compose']:.0f}x | {f['render_mib']:.1f} |")
-    print("\nReal commands (one run each; interpreter start and imports included; peak RSS):\n")
+    print("\nWith the simulations' disk cache (in process, best of runs): plan with the cache emptied first, then "
+          "render reading what plan stored:\n")
+    print("| models | validate s | plan (cold cache) s | render (warm cache) s | validate+plan+render s | "
+          "vs yaml.compose |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n, f in rows.items():
+        total = f["validate"] + f["plan_cold"] + f["render_warm"]
+        print(f"| {n:,} | {f['validate']:.3f} | {f['plan_cold']:.3f} | {f['render_warm']:.3f} | {total:.2f} | "
+              f"{total / f['compose']:.0f}x |")
+    print("\nReal commands (one run each, in this order, sharing a fresh simulation cache: plan fills it, render and "
+          "preview read it; interpreter start and imports included; peak RSS):\n")
     print("| models | validate s | plan s | render s | render peak RSS MiB | preview s | preview ms/model | "
           "preview peak RSS MiB |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")

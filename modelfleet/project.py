@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .cost.fleet import FleetCost
@@ -17,6 +20,7 @@ from .plan.types import FleetPlan
 from .render.fleet import render_fleet, render_triton_repositories
 from .render.k8s import render_fleet_manifests, render_kubernetes
 from .render.observability import DashboardBuilder
+from .simcache import simulation_cache
 from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path
 from .spec.load import load_fleet_document, locate_issues, parse_fleet
 from .spec.lock import StackLock, load_lock, lock_path
@@ -34,6 +38,7 @@ class Project:
     models_file: str | None = None
     prices_file: str | None = None
     workers: int = 1  # processes that run the LLMs' simulations before a compile (plan/prewarm.py); 1: none
+    cache_dir: str | None = None  # where simulations outlive the command (simcache.py); None: in memory only
 
     @property
     def models_path(self) -> str:
@@ -90,9 +95,9 @@ class Project:
         placement lock (the global optimum: ``plan --repack``)."""
         fleet, doc = self.fleet_source()
         env = self.environment(stack)
-        self._prewarm(fleet, env)
         try:
-            return compile_with_guardrails(fleet, env, self.catalogue(), self.lock(stack) if locked else None)
+            with self._simulations(fleet, env):
+                return compile_with_guardrails(fleet, env, self.catalogue(), self.lock(stack) if locked else None)
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
 
@@ -117,9 +122,9 @@ class Project:
         Kubernetes objects grouped by workload (as objects: ``render`` writes the same ones as YAML)."""
         env = parse_environment(stack, config, families=self.catalogue().families())
         fleet, doc = self.fleet_source()
-        self._prewarm(fleet, env)
         try:
-            plan, cost = compile_with_guardrails(fleet, env, self.catalogue(), self.lock(stack))
+            with self._simulations(fleet, env):
+                plan, cost = compile_with_guardrails(fleet, env, self.catalogue(), self.lock(stack))
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
         files = render_fleet(plan, cost=cost)
@@ -131,13 +136,17 @@ class Project:
         """Compile and price one stack (of ``source``, default models.yaml) without enforcing guardrails."""
         fleet, doc = source or self.fleet_source()
         env = self.environment(stack)
-        self._prewarm(fleet, env)
-        return cost_environment(fleet, doc, env, self.catalogue(), self.lock(stack))
+        with self._simulations(fleet, env):
+            return cost_environment(fleet, doc, env, self.catalogue(), self.lock(stack))
 
-    def _prewarm(self, fleet: FleetSpec, env: EnvironmentSpec) -> None:
-        """The LLMs' simulations in ``workers`` processes first (plan/prewarm.py): the same plan, sooner."""
-        if self.workers > 1:
-            prewarm_simulations(llms_of(fleet, env), env, self.catalogue(), self.workers)
+    @contextlib.contextmanager
+    def _simulations(self, fleet: FleetSpec, env: EnvironmentSpec) -> Iterator[None]:
+        """While a compile runs: the simulation memo backed by the disk cache (simcache.py), and the LLMs'
+        simulations run in ``workers`` processes first (plan/prewarm.py). The same plan, sooner."""
+        with simulation_cache(Path(self.cache_dir) if self.cache_dir else None):
+            if self.workers > 1:
+                prewarm_simulations(llms_of(fleet, env), env, self.catalogue(), self.workers)
+            yield
 
     def _locate(self, error: ModelfleetError, doc: Document, stack: str) -> ModelfleetError:
         """Model issues at their models.yaml lines; stack-level ones (``config.*``) at the stack file's."""

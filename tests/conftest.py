@@ -14,7 +14,10 @@ deadline: timing on a shared 2-core machine is noise, not a property.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,10 @@ from modelfleet.plan.hardware.instances import load_instance_catalogue
 from modelfleet.project import Project
 
 ROOT = Path(__file__).resolve().parent.parent
+# The CLI keeps simulations on disk between commands (modelfleet/simcache.py): in tests, in a directory of this
+# process's own (each xdist worker its own), removed at exit, never the user's ~/.cache.
+os.environ["MODELFLEET_CACHE_DIR"] = tempfile.mkdtemp(prefix="modelfleet-test-cache-")
+atexit.register(shutil.rmtree, os.environ["MODELFLEET_CACHE_DIR"], True)
 STACKS = ("dev", "staging", "prod")
 FULL_TIER = ("engine", "judge", "slow")
 

@@ -50,7 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("render", ("render",)),
     ("deploy", ("deploy",)),
     ("components", ("components",)),  # thin Pulumi components: create what the deploy plan lists
-    ("project", ("project",)),
+    ("project", ("project", "simcache")),  # simcache: the simulations' disk cache, which project.py drives
     ("grafana", ("grafana",)),  # dashboards' JSON built with grafana-foundation-sdk (an optional extra)
     ("program", ("program",)),  # the Pulumi program a fleet repository's __main__.py runs
     ("engines", ("engines",)),
@@ -253,7 +253,7 @@ def test_the_plan_layering_check_names_each_upward_import(tmp_path):
 
 def test_every_stage_is_a_package_and_few_modules_sit_at_the_top():
     tops = {p.stem for p in PACKAGE.glob("*.py")}
-    assert tops <= {"__init__", "__main__", "cli", "errors", "project"}, tops
+    assert tops <= {"__init__", "__main__", "cli", "errors", "project", "simcache"}, tops  # simcache: project.py's cache
     for stage in ("spec", "plan", "cost", "render", "deploy", "engines", "serve", "preview", "commands"):
         assert (PACKAGE / stage / "__init__.py").is_file(), stage
 

@@ -10,6 +10,7 @@ import sys
 
 from ..plan.types import FleetPlan
 from ..project import Project
+from ..simcache import cache_root
 
 
 def add_project_arguments(parser: argparse.ArgumentParser, stack: bool = True) -> None:
@@ -20,8 +21,9 @@ def add_project_arguments(parser: argparse.ArgumentParser, stack: bool = True) -
 
 
 def project_from(args: argparse.Namespace) -> Project:
+    root = cache_root(os.environ)
     return Project(root=args.project, models_file=args.models, prices_file=getattr(args, "prices", None),
-                   workers=cpus())
+                   workers=cpus(), cache_dir=None if root is None else str(root))
 
 
 def cpus() -> int:

@@ -5,8 +5,9 @@ Every decision is the compiler's (the same one `modelfleet plan/render` runs) an
 MODELFLEET_PRICES point at another catalogue or price table (`modelfleet preview` passes its --models /
 --prices this way). MODELFLEET_WORKERS: processes that run the LLMs' simulations before the compile
 (plan/prewarm.py; the plan is the same, sooner); `modelfleet preview` passes its CPU count, and `pulumi up`
-runs with 1 unless it is set (forking beside the Pulumi SDK's gRPC threads is left to the user's choice). The
-project directory is the working directory, as `pulumi up` runs it.
+runs with 1 unless it is set (forking beside the Pulumi SDK's gRPC threads is left to the user's choice).
+Simulations are read from and kept in the disk cache `modelfleet plan` uses (simcache.py; MODELFLEET_CACHE=off
+turns it off). The project directory is the working directory, as `pulumi up` runs it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..deploy.types import DeployPlan
 from ..errors import Issue, ModelfleetError, SpecError
 from ..grafana import dashboard_builder
 from ..project import Project
+from ..simcache import cache_root
 from ..spec.environment import deployment_issues
 
 
@@ -57,8 +59,10 @@ def workers_from(environ: Mapping[str, str]) -> int:
 
 
 def _deploy_plan(stack: str, has_hf_token: bool) -> tuple[DeployPlan, list[str]]:
+    cache = cache_root(os.environ)
     project = Project(root=".", models_file=os.environ.get("MODELFLEET_MODELS"),
-                      prices_file=os.environ.get("MODELFLEET_PRICES"), workers=workers_from(os.environ))
+                      prices_file=os.environ.get("MODELFLEET_PRICES"), workers=workers_from(os.environ),
+                      cache_dir=None if cache is None else str(cache))
     stack_file = project.environment_path(stack)
     deployment = project.deployment(stack, read_stack_config(), dashboards=dashboard_builder())
     if issues := deployment_issues(deployment.env, stack_file) + cluster_issues(deployment.env, stack_file):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Protocol
 
 from ....spec.models import LlmSlaSpec
 from ....spec.traffic import LengthSpec
@@ -76,6 +77,9 @@ def step_time_for(speed: Speed) -> StepTimer:
     return step
 
 
+_MISSING = object()
+
+
 def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
               replicas: int, ttft_ms: float, tpot_ms: float | None, seed: int,
               requests: int = SIMULATED_REQUESTS) -> SimulationResult | None:
@@ -110,20 +114,40 @@ def simulation_key(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_ba
             max_num_batched_tokens, kv_tokens, replicas, seed, requests)
 
 
+class SimulationStore(Protocol):
+    """Where simulations outlive the process (modelfleet/simcache.py, the edge's; none in the compiler)."""
+
+    def get(self, key: SimulationKey, default: object = None) -> object: ...
+
+    def put(self, key: SimulationKey, result: SimulationResult | None) -> None: ...
+
+
 class SimulationMemo:
     """Simulations run in this process, by simulation_key: a result is a pure function of its key, so a memo
     hit is the run itself. Bounded: past ``limit`` entries the oldest half is dropped. ``recorded``, when a
-    list, collects every new entry: what a forked worker hands back to its parent (prewarm.py)."""
+    list, collects every entry this process adds: what a forked worker hands back to its parent
+    (plan/prewarm.py). ``store``, when an edge sets one, backs the memo (read on a miss, written on a run)."""
 
     def __init__(self, limit: int = 20_000) -> None:
         self.limit = limit
         self.entries: dict[SimulationKey, SimulationResult | None] = {}
         self.recorded: list[tuple[SimulationKey, SimulationResult | None]] | None = None
+        self.store: SimulationStore | None = None
 
     def get(self, key: SimulationKey, default: object = None) -> object:
-        return self.entries.get(key, default)
+        found = self.entries.get(key, _MISSING)
+        if found is _MISSING and self.store is not None:
+            found = self.store.get(key, _MISSING)
+            if found is not _MISSING:
+                self._keep(key, found)  # type: ignore[arg-type]
+        return default if found is _MISSING else found
 
     def put(self, key: SimulationKey, result: SimulationResult | None) -> None:
+        self._keep(key, result)
+        if self.store is not None:
+            self.store.put(key, result)
+
+    def _keep(self, key: SimulationKey, result: SimulationResult | None) -> None:
         entries = self.entries
         if len(entries) >= self.limit:
             for old in list(entries)[: self.limit // 2]:
@@ -133,9 +157,10 @@ class SimulationMemo:
             self.recorded.append((key, result))
 
     def update(self, found: list[tuple[SimulationKey, SimulationResult | None]]) -> None:
+        """Entries another process ran (and stored, when it had the store): kept here, not stored again."""
         for key, result in found:
             if key not in self.entries:
-                self.put(key, result)
+                self._keep(key, result)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -145,7 +170,6 @@ class SimulationMemo:
 
 
 SIMULATIONS = SimulationMemo()
-_MISSING = object()
 
 
 def meets(result: SimulationResult, ttft_ms: float, tpot_ms: float | None, share: float = 1.0) -> str | None:
