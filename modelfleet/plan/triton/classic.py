@@ -19,7 +19,7 @@ from ..hardware.instances import InstanceCatalogue
 from ..names import node_group_name
 from .cpu_classic import compile_cpu
 from .devices import choose_devices
-from .packing.gpu import PYTHON_SHM_BYTES, ClassicPlacement, gpu_placements, pack_on
+from .packing.gpu import PYTHON_SHM_BYTES, ClassicPlacement, gpu_placements, on_demand_base_nodes, pack_on
 from .packing.locked import locked_gpu_placements
 from ..lock import pinned_device
 from .pipelines import binding_pipelines, budget_decision, pipeline_plan, size_on, step_decision
@@ -47,12 +47,18 @@ def _reserved(placement: ClassicPlacement, env: EnvironmentSpec) -> str:
     return ", a reserved node's instance-hour paid already"
 
 
+def _base(placement: ClassicPlacement, env: EnvironmentSpec) -> str:
+    base = on_demand_base_nodes(env, list(placement.servers), placement.instance)
+    return f", {base} of them on-demand: the availability floors spot cannot carry" if base else ""
+
+
 def _choice(chosen: ClassicPlacement, fits: list[ClassicPlacement], results: list, env: EnvironmentSpec) -> Decision:
     return Decision(
         choice=chosen.instance.name,
         reason=f"cheapest way to host every Triton model: {len(chosen.servers)} server(s) packed onto "
                f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h (each node at its {env.capacity_type} price "
-               f"with its root volume{_reserved(chosen, env)}, as the cost preview prices it)" + _idle_room(chosen),
+               f"with its root volume{_reserved(chosen, env)}{_base(chosen, env)}, as the cost preview prices it)"
+               + _idle_room(chosen),
         rejected=tuple(Alternative(option=r.instance.name, reason=f"costs {r.usd_per_hour:.2f} USD/h on {r.nodes[1]} node(s)"
                                    + _idle_room(r), usd_per_hour=round(r.usd_per_hour, 4)) for r in fits[1:])
         + tuple(Alternative(option=r.option, reason=r.reason) for r in results if not isinstance(r, ClassicPlacement)))

@@ -16,7 +16,7 @@ from ..names import node_group_name
 from .packing.gpu import PYTHON_SHM_BYTES
 from .pipelines import binding_pipelines, budget_decision, pipeline_plan, step_decision
 from ..capacity.rollout import resolve_rollout, workload_rollout
-from ..sizing import replica_floor
+from ..sizing import on_demand_replicas, replica_floor
 from .model import Where, triton_model_plan
 from ..types import Alternative, Decision, PipelinePlan, TritonModelPlan, TritonServerPlan, Warning_
 
@@ -24,12 +24,17 @@ Indexed = tuple[int, ClassicModelSpec]
 IndexedPipeline = tuple[int, PipelineSpec]
 
 
+def _base(placement: CpuPlacement, env: EnvironmentSpec) -> str:
+    base = sum(on_demand_replicas(env, s.min_replicas) for s in placement.servers)
+    return f", {base} of them on-demand: the availability floors spot cannot carry" if base else ""
+
+
 def _choice(chosen: CpuPlacement, fits: list[CpuPlacement], rejected: list[Rejection], env: EnvironmentSpec) -> Decision:
     return Decision(
         choice=chosen.instance.name,
         reason=f"cheapest CPU type for the KIND_CPU models: {len(chosen.servers)} server(s), one pod per node, on "
                f"{chosen.nodes[1]} node(s) = {chosen.usd_per_hour:.2f} USD/h (each node at its {env.capacity_type} "
-               f"price with its root volume, as the cost preview prices it); the figures measured on a "
+               f"price with its root volume{_base(chosen, env)}, as the cost preview prices it); the figures measured on a "
                f"{chosen.instance.processor.code_name} hold on it",
         rejected=tuple(Alternative(option=f.instance.name, reason=f"costs {f.usd_per_hour:.2f} USD/h on {f.nodes[1]} "
                                    "node(s)", usd_per_hour=round(f.usd_per_hour, 4)) for f in fits[1:])

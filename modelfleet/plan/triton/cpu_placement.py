@@ -38,8 +38,8 @@ from ..hardware.instances import CpuInstanceType, InstanceCatalogue
 from ..hardware.kubelet import kube_reserved_cpu_millis, memory_allocatable_mib
 from ..rejection import Rejection
 from ..names import triton_server_name
-from ..sizing import spreads_over_zones
-from ..hardware.node_price import ranking_usd_per_node_hour
+from ..sizing import on_demand_replicas, spreads_over_zones
+from ..hardware.node_price import ranking_usd_per_hour
 from .packing.gpu import (
     MIN_CACHE_BYTES,
     PYTHON_SHM_BYTES,
@@ -212,8 +212,11 @@ def place_on_cpu(models: list[ClassicModelSpec], pipelines: list[PipelineSpec], 
     placed = tuple(s for s in servers if isinstance(s, CpuServer))
     sizings = {n: cpu_sizing(specs[n], figures[n], s.counts[n], s.replicas, util) for s in placed for n in s.models}
     nodes = tuple(sum(getattr(s, level) for s in placed) for level in ("min_replicas", "replicas", "max_replicas"))
-    price = ranking_usd_per_node_hour(catalogue, instance, env)  # type: ignore[arg-type]
-    return CpuPlacement(instance, placed, figures, sizings, specs, budgets, nodes, nodes[1] * price)  # type: ignore[arg-type]
+    # one pod per node: a spot stack's floors of two or more (sizing.on_demand_replicas) on on-demand nodes, as
+    # capacity/provisioning.py provisions them and the cost preview charges them
+    base = sum(on_demand_replicas(env, s.min_replicas) for s in placed)
+    price = ranking_usd_per_hour(catalogue, instance, env, nodes[1], on_demand_base=base)  # type: ignore[arg-type]
+    return CpuPlacement(instance, placed, figures, sizings, specs, budgets, nodes, price)  # type: ignore[arg-type]
 
 
 def cpu_placements(models: list[ClassicModelSpec], pipelines: list[PipelineSpec], env: EnvironmentSpec,

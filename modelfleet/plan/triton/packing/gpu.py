@@ -39,7 +39,8 @@ from ...names import stable_name, triton_server_name
 from ...capacity.reservations import reserved_count
 from ...hardware.node_price import ranking_usd_per_hour, ranking_usd_per_node_hour
 from ..pipelines import PipelineSizing, StepBudget, size_on, together
-from ...sizing import TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, replica_floor, spreads_over_zones
+from ...sizing import (TRITON_GPU_OVERHEAD_GIB, nodes_for_pods, on_demand_replicas, replica_floor,
+                       spreads_over_zones)
 from ..built_for import pool_suffix, wrong_gpu
 from ..policy import ClassicSizing, within_budget
 
@@ -292,16 +293,26 @@ def placement_usd(catalogue: InstanceCatalogue, env: EnvironmentSpec, instance: 
     cost preview charges a group (hardware/node_price.py). On a type the stack has reserved, the reserved nodes'
     instance-hours are paid already: the group's other workloads (the LLMs, placed first) take them first and
     the servers pay only for the nodes beyond, so a reserved type is used before any other (the LLM search
-    prices its layouts the same way, llm/search.py ``nodes_usd``)."""
+    prices its layouts the same way, llm/search.py ``nodes_usd``). On a spot stack, the nodes that hold the
+    servers' availability floors (``on_demand_base_nodes``) are priced on-demand, as capacity/provisioning.py
+    provisions them."""
     reserved = reserved_count(env, instance.name)
     added = _nodes_added(servers, in_use, instance)
-    if not reserved:
+    base = on_demand_base_nodes(env, servers, instance)
+    if not reserved and not base:
         price = ranking_usd_per_node_hour(catalogue, instance, env)
         return added * price, desired_nodes * price
     before = Objective(instance.gpus).score(*in_use)[0]
-    total = ranking_usd_per_hour(catalogue, instance, env, before + added, reserved=reserved)
+    total = ranking_usd_per_hour(catalogue, instance, env, before + added, reserved=reserved, on_demand_base=base)
     return (total - ranking_usd_per_hour(catalogue, instance, env, before, reserved=reserved),
-            ranking_usd_per_hour(catalogue, instance, env, desired_nodes, reserved=reserved))
+            ranking_usd_per_hour(catalogue, instance, env, desired_nodes, reserved=reserved, on_demand_base=base))
+
+
+def on_demand_base_nodes(env: EnvironmentSpec, servers: list[PackedServer], instance: InstanceType) -> int:
+    """Nodes the servers' on-demand replicas fill (sizing.on_demand_replicas: a spot stack's floors of two or
+    more), one GPU per Triton pod, as capacity/provisioning.py ``base_nodes`` counts a group's."""
+    pods = sum(on_demand_replicas(env, s.min_replicas) for s in servers)
+    return nodes_for_pods({1: pods}, instance.gpus) if pods else 0
 
 
 def default_pool(instance: InstanceType) -> str:
