@@ -201,9 +201,9 @@ def test_refresh_rebuilds_one_regions_prices():
     inst = result.data["instances"]
     assert inst["g6.xlarge"]["usd_per_hour"] == {REGION: 0.8896, "us-east-1": 0.8048}  # us-east-1 kept
     # latest per zone, dearest zone; us-east-1's (the starting table's) kept
-    assert inst["g6.xlarge"]["spot_usd_per_hour"] == {REGION: 0.3112, "us-east-1": 0.3219}
+    assert inst["g6.xlarge"]["spot_usd_per_hour"] == {REGION: 0.3112, "us-east-1": 0.4011}
     assert inst["g6e.12xlarge"]["usd_per_hour"][REGION] == 11.609  # the Reserved 0.912/h is not on-demand
-    assert inst["g6e.12xlarge"]["spot_usd_per_hour"] == {REGION: 4.1203, "us-east-1": 4.7217}
+    assert inst["g6e.12xlarge"]["spot_usd_per_hour"] == {REGION: 4.1203, "us-east-1": 6.015}
     assert REGION not in inst["p5.48xlarge"]["usd_per_hour"] and REGION not in inst["p5.48xlarge"]["spot_usd_per_hour"]
     assert result.data["prices"][REGION]["on-demand"]["as_of"] == "2026-08-01"
     assert result.data["prices"][REGION]["spot"]["as_of"] == "2026-08-01"
@@ -218,7 +218,7 @@ def test_refresh_rebuilds_one_regions_prices():
     assert result.data["instances"]["g6.xlarge"]["vcpu"] == 4  # AWS agrees with the table: nothing to report
     cpu = result.data["cpu_instances"][CPU_TYPE]
     assert cpu["usd_per_hour"] == {REGION: 0.2016, "us-east-1": 0.1785}  # a CPU type: priced like the GPU ones
-    assert cpu["spot_usd_per_hour"] == {REGION: 0.0712, "us-east-1": 0.0714}
+    assert cpu["spot_usd_per_hour"] == {REGION: 0.0712, "us-east-1": 0.0785}
     system = result.data["system_instances"]
     assert system["types"][SYSTEM_TYPE]["usd_per_hour"] == {REGION: 0.1128, "us-east-1": 0.1008}
     assert "spot_usd_per_hour" not in system["types"][SYSTEM_TYPE]  # system nodes are never spot
@@ -514,6 +514,25 @@ def test_a_spot_catalogue_file_replaces_only_the_regions_spot_prices_and_dates_t
 def test_a_spot_catalogue_without_its_provenance_or_columns_is_refused(text, why):
     with pytest.raises(PriceRefreshError, match=why):
         read_spot_catalog(text, "spot.csv")
+
+
+def test_the_shipped_spot_prices_are_what_their_source_file_gives():
+    """instances.yaml's us-east-1 spot figures and their source are what `prices refresh --spot-from-csv` makes of
+    the shipped extract of SkyPilot's catalogue (modelfleet/data/sources/spot-us-east-1-skypilot.csv)."""
+    path = ROOT / "modelfleet" / "data" / "sources" / "spot-us-east-1-skypilot.csv"
+    shipped = yaml.safe_load((ROOT / "modelfleet" / "data" / "instances.yaml").read_text())
+    result = refresh_spot_from_catalog(shipped, "us-east-1", read_spot_catalog(path.read_text(), str(path)))
+    for section in ("instances", "cpu_instances"):
+        assert {n: i.get("spot_usd_per_hour") for n, i in shipped[section].items()} == \
+            {n: i.get("spot_usd_per_hour") for n, i in result.data[section].items()}, section
+    assert shipped["prices"]["us-east-1"]["spot"] == result.data["prices"]["us-east-1"]["spot"]
+    assert "estimated" not in shipped["prices"]["us-east-1"]["spot"]
+    # the Atlanta Local Zone skipped; p5.4xlarge has no spot price in any us-east-1 zone; on-demand prices agree
+    assert result.report == (
+        ("use1-atl2-az1: not one of us-east-1's own availability zones (a Local or Wavelength Zone); its spot "
+         "prices skipped (20 type(s))"),
+        ("p5.4xlarge: no spot price in us-east-1; its spot cost is unknown unless a stack states "
+         "modelfleet:cost.spotPriceRatio"))
 
 
 def test_the_spot_from_csv_command_writes_a_table_without_asking_aws(tmp_path, capsys):
