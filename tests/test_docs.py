@@ -169,7 +169,7 @@ def test_the_readmes_worked_example_works_as_shown(tmp_path, capsys):
     assert "review-sentiment [triton on triton-g5-xlarge, g5.xlarge x1] batch 16" in plan
     assert main([*project, "cost", "--base", "HEAD", "--stack", "dev"]) == 0
     cost = capsys.readouterr().out
-    for line in ("dev (spot, ESTIMATED table): 4,709.72 -> 4,709.72 (0.00)", "team search: 54.72 -> 98.38 (+43.66)"):
+    for line in ("dev (spot, dated table): 5,987.15 -> 5,987.15 (0.00)", "team search: 60.95 -> 109.58 (+48.63)"):
         assert line in cost and line in text
     assert main([*project, "preview", "--base", "HEAD", "--stack", "dev"]) == 0
     preview = capsys.readouterr().out

@@ -23,14 +23,26 @@ GPU memory is only checked, not rewritten: AWS lists the nominal total (``gpuMem
 figure the table's usable one does not fall within that of means the table names the wrong GPU model.
 
 Spot: the latest price of each availability zone, and of those the dearest: node groups spread over
-zones, and a budget should not depend on landing in the cheapest one.
+zones, and a budget should not depend on landing in the cheapest one. Only the region's own zones count: a
+Local Zone's or Wavelength Zone's price (e.g. zone ID ``use1-atl2-az1``, Atlanta) is not what a node
+group on the region's subnets pays (it ran to 3.40 USD/h, above the 2.72 on-demand price, for c6i.16xlarge in
+one snapshot), so it is skipped.
+
+Spot can also come from a file: ``--spot-from-csv`` reads per-zone rows in the columns of SkyPilot's AWS
+catalogue (``InstanceType``, ``Price``, ``SpotPrice``, ``Region``, ``AvailabilityZone``; SkyPilot fills it
+from the same DescribeSpotPriceHistory call), takes the same dearest regional zone, leaves on-demand as it
+is (a file's on-demand price that differs from the table's is reported, never taken), and dates the spot
+figures with the file's own ``# as_of:`` and ``# source:`` lines.
 """
 
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -171,8 +183,29 @@ def _processor_report(name: str, instance: dict[str, Any], cpus: dict[str, Any],
             f"({wanted}): measured CPU figures would carry over to the wrong families; check it (left as it is)"]
 
 
+# One of a region's own availability zones: a zone name is the region and a letter (us-east-1a), a zone ID a
+# short region code, "-az" and a number (use1-az4). Local and Wavelength Zones have a location in theirs
+# (us-east-1-atl-2a, use1-atl2-az1, us-east-1-wl1-bos-wlz-1).
+REGIONAL_ZONE = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d[a-z]|[a-z]+\d-az\d+")
+
+
+def is_regional_zone(zone: str) -> bool:
+    """True for a region's own availability zone (name or ID), False for a Local or Wavelength Zone."""
+    return REGIONAL_ZONE.fullmatch(zone) is not None
+
+
+def dearest_zone_prices(prices: Iterable[tuple[str, str, float]]) -> dict[str, float]:
+    """(instance type, zone, USD/hour) -> each type's dearest price over the region's own zones, rounded as the
+    table rounds (4 decimals); a Local or Wavelength Zone's price is skipped."""
+    dearest: dict[str, float] = {}
+    for name, zone, price in prices:
+        if is_regional_zone(zone):
+            dearest[name] = max(price, dearest.get(name, 0.0))
+    return {name: round(price, 4) for name, price in sorted(dearest.items())}
+
+
 def fetch_spot(ec2: Any, instance_types: Iterable[str], now: datetime) -> dict[str, float]:
-    """Current spot USD/hour per instance type: latest per availability zone, dearest zone."""
+    """Current spot USD/hour per instance type: latest per availability zone, dearest regional zone."""
     latest: dict[tuple[str, str], tuple[datetime, float]] = {}
     for item in _pages(ec2.describe_spot_price_history, "SpotPriceHistory", InstanceTypes=sorted(instance_types),
                        ProductDescriptions=["Linux/UNIX"], StartTime=now):
@@ -180,10 +213,86 @@ def fetch_spot(ec2: Any, instance_types: Iterable[str], now: datetime) -> dict[s
         stamp = item["Timestamp"]
         if key not in latest or stamp > latest[key][0]:
             latest[key] = (stamp, float(item["SpotPrice"]))
-    dearest: dict[str, float] = {}
-    for (name, _), (_, price) in sorted(latest.items()):
-        dearest[name] = max(price, dearest.get(name, 0.0))
-    return dearest
+    return dearest_zone_prices((name, zone, price) for (name, zone), (_, price) in latest.items())
+
+
+CATALOG_COLUMNS = ("InstanceType", "Price", "SpotPrice", "Region", "AvailabilityZone")  # SkyPilot's names
+
+
+@dataclass(frozen=True)
+class SpotCatalog:
+    """A file of per-zone spot prices (SkyPilot's AWS catalogue columns) and what it says of itself."""
+
+    rows: tuple[Mapping[str, str], ...]
+    source: str  # its ``# source:`` line: where the rows come from (recorded as the spot prices' source)
+    as_of: str  # its ``# as_of:`` line (YYYY-MM-DD)
+
+
+def read_spot_catalog(text: str, path: str) -> SpotCatalog:
+    """The rows of a spot catalogue file: ``#`` lines are comments, of which ``# source: TEXT`` and
+    ``# as_of: YYYY-MM-DD`` are required (the table records both); then a CSV header naming CATALOG_COLUMNS."""
+    notes: dict[str, str] = {}
+    body = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            key, _, value = line[1:].partition(":")
+            notes.setdefault(key.strip(), value.strip())
+        else:
+            body.append(line)
+    problems = [f"no `# {key}:` line" for key in ("source", "as_of") if not notes.get(key)]
+    if notes.get("as_of") and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", notes["as_of"]):
+        problems.append(f"`# as_of: {notes['as_of']}` is not a date (YYYY-MM-DD)")
+    reader = csv.DictReader(io.StringIO("\n".join(body)))
+    missing = [c for c in CATALOG_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        problems.append(f"no column {', '.join(missing)} in the header")
+    if problems:
+        raise PriceRefreshError([Issue(path, 0, 0, "prices refresh --spot-from-csv", "; ".join(problems),
+                                       "start the file with `# source: <where its rows come from>` and `# as_of: "
+                                       f"<date>` lines, then a CSV header with {', '.join(CATALOG_COLUMNS)}")])
+    return SpotCatalog(tuple(reader), notes["source"], notes["as_of"])
+
+
+def spot_from_catalog_rows(rows: Iterable[Mapping[str, str]], region: str, instance_types: Iterable[str],
+                           on_demand: Mapping[str, float] | None = None) -> tuple[dict[str, float], list[str]]:
+    """Spot USD/hour per instance type from per-zone catalogue rows, as ``fetch_spot`` takes them (one price per
+    zone, the dearest of the region's own zones), and report lines: types with no spot price there, Local or
+    Wavelength Zones skipped, and on-demand prices (``on_demand``: the table's) the file states differently.
+    Rows of other regions or types are ignored; an empty SpotPrice is no price."""
+    wanted = set(instance_types)
+    prices: list[tuple[str, str, float]] = []
+    skipped: dict[str, list[str]] = {}
+    listed: dict[str, set[float]] = {}
+    for row in rows:
+        name, zone = row["InstanceType"], row["AvailabilityZone"]
+        if row["Region"] != region or name not in wanted:
+            continue
+        if row.get("Price"):
+            listed.setdefault(name, set()).add(_usd(row, "Price"))
+        if not row["SpotPrice"]:
+            continue
+        if not is_regional_zone(zone):
+            skipped.setdefault(zone, []).append(name)
+        prices.append((name, zone, _usd(row, "SpotPrice")))
+    spot = dearest_zone_prices(prices)
+    report = [f"{zone}: not one of {region}'s own availability zones (a Local or Wavelength Zone); its spot prices "
+              f"skipped ({len(names)} type(s))" for zone, names in sorted(skipped.items())]
+    report += [f"{n}: no spot price in {region}; its spot cost is unknown unless a stack states "
+               "modelfleet:cost.spotPriceRatio" for n in sorted(wanted) if n not in spot]
+    for name, found in sorted(listed.items()) if on_demand is not None else ():
+        table = on_demand.get(name)
+        if table is None or any(abs(price - table) > 1e-6 for price in found):
+            report.append(f"{name}: on-demand {', '.join(f'{p:g}' for p in sorted(found))} USD/h in the file, "
+                          f"{'unknown' if table is None else f'{table:g}'} in the table (left as it is)")
+    return spot, report
+
+
+def _usd(row: Mapping[str, str], key: str) -> float:
+    try:
+        return float(row[key])
+    except ValueError:
+        raise ValueError(f"{row['InstanceType']} in {row['AvailabilityZone']}: {key} {row[key]!r} is not a number") \
+            from None
 
 
 def fetch_gp3(pricing: Any, region: str) -> tuple[dict[str, float] | None, list[str]]:
@@ -274,13 +383,42 @@ def compute_refreshed_data(data: dict[str, Any], region: str, on_demand: dict[st
     for name, instance in [*out["instances"].items(), *(out.get("cpu_instances") or {}).items()]:
         instance.update((hardware or {}).get(name, {}))
         _set_price(instance, "usd_per_hour", region, on_demand.get(name))
+    out.setdefault("prices", {}).setdefault(region, {})["on-demand"] = {"as_of": today.isoformat(),
+                                                                         "source": ON_DEMAND_SOURCE}
+    _replace_spot(out, region, spot, today.isoformat(), SPOT_SOURCE)
+    return _dated(out)
+
+
+def refresh_spot_from_catalog(data: dict[str, Any], region: str, catalog: SpotCatalog) -> RefreshResult:
+    """The catalogue ``data`` with ``region``'s spot prices taken from a spot catalogue file (its source and
+    date recorded); on-demand prices, hardware and everything else are left as they are."""
+    types = {**data["instances"], **(data.get("cpu_instances") or {})}
+    on_demand = {name: price for name, i in types.items() if (price := (i.get("usd_per_hour") or {}).get(region))}
+    spot, report = spot_from_catalog_rows(catalog.rows, region, types, on_demand)
+    return RefreshResult(compute_refreshed_spot(data, region, spot, catalog.as_of, catalog.source), tuple(report))
+
+
+def compute_refreshed_spot(data: dict[str, Any], region: str, spot: dict[str, float], as_of: str,
+                           source: str) -> dict[str, Any]:
+    """Replace one region's spot prices (a type missing from ``spot`` loses its figure: unknown, not stale) and
+    date them, in a copy of ``data``: as ``compute_refreshed_data`` does, without touching on-demand."""
+    out = copy.deepcopy(data)
+    _replace_spot(out, region, spot, as_of, source)
+    return _dated(out)
+
+
+def _replace_spot(out: dict[str, Any], region: str, spot: dict[str, float] | None, as_of: str, source: str) -> None:
+    """The region's spot figures and their dated source (a fetched or filed price is no estimate: no mark)."""
+    for name, instance in [*out["instances"].items(), *(out.get("cpu_instances") or {}).items()]:
         _set_price(instance, "spot_usd_per_hour", region, None if spot is None else spot.get(name))
     sources = out.setdefault("prices", {}).setdefault(region, {})
-    sources["on-demand"] = {"as_of": today.isoformat(), "source": ON_DEMAND_SOURCE}
     if spot is not None:
-        sources["spot"] = {"as_of": today.isoformat(), "source": SPOT_SOURCE}
+        sources["spot"] = {"as_of": as_of, "source": source}
     else:
         sources.pop("spot", None)
+
+
+def _dated(out: dict[str, Any]) -> dict[str, Any]:
     dates = [kind["as_of"] for kinds in out["prices"].values() for kind in kinds.values()]
     out["as_of"] = max(dates)
     out["source"] = "modelfleet prices refresh; each region's source and date under `prices`"

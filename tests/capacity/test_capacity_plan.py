@@ -27,14 +27,14 @@ def costed(tmp_path, stack, changes):
 
 # ------------------------------------------------------------------------------------------------ spot
 @pytest.mark.parametrize("stack, changes", [("dev", {}), ("prod", {"modelfleet:capacityType": "spot"})])
-def test_spot_costs_come_from_the_tables_marked_estimate_with_a_range(tmp_path, stack, changes):
+def test_spot_costs_come_from_the_dated_table_with_a_range(tmp_path, stack, changes):
     project, (_, cost) = costed(tmp_path, stack, changes)
     catalogue = project.catalogue()
     assert not any("ASSUMED" in line for line in cost.price_basis)
-    assert any(line.startswith("spot us-east-1: ") and "estimated 2026-07-20, not measured" in line for line in cost.price_basis)
+    assert any(line.startswith("spot us-east-1: ") and "as of 2026-11-28" in line for line in cost.price_basis)
     for group in cost.node_groups:
         spot = catalogue.node_type(group.instance_type).spot_price("us-east-1")
-        assert group.price_basis == "spot (table ESTIMATE, not a measured price)" and group.usd_per_node_hour == spot
+        assert group.price_basis == "spot (dated table)" and group.usd_per_node_hour == spot
         low, high = group.monthly_range_usd
         assert low <= cost.node_group(group.name).monthly_usd.desired + 1e-6 <= high + 1e-6
         on_demand = catalogue.node_type(group.instance_type).price("us-east-1")

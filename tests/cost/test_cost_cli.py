@@ -49,20 +49,21 @@ def test_plan_json_gains_monthly_cost_usd(capsys):
 def test_render_writes_the_same_costs_into_plan_json(tmp_path, capsys):
     _run(capsys, "render", "--stack", "dev", "--out", str(tmp_path / "dev"))
     doc = json.loads((tmp_path / "dev" / "plan.json").read_text())
-    # 3,462.84 + 3 x 309.75 (g6e.12xlarge, 3 g5.xlarge; the table's dated spot prices, and each node's 16.00 of EBS)
-    assert doc["monthly_cost_usd"]["desired"] == 4709.72
+    # g6e.12xlarge 6.015 x 730 + 16 = 4,406.95, g6e.xlarge 1.1975 x 730 + 16 = 890.175, 2 g5.xlarge 2 x (0.4507 x 730
+    # + 16) = 690.022 (the table's dated spot prices, and each node's 16.00 of EBS): 5,987.147
+    assert doc["monthly_cost_usd"]["desired"] == 5987.15
 
 
 def test_markdown_preview_is_a_pr_comment(capsys):
     text = _run(capsys, "cost", "--format", "markdown")
     assert text.startswith("<!-- modelfleet-cost -->\n### modelfleet cost preview\n")
     assert "| prod (on-demand) | 197,413.39 / 216,207.53 / 431,040.52 | ✅ 86% of 250,000.00 (desired) |" in text
-    # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 4,709.72
-    assert "| dev (spot, ESTIMATED table) | 4,709.72 / 4,709.72 / 9,419.44 |" in text
+    # dev's max: every workload's rollout surge (single replicas) doubles its nodes: 2 x 5,987.147
+    assert "| dev (spot, dated table) | 5,987.15 / 5,987.15 / 11,974.29 |" in text
     # the load behind every unit cost, and a flag where the replicas serve less than the peak
     dev = Project(root=str(ROOT)).plan("dev").model("llama-3-3-70b-instruct")
     served = dev.estimates.output_tokens_per_s_per_replica  # one replica, priced at what it generates
-    assert (f"| `llama-3-3-70b-instruct` | g6e.12xlarge | 3,462.84 | USD {3_462.841 / 730 / (served * 3600) * 1e6:.3g} "
+    assert (f"| `llama-3-3-70b-instruct` | g6e.12xlarge | 4,406.95 | USD {4_406.95 / 730 / (served * 3600) * 1e6:.3g} "
             f"per million tokens at {served:,.0f} tok/s predicted ⚠️ misses the SLA: 1 replica(s) at peak, p99 TTFT "
             f"{dev.estimates.ttft_p99_ms:,.0f} ms (95% bound {dev.estimates.ttft_p99_bound_ms:,.0f}) against 10,000 ms | "
             "TTFT p99 ") in text

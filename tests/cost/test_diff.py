@@ -62,12 +62,17 @@ def test_the_70b_diff_figures_check_by_hand(tmp_path, capsys):
     comment = capsys.readouterr().out
     # The new 70B (1,500-token prompts, p99 TTFT 2.5 s, TPOT 60 ms) joins the other 70B on p4d.24xlarge: its 16
     # sequences fit 2 replicas of tp=8 (the availability floor): 2 x (21.957642 x 730 + 16.00) = +32,090.16;
-    # max 3 replicas and a rollout surge: 6 -> 10 nodes. dev: 1 replica on spot g6e.12xlarge (no p4d there) at the
-    # table's dated spot price: 1 x (4.7217 x 730 + 16.00) = +3,462.84. staging as prod: +32,090.16. In all: 67,643.16.
+    # max 3 replicas and a rollout surge: 6 -> 10 nodes. dev: 1 replica on spot g6e.24xlarge (no p4d there; its
+    # dearest zone, 5.7615, is below g6e.12xlarge's 6.015 for the same 4 L40S) at the table's dated spot price:
+    # 1 x (5.7615 x 730 + 16.00) = +4,221.895 (4,221.89 in floating point). dev's base, compiled without a lock
+    # here, is the optimum (the 8B on g6e.2xlarge, the 70B on g6e.24xlarge): 5,723.25. staging as prod: +32,090.16.
+    # In all: 68,402.21.
     assert "| prod (on-demand) | 216,207.53 | 248,297.68 | **+32,090.16 (+14.8%)** |" in comment
-    assert "| dev (spot, ESTIMATED table) | 4,709.72 | 8,172.56 | **+3,462.84 (+73.5%)** |" in comment
+    assert "| dev (spot, dated table) | 5,723.25 | 9,945.15 | **+4,221.89 (+73.8%)** |" in comment
     assert "| staging (on-demand) | 135,817.13 | 167,907.28 | **+32,090.16 (+23.6%)** |" in comment
-    assert "### modelfleet cost: +67,643.16 USD/month across 3 environment(s)" in comment
+    assert "### modelfleet cost: +68,402.21 USD/month across 3 environment(s)" in comment
+    assert ("gpu-g6e-24xlarge-spot (g6e.24xlarge, 5.7615 USD/h + EBS 16.00 USD/month per node): nodes 1-1-2 -> 2-2-4 "
+            "(min-desired-max) = +4,221.89 at desired") in comment
     assert "assumed spot prices" not in comment  # dated in the table, not assumed
     assert ("gpu-p4d-24xlarge-od (p4d.24xlarge, 21.957642 USD/h + EBS 16.00 USD/month per node): nodes 2-3-6 -> 4-5-10 "
             "(min-desired-max) = +32,090.16 at desired") in comment
@@ -121,8 +126,8 @@ def test_a_base_directory_brings_its_own_stacks(tmp_path, capsys):
                                            "  modelfleet:replicas:\n    singleReplica: true\n    minimum: 0\n"))
     assert main(["--project", str(head), "cost", "--base", str(base), "--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    # scale to zero lowers the minimum only: min 4,709.72 -> 0.00, desired unchanged
-    assert "dev (spot, ESTIMATED table): 4,709.72 -> 4,709.72 (0.00); min/max change -4,709.72 / 0.00" in out
+    # scale to zero lowers the minimum only: min 5,723.25 -> 0.00, desired unchanged (no lock here: the optimum)
+    assert "dev (spot, dated table): 5,723.25 -> 5,723.25 (0.00); min/max change -5,723.25 / 0.00" in out
     assert "cause stack settings: no cost change (modelfleet:replicas.minimum: unset -> 0)" in out
     assert f"base stacks: {base}/stacks" in out
 
@@ -136,16 +141,19 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # On spot every availability floor stays on on-demand nodes (plan/capacity/provisioning.py); only what scales
-    # above it rides on spot at the table's dated price. p4d: the two 70Bs' floors (2 + 2 replicas, one node each)
-    # on-demand, the 3rd replica of llama-3-3-70b-instruct on spot: 4 x (21.957642 x 730 + 16) + (12.0767 x 730 + 16)
-    # = 64,180.31 + 8,831.99 = 73,012.31
-    assert "| prod (spot, ESTIMATED table) | 216,207.53 | 239,590.29 | **+23,382.76 (+10.8%)** |" in comment
-    assert ("node group gpu-p4d-24xlarge-spot (p4d.24xlarge, 12.0767 USD/h + EBS 16.00 USD/month per node): nodes "
-            "0-0-0 -> 4-5-10 (min-desired-max); 4 on-demand (the floors' base) = +73,012.31 at desired") in comment
-    # the switch alone saves only what rides above the floors; the new 70B's two replicas are its floor: on-demand
-    assert "- stack settings: -8,707.40 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
-    assert "- models.yaml: +32,090.16 at desired" in comment  # 2 x (21.957642 x 730 + 16.00)
-    assert ("| USD per node-hour 21.957642 (on-demand) -> 12.0767 (spot (table ESTIMATE, not a measured price)) —" in comment)
+    # above it rides on spot at the table's dated price. p4d: the two 70Bs' floors (2 replicas of tp=8 and 2 of the
+    # new one's tp=4, a node each: they spread over zones) on-demand, the other 2 of the 6 nodes on spot:
+    # 4 x (21.957642 x 730 + 16) + 2 x (8.1915 x 730 + 16) = 64,180.31 + 11,991.59 = 76,171.90. At p4d's spot price
+    # the new 70B runs 5 replicas of tp=4 and the Triton servers move onto the p4d nodes' idle GPUs.
+    assert "| prod (spot, dated table) | 216,207.53 | 241,482.11 | **+25,274.59 (+11.7%)** |" in comment
+    assert ("node group gpu-p4d-24xlarge-spot (p4d.24xlarge, 8.1915 USD/h + EBS 16.00 USD/month per node): nodes "
+            "0-0-0 -> 4-6-11 (min-desired-max); 4 on-demand (the floors' base) = +76,171.90 at desired") in comment
+    # the switch alone saves only what rides above the floors: the 3rd replica of llama-3-3-70b-instruct
+    # (21.957642 - 8.1915) x 730 = 10,049.28 and the 8B's 2 replicas above its floor of 2, 2 x (1.861 - 1.1975) x 730
+    # = 968.71: 11,017.99
+    assert "- stack settings: -11,017.99 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
+    assert "- models.yaml: +36,292.58 at desired" in comment
+    assert "| USD per node-hour 21.957642 (on-demand) -> 8.1915 (spot (dated table)) —" in comment
 
 
 def test_a_price_table_change_is_its_own_cause(tmp_path, capsys):
@@ -231,7 +239,7 @@ def test_a_stack_that_does_not_compile_is_a_row_with_its_errors(tmp_path, capsys
     assert main(["--project", str(repo), "cost", "--base", "main", "--format", "markdown"]) == 2
     captured = capsys.readouterr()
     comment = captured.out
-    assert "| dev (spot, ESTIMATED table) | 4,709.72 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, dated table) | 5,723.25 | ❌ does not compile | unknown | - |" in comment
     assert "— ❌ does not compile: dev" in comment.splitlines()[1]
     line = next(i for i, row in enumerate((repo / "models.yaml").read_text().splitlines(), 1)
                 if "name: big-405b-copy" in row)

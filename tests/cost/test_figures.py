@@ -2,7 +2,8 @@
 
 Prices: on-demand us-east-1 USD per node-hour, from ../shared/REFERENCE.md (AWS Pricing API, 2026-07-20),
 as shipped in modelfleet/data/instances.yaml. A month is 730 hours. Spot (dev) is the table's dated us-east-1
-spot figure of each type (instances.yaml: estimated, and says so: on-demand x a per-family fraction, 4 decimals).
+spot figure of each type (instances.yaml: the dearest us-east-1 zone's price in SkyPilot's AWS catalogue,
+modelfleet/data/sources/spot-us-east-1-skypilot.csv).
 
 Each node also pays for its EBS gp3 volume a month (us-east-1: 0.08 USD per GiB, 0.005 per IOPS above 3,000,
 0.04 per MiB/s above 125; the same on spot): the example's nodes have 200 GiB at the included 3,000 IOPS and
@@ -172,23 +173,26 @@ def test_model_costs_add_up_to_the_node_groups(costed):
         assert sum(m.monthly_usd.desired for m in item.cost.models) == pytest.approx(groups), stack
 
 
-SPOT = {"g5.xlarge": 0.4024, "g6e.xlarge": 0.8375, "g6e.12xlarge": 4.7217}  # instances.yaml: 1.006 x 0.40, 1.861 x
-# 0.45, 10.49264 x 0.45 (4 decimals)
+# instances.yaml: the dearest us-east-1 zone of each (spot-us-east-1-skypilot.csv): g5.xlarge use1-az1 (zones
+# 0.4246-0.4507), g6e.xlarge use1-az1 (0.9154-1.1975), g6e.12xlarge use1-az6 (3.7887-6.015)
+SPOT = {"g5.xlarge": 0.4507, "g6e.xlarge": 1.1975, "g6e.12xlarge": 6.015}
 
 
-def test_dev_is_spot_at_the_tables_estimated_prices_and_says_so(costed):
+def test_dev_is_spot_at_the_tables_dated_prices(costed):
     cost = costed["dev"].cost
     assert _group(cost, "g5.xlarge").usd_per_node_hour == SPOT["g5.xlarge"]
-    assert _group(cost, "g5.xlarge").price_basis == "spot (table ESTIMATE, not a measured price)"
-    # g5.xlarge: the two Triton servers, 2 x (0.4024 x 730 + 16) = 619.504; g6e.xlarge: the 8B's replica (its
-    # declared prompts' p99, 7,000 tokens, prefill too slowly on an A10G for its p99 TTFT), 0.8375 x 730 + 16 =
-    # 627.375; g6e.12xlarge: the 70B, 4.7217 x 730 + 16 = 3,462.841 (EBS is not discounted)
+    assert _group(cost, "g5.xlarge").price_basis == "spot (dated table)"
+    # g5.xlarge: the two Triton servers, 2 x (0.4507 x 730 + 16) = 690.022; g6e.xlarge: the 8B's replica (its
+    # declared prompts' p99, 7,000 tokens, prefill too slowly on an A10G for its p99 TTFT), 1.1975 x 730 + 16 =
+    # 890.175; g6e.12xlarge: the 70B, 6.015 x 730 + 16 = 4,406.95 (EBS is not discounted). The lock keeps both
+    # LLMs where they are: the fresh optimum, g6e.2xlarge and g6e.24xlarge (dearer zones cheaper), saves 4.4%,
+    # under the stack's 10% re-pack threshold.
     assert cost.monthly_usd.desired == pytest.approx(2 * (SPOT["g5.xlarge"] * H + 16) + SPOT["g6e.xlarge"] * H + 16
                                                      + SPOT["g6e.12xlarge"] * H + 16)
-    assert cost.monthly_usd.desired == pytest.approx(4_709.72)
+    assert cost.monthly_usd.desired == pytest.approx(5_987.15, abs=0.005)
     assert not any("ASSUMED" in line for line in cost.price_basis)
     # the range: every node on the cheapest allowed type's spot up to every one on-demand
-    assert _group(cost, "g5.xlarge").monthly_range_usd == pytest.approx((619.504, 2 * per_node("g5.xlarge")))
+    assert _group(cost, "g5.xlarge").monthly_range_usd == pytest.approx((690.022, 2 * per_node("g5.xlarge")))
     # one replica serves what it can of the 4 requests/s (1,200 output tokens/s) at peak, at the plan's tokens/s
     llama8 = cost.model("llama-3-1-8b-instruct")
     model = costed["dev"].plan.model("llama-3-1-8b-instruct")
@@ -197,26 +201,31 @@ def test_dev_is_spot_at_the_tables_estimated_prices_and_says_so(costed):
     e = model.estimates  # the single replica misses its SLA, and the unit cost says so first
     assert llama8.unit_cost.shortfall == (f"misses the SLA: 1 replica(s) at peak, p99 TTFT {e.ttft_p99_ms:,.0f} ms (95% "
                                           f"bound {e.ttft_p99_bound_ms:,.0f}) against 1,500 ms")
-    assert cost.pricing == "spot, ESTIMATED table"
-    assert any(line.startswith("spot us-east-1: ESTIMATED, not measured") and "estimated 2026-07-20, not measured"
-               in line for line in cost.price_basis)
+    assert cost.pricing == "spot, dated table"
+    assert any(line.startswith("spot us-east-1: SkyPilot's AWS catalogue (skypilot-org/skypilot-catalog@00148f2af367")
+               and line.endswith("as of 2026-11-28; types without a dated price unknown") for line in cost.price_basis)
 
 
 def shipped_table() -> dict:
     return yaml.safe_load((ROOT / "modelfleet" / "data" / "instances.yaml").read_text())
 
 
-def test_the_shipped_spot_figures_are_marked_as_estimates_and_a_dated_table_is_not():
-    """The shipped us-east-1 spot figures are modelfleet's estimate (no dated spot price was found to ship):
-    every spot price says so. The same figures without the mark (a table `prices refresh` wrote) are dated."""
+def test_the_shipped_spot_figures_are_dated_and_a_table_marked_estimated_says_so():
+    """The shipped us-east-1 spot figures are dated prices (SkyPilot's catalogue of EC2's spot price history):
+    no mark, every spot price is "dated table". The same figures in a table that marks them `estimated: true`
+    (figures nobody published or measured) are called an estimate wherever they are used."""
     env = EnvironmentSpec(name="dev", region="us-east-1", capacity_type="spot")
     catalogue, data = load_instance_catalogue(), shipped_table()
-    assert catalogue.price_sources["us-east-1"]["spot"].estimated
+    assert not catalogue.price_sources["us-east-1"]["spot"].estimated
     for instance in (*catalogue.instances.values(), *catalogue.cpu_instances.values()):
-        assert estimate_node_price(instance, "us-east-1", "spot", env)[1] == SPOT_ESTIMATED, instance.name
-    del data["prices"]["us-east-1"]["spot"]["estimated"]
-    dated = catalogue_from_data(data)
-    assert estimate_node_price(dated.instances["g5.xlarge"], "us-east-1", "spot", env) == (0.4024, SPOT_DATED)
+        if instance.spot_price("us-east-1") is not None:  # p5.4xlarge: no us-east-1 zone lists a spot price
+            assert estimate_node_price(instance, "us-east-1", "spot", env)[1] == SPOT_DATED, instance.name
+    assert catalogue.instances["p5.4xlarge"].spot_price("us-east-1") is None
+    data["prices"]["us-east-1"]["spot"]["estimated"] = True
+    estimated = catalogue_from_data(data)
+    assert estimated.instances["g5.xlarge"].spot_estimated == {"us-east-1"}
+    assert estimated.cpu_instances["c7i.xlarge"].spot_estimated == {"us-east-1"}
+    assert estimate_node_price(estimated.instances["g5.xlarge"], "us-east-1", "spot", env) == (0.4507, SPOT_ESTIMATED)
 
 
 def test_a_spot_mark_that_is_not_true_or_false_is_a_located_error(tmp_path):
@@ -234,7 +243,7 @@ def test_a_spot_mark_that_is_not_true_or_false_is_a_located_error(tmp_path):
 def test_a_stated_ratio_prices_only_the_types_without_a_dated_spot_price(project, catalogue):
     """A table with no spot figure for g5.xlarge and a stack that states an assumption: that type is priced at the
     ratio (and the preview says ASSUMED), the others at their dated figures."""
-    dated = {n: dataclasses.replace(i, spot_estimated=frozenset()) for n, i in catalogue.instances.items()}  # refreshed
+    dated = catalogue.instances  # the shipped spot figures are dated
     table = dataclasses.replace(catalogue, instances=MappingProxyType({
         **dated, "g5.xlarge": dataclasses.replace(dated["g5.xlarge"], spot_usd_per_hour=MappingProxyType({}))}),
         price_sources=MappingProxyType({"us-east-1": MappingProxyType({
@@ -250,9 +259,9 @@ def test_a_stated_ratio_prices_only_the_types_without_a_dated_spot_price(project
                for line in cost.price_basis)
     without = compute_fleet_cost(project.plan("dev"), table, project.environment("dev"), {})
     assert _group(without, "g5.xlarge").usd_per_node_hour is None and without.monthly_usd is None  # never guessed
-    mixed = dataclasses.replace(catalogue, instances=MappingProxyType({  # the others at the shipped estimates
-        **catalogue.instances, "g5.xlarge": dataclasses.replace(catalogue.instances["g5.xlarge"],
-                                                                spot_usd_per_hour=MappingProxyType({}))}))
+    marked = {n: dataclasses.replace(i, spot_estimated=frozenset({"us-east-1"})) for n, i in dated.items()}
+    mixed = dataclasses.replace(catalogue, instances=MappingProxyType({  # the others at a table's marked estimates
+        **marked, "g5.xlarge": dataclasses.replace(marked["g5.xlarge"], spot_usd_per_hour=MappingProxyType({}))}))
     assert compute_fleet_cost(project.plan("dev"), mixed, env, {}).pricing == (
         "spot, assumed 50% of on-demand for 1 of 3 node groups; the rest from the ESTIMATED table")
 
@@ -303,7 +312,7 @@ def test_system_nodes_are_on_demand_on_a_spot_stack(project, catalogue):
     cost = compute_fleet_cost(project.plan("dev"), catalogue, env, estimate_llm_loads(project.fleet(), "dev"))
     assert cost.system_nodes.usd_per_node_hour == 0.2016  # not spot: deploy creates them ON_DEMAND
     assert cost.system_nodes.monthly_usd.desired == pytest.approx(2 * (0.2016 * 730 + 4))  # 302.336
-    assert cost.monthly_usd.desired == pytest.approx(4_709.72 + 73.0 + 302.336)
+    assert cost.monthly_usd.desired == pytest.approx(5_987.15 + 73.0 + 302.336, abs=0.005)
 
 
 @pytest.mark.parametrize(("system_type", "region", "why"), [

@@ -18,8 +18,13 @@ from modelfleet.commands.price_refresh import (
     EBS_SOURCE,
     ON_DEMAND_SOURCE,
     PriceRefreshError,
+    fetch_spot,
+    is_regional_zone,
     parse_on_demand_prices,
+    read_spot_catalog,
     refresh_prices,
+    refresh_spot_from_catalog,
+    spot_from_catalog_rows,
 )
 from modelfleet.plan.hardware.instances import catalogue_from_data, load_instance_catalogue
 from tests.conftest import ROOT
@@ -178,25 +183,32 @@ def stub_spot(stub: Stubber) -> None:
         spot_params("more"))
 
 
+def marked_estimated(data: dict) -> dict:
+    """The table with its us-east-1 spot figures marked as estimates (as the shipped table's were before they were
+    dated): a refresh of another region must keep the mark on them and put none on its own."""
+    data["prices"]["us-east-1"]["spot"]["estimated"] = True
+    return data
+
+
 def test_refresh_rebuilds_one_regions_prices():
     pricing, pricing_stub, ec2, ec2_stub = clients()
     stub_pricing(pricing_stub)
     stub_spot(ec2_stub)
     with pricing_stub, ec2_stub:
-        result = refresh_prices(shipped_subset(), REGION, pricing, ec2, NOW)
+        result = refresh_prices(marked_estimated(shipped_subset()), REGION, pricing, ec2, NOW)
         pricing_stub.assert_no_pending_responses()
         ec2_stub.assert_no_pending_responses()
     inst = result.data["instances"]
     assert inst["g6.xlarge"]["usd_per_hour"] == {REGION: 0.8896, "us-east-1": 0.8048}  # us-east-1 kept
-    # latest per zone, dearest zone; us-east-1's (the shipped table's estimate) kept
-    assert inst["g6.xlarge"]["spot_usd_per_hour"] == {REGION: 0.3112, "us-east-1": 0.3219}
+    # latest per zone, dearest zone; us-east-1's (the starting table's) kept
+    assert inst["g6.xlarge"]["spot_usd_per_hour"] == {REGION: 0.3112, "us-east-1": 0.4011}
     assert inst["g6e.12xlarge"]["usd_per_hour"][REGION] == 11.609  # the Reserved 0.912/h is not on-demand
-    assert inst["g6e.12xlarge"]["spot_usd_per_hour"] == {REGION: 4.1203, "us-east-1": 4.7217}
+    assert inst["g6e.12xlarge"]["spot_usd_per_hour"] == {REGION: 4.1203, "us-east-1": 6.015}
     assert REGION not in inst["p5.48xlarge"]["usd_per_hour"] and REGION not in inst["p5.48xlarge"]["spot_usd_per_hour"]
     assert result.data["prices"][REGION]["on-demand"]["as_of"] == "2026-08-01"
     assert result.data["prices"][REGION]["spot"]["as_of"] == "2026-08-01"
     assert result.data["prices"]["us-east-1"]["on-demand"]["as_of"] == "2026-07-20"
-    # fetched spot prices are dated, not estimates; us-east-1's shipped estimates keep their mark
+    # fetched spot prices are dated, not estimates; us-east-1's marked estimates keep their mark
     assert "estimated" not in result.data["prices"][REGION]["spot"]
     assert result.data["prices"]["us-east-1"]["spot"]["estimated"] is True
     assert catalogue_from_data(result.data).instances["g6.xlarge"].spot_estimated == {"us-east-1"}
@@ -206,7 +218,7 @@ def test_refresh_rebuilds_one_regions_prices():
     assert result.data["instances"]["g6.xlarge"]["vcpu"] == 4  # AWS agrees with the table: nothing to report
     cpu = result.data["cpu_instances"][CPU_TYPE]
     assert cpu["usd_per_hour"] == {REGION: 0.2016, "us-east-1": 0.1785}  # a CPU type: priced like the GPU ones
-    assert cpu["spot_usd_per_hour"] == {REGION: 0.0712, "us-east-1": 0.0714}
+    assert cpu["spot_usd_per_hour"] == {REGION: 0.0712, "us-east-1": 0.0785}
     system = result.data["system_instances"]
     assert system["types"][SYSTEM_TYPE]["usd_per_hour"] == {REGION: 0.1128, "us-east-1": 0.1008}
     assert "spot_usd_per_hour" not in system["types"][SYSTEM_TYPE]  # system nodes are never spot
@@ -407,3 +419,138 @@ def test_a_cpu_type_whose_processor_is_not_the_tables_is_reported():
     assert any(line.startswith(f"{CPU_TYPE}: the Pricing API lists physicalProcessor 'Intel Xeon 8375C (Ice Lake)'")
                and "sapphire-rapids (Sapphire Rapids)" in line for line in result.report), result.report
     assert result.data["cpu_instances"][CPU_TYPE]["cpu"] == "sapphire-rapids"  # reported, never rewritten
+
+
+# ------------------------------------------------------------------------------------------------ spot from a file
+def test_only_a_regions_own_zones_are_regional():
+    """Names and IDs of a region's availability zones, against Local and Wavelength Zones' (a node group's subnets
+    are in the region's own zones: a Local Zone's spot price is not what its nodes pay)."""
+    for zone in ("us-east-1a", "eu-west-1c", "ap-northeast-1d", "us-gov-west-1a", "use1-az4", "apne1-az1", "usw2-az4"):
+        assert is_regional_zone(zone), zone
+    for zone in ("us-east-1-atl-2a", "use1-atl2-az1", "us-west-2-lax-1a", "usw2-lax1-az1", "us-east-1-wl1-bos-wlz-1",
+                 "use1-wl1-bos-wlz1", ""):
+        assert not is_regional_zone(zone), zone
+
+
+def test_live_spot_skips_a_local_zone():
+    creds = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "secret"}
+    ec2 = boto3.client("ec2", region_name="us-east-1", **creds)
+    stub = Stubber(ec2)
+    stub.add_response("describe_spot_price_history", {"SpotPriceHistory": [
+        spot("c6i.16xlarge", "us-east-1a", "1.1486", NOW), spot("c6i.16xlarge", "us-east-1b", "0.8512", NOW),
+        spot("c6i.16xlarge", "us-east-1-atl-2a", "3.4000", NOW)]},  # above the 2.72 on-demand: not a node group's
+        {"InstanceTypes": ["c6i.16xlarge"], "ProductDescriptions": ["Linux/UNIX"], "StartTime": NOW})
+    with stub:
+        assert fetch_spot(ec2, ["c6i.16xlarge"], NOW) == {"c6i.16xlarge": 1.1486}
+
+
+def row(instance_type: str, zone: str, spot_usd: str, region: str = "us-east-1", price: str = "1.006") -> dict:
+    """One row as SkyPilot's AWS catalogue has it (the columns spot_from_catalog_rows reads, and one it ignores)."""
+    return {"InstanceType": instance_type, "Price": price, "SpotPrice": spot_usd, "Region": region,
+            "AvailabilityZone": zone, "Arch": "x86_64"}
+
+
+def test_spot_from_catalog_rows_takes_the_dearest_regional_zone():
+    rows = [row("g5.xlarge", "use1-az1", "0.450700"), row("g5.xlarge", "use1-az2", "0.424600"),
+            row("g5.xlarge", "use1-az4", "0.436000"),
+            row("g5.xlarge", "usw2-az1", "0.612000", region="us-west-2", price="1.006"),  # another region: ignored
+            row("g5.xlarge", "use1-atl2-az1", "0.990000"),  # a Local Zone: skipped, and said so
+            row("p5.4xlarge", "use1-az1", "", price="6.88"), row("p5.4xlarge", "use1-az2", "", price="6.88"),  # none
+            row("g6.xlarge", "use1-az1", "0.401100", price="0.8048"),
+            row("m5.large", "use1-az1", "0.030000", price="0.096")]  # not a type asked for: ignored
+    types = ["g5.xlarge", "g6.xlarge", "p5.4xlarge", "p4d.24xlarge"]
+    prices, report = spot_from_catalog_rows(rows, "us-east-1", types,
+                                            on_demand={"g5.xlarge": 1.006, "g6.xlarge": 0.8048, "p5.4xlarge": 6.88})
+    assert prices == {"g5.xlarge": 0.4507, "g6.xlarge": 0.4011}
+    assert report == [
+        ("use1-atl2-az1: not one of us-east-1's own availability zones (a Local or Wavelength Zone); its spot prices "
+         "skipped (1 type(s))"),
+        ("p4d.24xlarge: no spot price in us-east-1; its spot cost is unknown unless a stack states "
+         "modelfleet:cost.spotPriceRatio"),  # no row at all
+        ("p5.4xlarge: no spot price in us-east-1; its spot cost is unknown unless a stack states "
+         "modelfleet:cost.spotPriceRatio")]  # rows without a spot price
+    # the file's on-demand price is checked against the table's, never taken
+    _, report = spot_from_catalog_rows(rows, "us-east-1", ["g5.xlarge"], on_demand={"g5.xlarge": 1.1})
+    assert report[-1] == "g5.xlarge: on-demand 1.006 USD/h in the file, 1.1 in the table (left as it is)"
+    assert spot_from_catalog_rows(rows, "us-west-2", ["g5.xlarge"])[0] == {"g5.xlarge": 0.612}
+
+
+CATALOG = ("# source: a test catalogue (per zone, dearest zone)\n# as_of: 2026-11-28\n# any other comment\n"
+           "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,"
+           "AvailabilityZone,Arch\n"
+           "g6.xlarge,L4,1.0,4.0,16.0,\"{'Gpus': [{'Name': 'L4', 'Count': 1}]}\",0.8048,0.401100,us-east-1,use1-az1,x86_64\n"
+           "g6.xlarge,L4,1.0,4.0,16.0,\"{'Gpus': [{'Name': 'L4', 'Count': 1}]}\",0.8048,0.352200,us-east-1,use1-az2,x86_64\n"
+           "c7i.xlarge,,,4.0,8.0,,0.1785,0.078500,us-east-1,use1-az4,x86_64\n")
+
+
+def test_a_spot_catalogue_file_replaces_only_the_regions_spot_prices_and_dates_them():
+    catalog = read_spot_catalog(CATALOG, "spot.csv")
+    assert (catalog.source, catalog.as_of, len(catalog.rows)) == ("a test catalogue (per zone, dearest zone)",
+                                                                  "2026-11-28", 3)
+    start = marked_estimated(shipped_subset())
+    result = refresh_spot_from_catalog(start, "us-east-1", catalog)
+    inst = result.data["instances"]
+    assert inst["g6.xlarge"]["spot_usd_per_hour"] == {"us-east-1": 0.4011}
+    assert result.data["cpu_instances"][CPU_TYPE]["spot_usd_per_hour"] == {"us-east-1": 0.0785}
+    for name in ("g6e.12xlarge", "p5.48xlarge"):  # no row: unknown, not kept stale
+        assert "spot_usd_per_hour" not in inst[name], name
+    assert [i["usd_per_hour"] for i in inst.values()] == [i["usd_per_hour"] for i in start["instances"].values()]
+    assert result.data["prices"]["us-east-1"]["spot"] == {"as_of": "2026-11-28",  # dated, the mark gone
+                                                           "source": "a test catalogue (per zone, dearest zone)"}
+    assert result.data["prices"]["us-east-1"]["on-demand"] == start["prices"]["us-east-1"]["on-demand"]
+    assert result.data["ebs_gp3"] == start["ebs_gp3"] and result.data["system_instances"] == start["system_instances"]
+    assert result.data["as_of"] == "2026-11-28"
+    assert catalogue_from_data(result.data).instances["g6.xlarge"].spot_estimated == frozenset()
+    assert result.report == tuple(f"{n}: no spot price in us-east-1; its spot cost is unknown unless a stack states "
+                                  "modelfleet:cost.spotPriceRatio" for n in ("g6e.12xlarge", "p5.48xlarge"))
+
+
+@pytest.mark.parametrize("text, why", [
+    (CATALOG.replace("# as_of: 2026-11-28\n", ""), "no `# as_of:` line"),
+    (CATALOG.replace("# source: a test catalogue (per zone, dearest zone)\n", ""), "no `# source:` line"),
+    (CATALOG.replace("2026-11-28", "last week"), "`# as_of: last week` is not a date"),
+    (CATALOG.replace(",SpotPrice,", ",Spot,"), "no column SpotPrice in the header"),
+])
+def test_a_spot_catalogue_without_its_provenance_or_columns_is_refused(text, why):
+    with pytest.raises(PriceRefreshError, match=why):
+        read_spot_catalog(text, "spot.csv")
+
+
+def test_the_shipped_spot_prices_are_what_their_source_file_gives():
+    """instances.yaml's us-east-1 spot figures and their source are what `prices refresh --spot-from-csv` makes of
+    the shipped extract of SkyPilot's catalogue (modelfleet/data/sources/spot-us-east-1-skypilot.csv)."""
+    path = ROOT / "modelfleet" / "data" / "sources" / "spot-us-east-1-skypilot.csv"
+    shipped = yaml.safe_load((ROOT / "modelfleet" / "data" / "instances.yaml").read_text())
+    result = refresh_spot_from_catalog(shipped, "us-east-1", read_spot_catalog(path.read_text(), str(path)))
+    for section in ("instances", "cpu_instances"):
+        assert {n: i.get("spot_usd_per_hour") for n, i in shipped[section].items()} == \
+            {n: i.get("spot_usd_per_hour") for n, i in result.data[section].items()}, section
+    assert shipped["prices"]["us-east-1"]["spot"] == result.data["prices"]["us-east-1"]["spot"]
+    assert "estimated" not in shipped["prices"]["us-east-1"]["spot"]
+    # the Atlanta Local Zone skipped; p5.4xlarge has no spot price in any us-east-1 zone; on-demand prices agree
+    assert result.report == (
+        ("use1-atl2-az1: not one of us-east-1's own availability zones (a Local or Wavelength Zone); its spot "
+         "prices skipped (20 type(s))"),
+        ("p5.4xlarge: no spot price in us-east-1; its spot cost is unknown unless a stack states "
+         "modelfleet:cost.spotPriceRatio"))
+
+
+def test_the_spot_from_csv_command_writes_a_table_without_asking_aws(tmp_path, capsys):
+    source = tmp_path / "spot.csv"
+    source.write_text(CATALOG)
+    start = tmp_path / "start.yaml"
+    start.write_text(yaml.safe_dump(shipped_subset()))
+    out = tmp_path / "prices.yaml"
+    assert main(["--project", str(tmp_path), "prices", "refresh", "--region", "us-east-1", "--prices", str(start),
+                 "--out", str(out), "--spot-from-csv", str(source)]) == 0
+    printed = capsys.readouterr().out
+    assert "note: g6e.12xlarge: no spot price in us-east-1" in printed
+    assert f"wrote {out}: 3 of 3 GPU instance types priced on demand, 2 of 4 instance types on spot" in printed
+    table = load_instance_catalogue(str(out))
+    assert table.instances["g6.xlarge"].spot_price("us-east-1") == 0.4011
+    assert table.price_sources["us-east-1"]["spot"].source == "a test catalogue (per zone, dearest zone)"
+    source.write_text(CATALOG.replace("0.352200", "n/a"))
+    assert main(["--project", str(tmp_path), "prices", "refresh", "--region", "us-east-1", "--prices", str(start),
+                 "--out", str(tmp_path / "other.yaml"), "--spot-from-csv", str(source)]) == 2
+    assert "g6.xlarge in use1-az2: SpotPrice 'n/a' is not a number" in capsys.readouterr().err
+    assert not (tmp_path / "other.yaml").exists()

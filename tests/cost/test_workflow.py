@@ -209,7 +209,7 @@ def test_without_secrets_every_step_runs_and_preview_is_skipped_with_a_notice(tm
     run = run_workflow(work, tmp_path, has_cloud=False)
     assert run.ran == [*COST_JOB, POST, *["Install modelfleet", "pulumi preview skipped"] * 3] and not run.failed
     comment = (work / "cost-comment.md").read_text()
-    assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +67,643.16 USD/month")
+    assert comment.startswith("<!-- modelfleet-cost -->\n### modelfleet cost: +68,402.21 USD/month")
     assert "| prod (on-demand) | 216,207.53 | 248,297.68 | **+32,090.16 (+14.8%)** |" in comment
     assert "- base stacks: origin/main:stacks/" in comment  # the stacks were read at the base branch
     assert (tmp_path / "summary.md").read_text() == comment == posted(tmp_path)
@@ -269,7 +269,7 @@ def test_a_change_that_does_not_compile_still_posts_the_comment_then_fails(tmp_p
     run = run_workflow(work, tmp_path, has_cloud=False, existing_comment="4242")
     assert run.ran == [INSTALL_STEP, COST, PREVIEW, POST] and run.failed == [COST, PREVIEW] and run.job_failed
     comment = (work / "cost-comment.md").read_text()
-    assert "| dev (spot, ESTIMATED table) | 4,709.72 | ❌ does not compile | unknown | - |" in comment
+    assert "| dev (spot, dated table) | 5,723.25 | ❌ does not compile | unknown | - |" in comment
     assert "- ❌ dev: ./models.yaml:" in comment and "big-405b-copy" in comment
     assert "| prod (on-demand) | 216,207.53 | 376,988.33 |" in comment  # the other stacks keep their figures
     assert "gh api --method PATCH repos/acme/models/issues/comments/4242 -F body=@cost-comment.md" in calls(tmp_path)

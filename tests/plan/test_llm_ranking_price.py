@@ -47,16 +47,22 @@ def chosen(project: Project, env, catalogue, name: str):
 
 def test_a_spot_stack_ranks_llm_layouts_by_their_spot_price(project):
     """dev (spot, one replica): the 8B on an L40S. With g6e.2xlarge cheaper than g6e.xlarge on spot (the same
-    GPU, so the same figures) the spot stack takes the g6e.2xlarge; on-demand, where it is dearer, it does not."""
+    GPU, so the same figures) the spot stack takes the g6e.2xlarge; dearer on spot, or on-demand, where it is
+    dearer, it does not (g6e.4xlarge held dearer too). The shipped table is the first case: g6e.2xlarge's dearest
+    us-east-1 zone, 1.0895 USD/h, is below g6e.xlarge's, 1.1975 (dev's placement lock keeps its 8B on
+    g6e.xlarge: tests/golden/dev/plan.json)."""
     catalogue = project.catalogue()
-    xlarge = catalogue.instances["g6e.xlarge"]
-    table = with_spot(catalogue, {"g6e.2xlarge": round(xlarge.spot_price("us-east-1") * 0.5, 4)})
+    xlarge = catalogue.instances["g6e.xlarge"].spot_price("us-east-1")
+    dearer = with_spot(catalogue, {"g6e.2xlarge": round(xlarge * 1.5, 4), "g6e.4xlarge": round(xlarge * 1.5, 4)})
+    table = with_spot(dearer, {"g6e.2xlarge": round(xlarge * 0.5, 4)})
     spot = project.environment("dev")
     assert spot.capacity_type == "spot"
     on_demand = spot.model_copy(update={"capacity_type": "on-demand"})
-    assert chosen(project, spot, catalogue, EIGHT_B).instance.name == "g6e.xlarge"
+    assert chosen(project, spot, dearer, EIGHT_B).instance.name == "g6e.xlarge"
     assert chosen(project, spot, table, EIGHT_B).instance.name == "g6e.2xlarge"
     assert chosen(project, on_demand, table, EIGHT_B).instance.name == "g6e.xlarge"
+    assert catalogue.instances["g6e.2xlarge"].spot_price("us-east-1") == 1.0895 and xlarge == 1.1975
+    assert chosen(project, spot, catalogue, EIGHT_B).instance.name == "g6e.2xlarge"
     assert "each node at its spot price, with its root volume" in compile_fleet(
         project.fleet(), spot, table).model(EIGHT_B).decisions[0].reason
 

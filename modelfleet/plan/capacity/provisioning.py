@@ -3,8 +3,9 @@
 ``nodes.provisioner`` (spec/environment.py) is recorded on every group; modelfleet/deploy/provisioners turns
 the group into EKS managed node groups or Karpenter NodePools. For a Karpenter pool the plan also decides:
 
-- ``instance_types``: the chosen type and its equivalents, in cost order (the stack's ranking price, as the
-  compiler chose): the same GPU model and the same GPUs per node (so the plan's node counts, limits and
+- ``instance_types``: the chosen type first (what the plan sized and priced: a reservation of it can make it the
+  cheapest where its ranking price is not), then its equivalents in cost order (the stack's ranking price, as
+  the compiler ranks): the same GPU model and the same GPUs per node (so the plan's node counts, limits and
   costs hold whichever Karpenter launches), of a family the stack allows and no policy forbids on the pool's
   capacity types, that keeps the pods' writes where the plan put them (the instance store, RAID0) within the
   pool's root volume, and that passes the scheduling-fit check (capacity/fit.py) with the group's workloads;
@@ -71,13 +72,13 @@ def variant_fits(plan: FleetPlan, group: NodeGroupPlan, instance: InstanceType, 
 
 def equivalent_types(plan: FleetPlan, group: NodeGroupPlan, env: EnvironmentSpec,
                      catalogue: InstanceCatalogue, kinds: tuple[str, ...]) -> tuple[str, ...]:
-    """The group's type and every equivalent that keeps the plan valid, in cost order (see the docstring)."""
+    """The group's type, then every equivalent that keeps the plan valid, in cost order (see the docstring)."""
     chosen = catalogue.instances.get(group.instance_type)
     if chosen is None:  # a CPU group: its one type
         return (group.instance_type,)
     fits = [i.name for i in _candidates(group, chosen, env, catalogue, kinds)
-            if i.name == chosen.name or variant_fits(plan, group, i, env, catalogue)]
-    return tuple(fits) if chosen.name in fits else (chosen.name, *fits)
+            if i.name != chosen.name and variant_fits(plan, group, i, env, catalogue)]
+    return (chosen.name, *fits)
 
 
 def base_replicas(plan: FleetPlan, env: EnvironmentSpec) -> dict[str, int]:
