@@ -141,18 +141,23 @@ def test_a_stack_switched_to_spot_is_priced_at_the_base_setting(tmp_path, capsys
     assert main(["--project", str(repo), "cost", "--base", "main", "--stack", "prod", "--format", "markdown"]) == 0
     comment = capsys.readouterr().out
     # On spot every availability floor stays on on-demand nodes (plan/capacity/provisioning.py); only what scales
-    # above it rides on spot at the table's dated price. p4d: the two 70Bs' floors (2 replicas of tp=8 and 2 of the
-    # new one's tp=4, a node each: they spread over zones) on-demand, the other 2 of the 6 nodes on spot:
-    # 4 x (21.957642 x 730 + 16) + 2 x (8.1915 x 730 + 16) = 64,180.31 + 11,991.59 = 76,171.90. At p4d's spot price
-    # the new 70B runs 5 replicas of tp=4 and the Triton servers move onto the p4d nodes' idle GPUs.
-    assert "| prod (spot, dated table) | 216,207.53 | 241,482.11 | **+25,274.59 (+11.7%)** |" in comment
+    # above it rides on spot at the table's dated price. p4d: the two 70Bs' floors (2 replicas of tp=8, a node
+    # each, and 2 of the new one's tp=4, one node together) on-demand, the other 3 of the 6 nodes on spot:
+    # 3 x (21.957642 x 730 + 16) + 3 x (8.1915 x 730 + 16) = 48,135.24 + 17,987.39 = 66,122.62. At p4d's spot
+    # price the new 70B runs 5 replicas of tp=4. The Triton servers stay on g5.xlarge: on p4d's idle GPUs their
+    # floor of 2 replicas would need a 4th on-demand p4d node (the LLMs' floors fill 3), and the packing ranks
+    # it so (plan/triton/packing/gpu.py); before, it ranked every node at spot, moved them there, and the
+    # preview charged that node on-demand: 241,482.11 in all, against 233,226.20 now.
+    assert "| prod (spot, dated table) | 216,207.53 | 233,226.20 | **+17,018.68 (+7.9%)** |" in comment
     assert ("node group gpu-p4d-24xlarge-spot (p4d.24xlarge, 8.1915 USD/h + EBS 16.00 USD/month per node): nodes "
-            "0-0-0 -> 4-6-11 (min-desired-max); 4 on-demand (the floors' base) = +76,171.90 at desired") in comment
+            "0-0-0 -> 3-6-11 (min-desired-max); 3 on-demand (the floors' base) = +66,122.62 at desired") in comment
+    assert ("node group gpu-g5-xlarge-spot (g5.xlarge, 0.4507 USD/h + EBS 16.00 USD/month per node): nodes "
+            "0-0-0 -> 2-2-4 (min-desired-max); 2 on-demand (the floors' base) = +1,500.76 at desired") in comment
     # the switch alone saves only what rides above the floors: the 3rd replica of llama-3-3-70b-instruct
     # (21.957642 - 8.1915) x 730 = 10,049.28 and the 8B's 2 replicas above its floor of 2, 2 x (1.861 - 1.1975) x 730
     # = 968.71: 11,017.99
     assert "- stack settings: -11,017.99 at desired (modelfleet:capacityType: on-demand -> spot)" in comment
-    assert "- models.yaml: +36,292.58 at desired" in comment
+    assert "- models.yaml: +28,036.67 at desired" in comment
     assert "| USD per node-hour 21.957642 (on-demand) -> 8.1915 (spot (dated table)) —" in comment
 
 
