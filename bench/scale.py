@@ -203,8 +203,7 @@ def profile(n: int, work: Path, top: int = 25) -> None:
     config = yaml.safe_load(Path(project.environment_path(STACK)).read_text())["config"]
     targets = (("render_kubernetes", lambda: render_kubernetes(planned, deploy)),
                ("the render command", lambda: render(project, work / "profile-out")),
-               ("preview (run_program)", lambda: run_program(project.root, STACK, config, {"modelfleet:hfToken": "hf_x"},
-                                                                 {"MODELFLEET_WORKERS": str(cpus())})))
+               ("preview (run_program)", lambda: run_program(project.root, STACK, config, {"modelfleet:hfToken": "hf_x"})))
     for title, fn in targets:
         forget_memos()
         profiler = cProfile.Profile()

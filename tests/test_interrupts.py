@@ -84,15 +84,18 @@ def test_ctrl_c_during_render_leaves_the_previous_output(tmp_path: Path, functio
 
 
 # Installed as sitecustomize: sends SIGINT at the Nth import (audit event) or the Nth call of a function in
-# modelfleet/, counted from modelfleet's first own import; N=0 counts them and writes the total at exit.
+# modelfleet/, counted from modelfleet's first own import; N=0 counts them and writes the total at exit. Only
+# the command's own process counts: the workers it forks (plan/prewarm.py) inherit the hooks, and a terminal's
+# Ctrl-C reaches them with the command (they ignore it: the command stops them).
 TRIGGER = """
 import atexit, os, signal, sys
 
 KIND, N, FIRED = os.environ["TRIGGER_KIND"], int(os.environ["TRIGGER_AT"]), os.environ["TRIGGER_FIRED"]
 seen = [0, False]
+MAIN = os.getpid()
 
 def count():
-    if not seen[1]:
+    if not seen[1] or os.getpid() != MAIN:
         return
     seen[0] += 1
     if seen[0] == N:

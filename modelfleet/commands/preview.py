@@ -10,7 +10,7 @@ import time
 from ..errors import EXIT_USER_ERROR, Issue, SpecError
 from ..spec.environment import stack_path
 from ..spec.yaml_source import load_yaml
-from . import add_project_arguments, cpus, project_from
+from . import add_project_arguments, project_from
 
 NAME = "preview"
 HELP = ("run the Pulumi program under the SDK's mocks and show what `pulumi up` would create (no AWS, no CLI); "
@@ -57,7 +57,6 @@ def run_side(root: str, stack: str, side) -> "PreviewResult":  # noqa: F821  (pr
     config = side.stacks[stack]
     environ = {key: os.path.abspath(path) for key, path in
                (("MODELFLEET_MODELS", side.models_path), ("MODELFLEET_PRICES", side.prices_path)) if path}
-    environ["MODELFLEET_WORKERS"] = str(cpus())
     return run_program(root, stack, config, stand_in_secrets(config), environ)
 
 
@@ -78,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
     config = load_yaml(stack_path(project.stacks_dir, args.stack)).data["config"]
     environ = {key: os.path.abspath(path) for key, path in
                (("MODELFLEET_MODELS", args.models), ("MODELFLEET_PRICES", args.prices)) if path}
-    environ["MODELFLEET_WORKERS"] = str(project.workers)
     started = time.perf_counter()
     result = run_program(project.root, args.stack, config, stand_in_secrets(config), environ)
     if result.error:  # the program's RunError: every compile problem, located, as `pulumi up` shows them

@@ -30,6 +30,7 @@ from ..plan.hardware.instances import InstanceCatalogue
 from ..plan.llm.precision import fp8_weights_possible, weights_changes
 from ..plan.llm.precision_choice import choose_precision
 from ..plan.llm.search import may_serve_within
+from ..plan.prewarm import ignore_interrupts
 from ..plan.types import PlanModel, VllmModelPlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.load import with_fields
@@ -70,7 +71,7 @@ def find_alternatives(fleet: FleetSpec, env: EnvironmentSpec, catalogue: Instanc
     order = sorted(range(len(models)), key=lambda i: (not isinstance(models[i], LlmModelSpec), i))
     _FORKED.append((models, env, catalogue))  # what the forked workers read (specs hold unpicklable views)
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=ignore_interrupts) as pool:
             found = pool.map(_alternatives_at, order, chunksize=1)
     finally:
         _FORKED.pop()

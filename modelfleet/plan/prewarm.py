@@ -13,6 +13,7 @@ layouts (compiler._locked_precision) are simulated by the compile. Forking needs
 from __future__ import annotations
 
 import multiprocessing
+import signal
 
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
@@ -39,13 +40,19 @@ def prewarm_simulations(models: list[tuple[int, LlmModelSpec]], env: Environment
     before = len(SIMULATIONS)
     _FORKED.append((models, env, catalogue))  # what the forked workers read (specs hold unpicklable views)
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=ignore_interrupts) as pool:
             for sent in pool.imap_unordered(_search_at, range(len(models)), chunksize=1):
                 SIMULATIONS.update([(key, None if values is None else SimulationResult(**dict(zip(FIELDS, values))))
                                     for key, values in sent])
     finally:
         _FORKED.pop()
     return len(SIMULATIONS) - before
+
+
+def ignore_interrupts() -> None:
+    """A forked worker's start: a terminal's Ctrl-C reaches the whole process group, and the command, not each
+    worker, answers it (its one line; leaving the pool's block stops the workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def llms_of(fleet: FleetSpec, env: EnvironmentSpec) -> list[tuple[int, LlmModelSpec]]:

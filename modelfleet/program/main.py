@@ -4,8 +4,9 @@ Every decision is the compiler's (the same one `modelfleet plan/render` runs) an
 (modelfleet.deploy, given the node groups running now); components only create. MODELFLEET_MODELS /
 MODELFLEET_PRICES point at another catalogue or price table (`modelfleet preview` passes its --models /
 --prices this way). MODELFLEET_WORKERS: processes that run the LLMs' simulations before the compile
-(plan/prewarm.py; the plan is the same, sooner); `modelfleet preview` passes its CPU count, and `pulumi up`
-runs with 1 unless it is set (forking beside the Pulumi SDK's gRPC threads is left to the user's choice).
+(plan/prewarm.py; the plan is the same, sooner); unset, 1: the program runs beside the Pulumi SDK's gRPC
+threads, and a fork there makes gRPC log a line per worker (`modelfleet preview` runs with 1 too, and reads
+the simulations `plan` left in the disk cache).
 Simulations are read from and kept in the disk cache `modelfleet plan` uses (simcache.py; MODELFLEET_CACHE=off
 turns it off). The project directory is the working directory, as `pulumi up` runs it.
 """
