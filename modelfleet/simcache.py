@@ -27,10 +27,9 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from .plan.llm.speed.peak import SIMULATIONS, SimulationKey
+from .plan.llm.speed.peak import RESULT_FIELDS, SIMULATIONS, SimulationKey, result_values
 from .plan.llm.speed.simulation import SimulationResult
 
-FIELDS = tuple(SimulationResult.__dataclass_fields__)
 SPEED_SOURCES = Path(__file__).parent / "plan" / "llm" / "speed"
 VERSION_NAME = re.compile(r"^simulations-[0-9a-f]{16}$")
 _ABSENT = object()
@@ -86,7 +85,7 @@ class DiskStore:
         result = stored["result"]
         if result is None:
             return None
-        if (not isinstance(result, dict) or set(result) != set(FIELDS)
+        if (not isinstance(result, dict) or set(result) != set(RESULT_FIELDS)
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                            for v in result.values())):
             return default
@@ -97,7 +96,7 @@ class DiskStore:
             return
         text = repr(key)
         path = self._path(text)
-        document = {"key": text, "result": None if result is None else {f: getattr(result, f) for f in FIELDS}}
+        document = {"key": text, "result": None if result is None else result_values(result)}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")

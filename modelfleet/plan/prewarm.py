@@ -20,13 +20,11 @@ from ..spec.models import FleetSpec, LlmModelSpec
 from .compiler import models_in
 from .hardware.instances import InstanceCatalogue
 from .llm.precision_choice import choose_precision
-from .llm.speed.peak import SIMULATIONS, SimulationKey
+from .llm.speed.peak import SIMULATIONS, SimulationKey, result_values
 from .llm.speed.simulation import SimulationResult
 
 Found = list[tuple[SimulationKey, SimulationResult | None]]
-Sent = list[tuple[SimulationKey, tuple[float | int, ...] | None]]  # a result as its fields' values (the compiled
-# SimulationResult does not unpickle: its frozen __setattr__ refuses pickle's)
-FIELDS = tuple(SimulationResult.__dataclass_fields__)
+Sent = list[tuple[SimulationKey, dict[str, float | int] | None]]  # results as peak.result_values
 _FORKED: list[tuple[list[tuple[int, LlmModelSpec]], EnvironmentSpec, InstanceCatalogue]] = []  # while a pool runs
 
 
@@ -42,7 +40,7 @@ def prewarm_simulations(models: list[tuple[int, LlmModelSpec]], env: Environment
     try:
         with multiprocessing.get_context("fork").Pool(workers, initializer=ignore_interrupts) as pool:
             for sent in pool.imap_unordered(_search_at, range(len(models)), chunksize=1):
-                SIMULATIONS.update([(key, None if values is None else SimulationResult(**dict(zip(FIELDS, values))))
+                SIMULATIONS.update([(key, None if values is None else SimulationResult(**values))
                                     for key, values in sent])
     finally:
         _FORKED.pop()
@@ -71,4 +69,4 @@ def _search_at(position: int) -> Sent:
         pass
     finally:
         SIMULATIONS.recorded = None
-    return [(key, None if result is None else tuple(getattr(result, f) for f in FIELDS)) for key, result in found]
+    return [(key, None if result is None else result_values(result)) for key, result in found]

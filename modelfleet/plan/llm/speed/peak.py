@@ -78,6 +78,14 @@ def step_time_for(speed: Speed) -> StepTimer:
 
 
 _MISSING = object()
+# A result as plain values, for what crosses a process or a file (plan/prewarm.py, simcache.py): the compiled
+# SimulationResult neither unpickles (its frozen __setattr__ refuses pickle's) nor serialises itself.
+RESULT_FIELDS = tuple(SimulationResult.__dataclass_fields__)
+
+
+def result_values(result: SimulationResult) -> dict[str, float | int]:
+    """``result``'s fields by name; ``SimulationResult(**values)`` is the result again."""
+    return {f: getattr(result, f) for f in RESULT_FIELDS}
 
 
 def simulated(speed: Speed, traffic: Traffic, max_num_seqs: int, max_num_batched_tokens: int, kv_tokens: int,
