@@ -44,7 +44,7 @@ def _plan(project: Project, stack: str) -> bytes:
 def _simulate(seed: int = 7):
     gpu = gpu_for(Project(str(ROOT)).catalogue().instances["g6e.xlarge"].gpu)
     speed = Speed(gpu, shape_from_fields(LLM_PRESETS["llama-3.1-8b"].fields), Layout(1, 1, False), 512, 128, None)
-    traffic = Traffic("poisson", rate_per_s=2.0, input=Lengths(mean=512.0), output=Lengths(mean=128.0))
+    traffic = Traffic(arrivals="poisson", rate_per_s=2.0, input=Lengths(mean=512.0), output=Lengths(mean=128.0))
     key = peak.simulation_key(speed, traffic, 64, 2048, 200_000, 1, seed, 200)
     return key, peak.simulated(speed, traffic, 64, 2048, 200_000, 1, 1000.0, None, seed=seed, requests=200)
 

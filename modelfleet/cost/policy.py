@@ -259,7 +259,7 @@ def compile_locked(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCa
     return compile_fleet(fleet, env, catalogue)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CostedPlan:
     """One environment compiled and priced, with its guardrails evaluated but not enforced (for previews)."""
 
@@ -283,4 +283,5 @@ def cost_environment(fleet: FleetSpec, doc: Document, env: EnvironmentSpec,
         raise locate_issues(exc, doc) from None
     cost = compute_fleet_cost(plan, catalogue, env, estimate_llm_loads(fleet, env.name))
     violations = locate_issues(CompileError(check_policies(plan, cost, fleet, env)), doc).issues
-    return CostedPlan(plan, cost, check_budget(cost, env), violations, fleet, env, catalogue)
+    return CostedPlan(plan=plan, cost=cost, budget=check_budget(cost, env), violations=violations, fleet=fleet,
+                      env=env, catalogue=catalogue)

@@ -53,10 +53,14 @@ def test_a_new_sxm_gpu_is_a_data_change_and_plans_on_an_sxm_kins_efficiencies():
 
 
 @pytest.mark.parametrize("gpu, kin", [
-    (GpuType("b200", "NVIDIA B200", 178.0, 2250, 8000, 10.0, "sxm"), {"h100", "h200"}),
-    (GpuType("a100", "NVIDIA A100 40GB", 39.4, 312, 1555, 8.0, "sxm"), {"a100-80"}),
-    (GpuType("rtx-pro", "NVIDIA RTX PRO 6000", 95.0, 500, 1600, 12.0, "pcie"), {"l40s"}),
-    (GpuType("t4", "NVIDIA T4", 15.0, 65, 320, 7.5, "pcie"), {"l40s"}),
+    (GpuType(key="b200", name="NVIDIA B200", memory_gib=178.0, fp16_tflops=2250, memory_bandwidth_gbs=8000,
+             compute_capability=10.0, form_factor="sxm"), {"h100", "h200"}),
+    (GpuType(key="a100", name="NVIDIA A100 40GB", memory_gib=39.4, fp16_tflops=312, memory_bandwidth_gbs=1555,
+             compute_capability=8.0, form_factor="sxm"), {"a100-80"}),
+    (GpuType(key="rtx-pro", name="NVIDIA RTX PRO 6000", memory_gib=95.0, fp16_tflops=500, memory_bandwidth_gbs=1600,
+             compute_capability=12.0, form_factor="pcie"), {"l40s"}),
+    (GpuType(key="t4", name="NVIDIA T4", memory_gib=15.0, fp16_tflops=65, memory_bandwidth_gbs=320,
+             compute_capability=7.5, form_factor="pcie"), {"l40s"}),
 ])
 def test_the_kin_shares_the_form_factor(gpu, kin):
     table = load_performance_table()
@@ -71,7 +75,8 @@ def test_the_kin_shares_the_form_factor(gpu, kin):
 def test_a_form_factor_with_no_calibrated_gpu_borrows_across_and_says_so():
     shipped = load_performance_table()
     pcie_only = PerformanceTable({"l40s": shipped.gpus["l40s"]}, {}, shipped.fitted, shipped.source, {"l40s": "pcie"})
-    gpu = GpuType("b200", "NVIDIA B200", 178.0, 2250, 8000, 10.0, "sxm")
+    gpu = GpuType(key="b200", name="NVIDIA B200", memory_gib=178.0, fp16_tflops=2250, memory_bandwidth_gbs=8000,
+                  compute_capability=10.0, form_factor="sxm")
     perf = gpu_performance(pcie_only, gpu, True, 8000)
     assert "NO calibrated sxm GPU" in perf.source and "pcie l40s" in perf.source, perf.source
 

@@ -49,7 +49,8 @@ def test_the_wait_is_nothing_at_rest_and_everything_at_saturation():
 
 def test_prompt_variation_is_what_the_context_allows():
     def demand(prompt: int, longest: int) -> Demand:
-        return Demand(prompt, 256, longest, 1000, None, "sequences", 8, 2, 256)
+        return Demand(input_tokens=prompt, output_tokens=256, max_prompt_tokens=longest, ttft_ms=1000, tpot_ms=None,
+                      load="sequences", amount=8, floor=2, seqs_cap=256)
     assert demand(7936, 7936).prompt_cv2 == 0.0  # every prompt fills the context: all alike
     assert demand(2000, 7936).prompt_cv2 == 1.0  # room to vary like an exponential distribution
     assert demand(5000, 7936).prompt_cv2 == pytest.approx(2936 / 5000)  # at most (M - I) / I
@@ -57,7 +58,8 @@ def test_prompt_variation_is_what_the_context_allows():
 
 def test_the_chunk_is_the_prompt_rounded_up_within_bounds():
     def demand(prompt: int, pinned: int | None = None) -> Demand:
-        return Demand(prompt, 256, 8000, 1000, None, "sequences", 8, 2, 256, batched_tokens=pinned)
+        return Demand(input_tokens=prompt, output_tokens=256, max_prompt_tokens=8000, ttft_ms=1000, tpot_ms=None,
+                      load="sequences", amount=8, floor=2, seqs_cap=256, batched_tokens=pinned)
     assert batched_tokens(demand(500), 16) == 2048  # short prompts: the floor
     assert batched_tokens(demand(3000), 16) == 4096
     assert batched_tokens(demand(30000), 16) == 8192  # long prompts are chunked at 8,192
@@ -87,7 +89,8 @@ def test_a_measured_correction_scales_the_prediction_and_names_itself():
 
 def test_a_fit_meets_its_targets_at_peak_and_names_what_binds():
     speed = _speed()
-    demand = Demand(2000, 300, 7900, ttft_ms=1000, tpot_ms=30, load="sequences", amount=100, floor=2, seqs_cap=256)
+    demand = Demand(input_tokens=2000, output_tokens=300, max_prompt_tokens=7900, ttft_ms=1000, tpot_ms=30,
+                    load="sequences", amount=100, floor=2, seqs_cap=256)
     fit = fit_layout(speed, demand, kv_seqs=200)
     assert isinstance(fit, Fit)
     assert speed.tpot(fit.max_num_seqs) <= 30 < speed.tpot(fit.max_num_seqs + 1)  # the TPOT bound, exactly
@@ -96,13 +99,16 @@ def test_a_fit_meets_its_targets_at_peak_and_names_what_binds():
     below = fit.limits["below"]  # one replica fewer missed (or the floor binds)
     assert fit.binding == "availability" or below.miss == fit.binding
     assert fit.sequences_per_replica == math.ceil(100 / fit.replicas)
-    few = fit_layout(speed, Demand(2000, 300, 7900, 1000, 30, "sequences", 3, 2, 256), kv_seqs=200)
+    few = fit_layout(speed, Demand(input_tokens=2000, output_tokens=300, max_prompt_tokens=7900, ttft_ms=1000,
+                                   tpot_ms=30, load="sequences", amount=3, floor=2, seqs_cap=256), kv_seqs=200)
     assert few.replicas == 2 and few.binding == "availability"
 
 
 def test_a_layout_too_slow_for_one_request_is_missed_whatever_the_replicas():
     speed = _speed()
-    slow_prompt = fit_layout(speed, Demand(2000, 300, 7900, 10, None, "sequences", 1, 1, 256), kv_seqs=10)
-    slow_stream = fit_layout(speed, Demand(2000, 300, 7900, 1000, 1.0, "sequences", 1, 1, 256), kv_seqs=10)
+    slow_prompt = fit_layout(speed, Demand(input_tokens=2000, output_tokens=300, max_prompt_tokens=7900, ttft_ms=10,
+                                           tpot_ms=None, load="sequences", amount=1, floor=1, seqs_cap=256), kv_seqs=10)
+    slow_stream = fit_layout(speed, Demand(input_tokens=2000, output_tokens=300, max_prompt_tokens=7900, ttft_ms=1000,
+                                           tpot_ms=1.0, load="sequences", amount=1, floor=1, seqs_cap=256), kv_seqs=10)
     assert isinstance(slow_prompt, Miss) and slow_prompt.stage == "ttft" and slow_prompt.figure_ms == speed.prefill_ms
     assert isinstance(slow_stream, Miss) and slow_stream.stage == "tpot" and slow_stream.figure_ms == speed.tpot(1)

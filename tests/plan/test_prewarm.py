@@ -109,7 +109,7 @@ def test_equal_layouts_share_a_simulation_whatever_speed_object_carries_them(pro
     or for another request shape (the traffic carries the lengths), finds the first one's run."""
     gpu = gpu_for(catalogue.instances["g6e.xlarge"].gpu)
     shape = shape_from_fields(LLM_PRESETS["llama-3.1-8b"].fields)
-    traffic = Traffic("poisson", rate_per_s=2.0, input=Lengths(mean=512.0), output=Lengths(mean=128.0))
+    traffic = Traffic(arrivals="poisson", rate_per_s=2.0, input=Lengths(mean=512.0), output=Lengths(mean=128.0))
     first = Speed(gpu, shape, Layout(1, 1, False), 512, 128, None)
     again = Speed(gpu, shape, Layout(1, 1, False), 1024, 64, None)
     one = peak.simulated(first, traffic, 64, 2048, 200_000, 1, 1000.0, None, seed=7, requests=200)

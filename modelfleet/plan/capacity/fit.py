@@ -33,7 +33,7 @@ ALLOWANCE_KEY = "config.modelfleet:deploy.daemonsetAllowance"
 RESOURCES = (("cpu", "CPU cores"), ("memory_gib", "GiB of memory"), ("ephemeral_storage_gib", "GiB of ephemeral storage"))
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Placed:
     """One workload as the fit check sees it: its pod, and how many of them a node group must hold."""
 
@@ -64,14 +64,16 @@ def _placed(plan: FleetPlan, paths: Mapping[str, str]) -> dict[str, list[Placed]
     for s in plan.triton_servers:
         assert s.pod is not None
         by_group.setdefault(s.node_group, []).append(Placed(
-            s.name, paths.get(s.models[0], "models"), s.pod, s.gpus_per_replica, s.slots_per_replica, 1,
-            s.max_replicas + surge_replicas(s.rollout), s.min_replicas if s.spread_zones else 0))
+            name=s.name, path=paths.get(s.models[0], "models"), pod=s.pod, gpus_per_pod=s.gpus_per_replica,
+            slots_per_pod=s.slots_per_replica, pods_per_replica=1, max_pods=s.max_replicas + surge_replicas(s.rollout),
+            spread_zones=s.min_replicas if s.spread_zones else 0))
     for m in plan.models:
         if isinstance(m, VllmModelPlan) and m.pod is not None:
             by_group.setdefault(m.node_group, []).append(Placed(
-                m.name, paths.get(m.name, "models"), m.pod, m.gpus_per_pod, m.gpus_per_pod, m.nodes_per_replica,
-                (m.max_replicas + surge_replicas(m.rollout)) * m.nodes_per_replica,
-                m.min_replicas if m.spread_zones else 0))
+                name=m.name, path=paths.get(m.name, "models"), pod=m.pod, gpus_per_pod=m.gpus_per_pod,
+                slots_per_pod=m.gpus_per_pod, pods_per_replica=m.nodes_per_replica,
+                max_pods=(m.max_replicas + surge_replicas(m.rollout)) * m.nodes_per_replica,
+                spread_zones=m.min_replicas if m.spread_zones else 0))
     return by_group
 
 

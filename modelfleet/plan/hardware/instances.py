@@ -23,7 +23,7 @@ import yaml
 from ...errors import Issue, SpecError
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class GpuType:
     key: str
     name: str
@@ -36,7 +36,7 @@ class GpuType:
     form_factor: str = "pcie"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class InstanceType:
     name: str
     family: str
@@ -79,7 +79,7 @@ class CpuType:
     code_name: str  # e.g. "Sapphire Rapids": what `prices refresh` looks for in physicalProcessor
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CpuInstanceType:
     """A CPU-only node type for KIND_CPU Triton servers; the attributes the kubelet and pricing rules read
     are named as InstanceType's (``gpus`` is 0), so a node group's allocatable is derived the same way."""
@@ -151,7 +151,7 @@ class Gp3Price:
                 + max(0, throughput_mibps - GP3_INCLUDED_MIBPS) * self.usd_per_mibps_month)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class InstanceCatalogue:
     as_of: str
     source: str
@@ -200,20 +200,25 @@ def catalogue_from_data(data: dict) -> InstanceCatalogue:
                for region, kinds in (data.get("prices") or {}).items()}
     estimated = frozenset(r for r, kinds in sources.items() if "spot" in kinds and kinds["spot"].estimated)
     instances = {
-        name: InstanceType(name, i["family"], gpus[i["gpu"]], int(i["gpus"]), int(i["vcpu"]), float(i["ram_gib"]),
-                           MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
-                           MappingProxyType({r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}),
-                           _optional_int(i.get("eni_max_pods")), int(i.get("instance_store_gb") or 0), estimated)
+        name: InstanceType(name=name, family=i["family"], gpu=gpus[i["gpu"]], gpus=int(i["gpus"]), vcpu=int(i["vcpu"]),
+                           ram_gib=float(i["ram_gib"]),
+                           usd_per_hour=MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
+                           spot_usd_per_hour=MappingProxyType(
+                               {r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}),
+                           eni_max_pods=_optional_int(i.get("eni_max_pods")),
+                           instance_store_gb=int(i.get("instance_store_gb") or 0), spot_estimated=estimated)
         for name, i in data["instances"].items()
     }
     eks = data.get("eks_usd_per_cluster_hour")
     system, system_sources = _system_instances(data.get("system_instances") or {})
     ebs, ebs_sources = _ebs_gp3(data.get("ebs_gp3") or {})
-    return InstanceCatalogue(str(data["as_of"]), str(data["source"]), MappingProxyType(instances),
-                             MappingProxyType(sources), None if eks is None else float(eks), system, system_sources,
-                             ebs, ebs_sources,
-                             _cpu_instances(data.get("cpus") or {}, data.get("cpu_instances") or {}, estimated),
-                             MappingProxyType(gpus))
+    return InstanceCatalogue(as_of=str(data["as_of"]), source=str(data["source"]),
+                             instances=MappingProxyType(instances), price_sources=MappingProxyType(sources),
+                             eks_usd_per_cluster_hour=None if eks is None else float(eks), system_instances=system,
+                             system_price_sources=system_sources, ebs_gp3=ebs, ebs_price_sources=ebs_sources,
+                             cpu_instances=_cpu_instances(data.get("cpus") or {}, data.get("cpu_instances") or {},
+                                                          estimated),
+                             gpus=MappingProxyType(gpus))
 
 
 def _price_source(where: str, entry: dict) -> PriceSource:
@@ -232,9 +237,10 @@ def _gpu(key: str, entry: dict) -> GpuType:
     if form not in FORM_FACTORS:
         raise _TableProblem(f"gpus.{key}.form_factor", f"is {form!r}, not one of {', '.join(FORM_FACTORS)}",
                             "sxm: NVLink board parts such as H100 SXM; pcie: cards such as L40S")
-    return GpuType(key, entry["name"], float(entry["memory_gib"]), float(entry["fp16_tflops"]),
-                   _optional_float(entry.get("memory_bandwidth_gbs")), _optional_float(entry.get("compute_capability")),
-                   str(form))
+    return GpuType(key=key, name=entry["name"], memory_gib=float(entry["memory_gib"]),
+                   fp16_tflops=float(entry["fp16_tflops"]),
+                   memory_bandwidth_gbs=_optional_float(entry.get("memory_bandwidth_gbs")),
+                   compute_capability=_optional_float(entry.get("compute_capability")), form_factor=str(form))
 
 
 def _cpu_instances(cpus: dict, types: dict,
@@ -242,10 +248,12 @@ def _cpu_instances(cpus: dict, types: dict,
     """The ``cpus`` (processors) and ``cpu_instances`` sections."""
     processors = {key: CpuType(key, str(c["name"]), str(c["code_name"])) for key, c in cpus.items()}
     return MappingProxyType({
-        name: CpuInstanceType(name, i["family"], processors[i["cpu"]], int(i["vcpu"]), float(i["ram_gib"]),
-                              MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
-                              MappingProxyType({r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}),
-                              _optional_int(i.get("eni_max_pods")), spot_estimated=spot_estimated)
+        name: CpuInstanceType(name=name, family=i["family"], processor=processors[i["cpu"]], vcpu=int(i["vcpu"]),
+                              ram_gib=float(i["ram_gib"]),
+                              usd_per_hour=MappingProxyType({r: float(p) for r, p in i["usd_per_hour"].items()}),
+                              spot_usd_per_hour=MappingProxyType(
+                               {r: float(p) for r, p in (i.get("spot_usd_per_hour") or {}).items()}),
+                              eni_max_pods=_optional_int(i.get("eni_max_pods")), spot_estimated=spot_estimated)
         for name, i in types.items()})
 
 

@@ -12,7 +12,7 @@ from .precision import Precision
 from ..rejection import Rejection
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Sized:
     """A layout whose memory fits, waiting to be timed: ``floor_usd`` is its cost at the replica floor."""
 
@@ -35,7 +35,7 @@ class Sized:
         return f"{self.instance.name} tp={self.tp} pp={self.pp}" + (" ep" if self.expert_parallel else "")
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class LlmCandidate:
     sized: Sized
     fit: Fit

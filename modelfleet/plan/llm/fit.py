@@ -23,7 +23,7 @@ from .speed.simulation import MIN_QUEUE_LIMIT
 from .verify import MAX_REPLICAS, Verdict, Verifier, fixed_traffic, miss_phrase, replicas_lower_bound
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Guess:
     """The closed form's answer for one layout: the simulation's first guess, and a bound on the replicas."""
 
@@ -64,8 +64,9 @@ def first_guess(speed: Speed, demand: Demand, kv_seqs: int) -> Guess | Miss:
     # With a TPOT target, more than `seqs` running at once (on average) would break it: the throughput bound
     least = max(demand.floor, replicas_lower_bound(speed, demand, demand.traffic or fixed_traffic(demand),
                                                    seqs if demand.tpot_ms is not None else top))
-    return Guess(seqs, seq_limit, chunk, capacity, ttft_binds, guess, binding, needed,
-                 _ttft(speed, demand, batch, chunk, rate), options, least)
+    return Guess(seqs=seqs, seq_limit=seq_limit, chunk=chunk, capacity=capacity, ttft_binds=ttft_binds, replicas=guess,
+                 binding=binding, needed=needed, closed_form_ttft_ms=_ttft(speed, demand, batch, chunk, rate),
+                 options=options, least=least)
 
 
 @functools.lru_cache(maxsize=4096)

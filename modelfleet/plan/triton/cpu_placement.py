@@ -54,7 +54,7 @@ from .policy import ClassicSizing, within_budget
 TRITON_CPU_OVERHEAD_CORES = 0.5  # Triton's HTTP/gRPC front ends, the dynamic batcher and the metrics thread
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CpuServer:
     name: str
     models: tuple[str, ...]
@@ -69,7 +69,7 @@ class CpuServer:
     python_shm_bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CpuPlacement:
     instance: CpuInstanceType
     servers: tuple[CpuServer, ...]
@@ -216,7 +216,8 @@ def place_on_cpu(models: list[ClassicModelSpec], pipelines: list[PipelineSpec], 
     # capacity/provisioning.py provisions them and the cost preview charges them
     base = sum(on_demand_replicas(env, s.min_replicas) for s in placed)
     price = ranking_usd_per_hour(catalogue, instance, env, nodes[1], on_demand_base=base)  # type: ignore[arg-type]
-    return CpuPlacement(instance, placed, figures, sizings, specs, budgets, nodes, price)  # type: ignore[arg-type]
+    return CpuPlacement(instance=instance, servers=placed, figures=figures, sizings=sizings, specs=specs,
+                        budgets=budgets, nodes=nodes, usd_per_hour=price)  # type: ignore[arg-type]
 
 
 def cpu_placements(models: list[ClassicModelSpec], pipelines: list[PipelineSpec], env: EnvironmentSpec,

@@ -32,7 +32,7 @@ from .policy import DEFAULT_MAX_BATCH, ClassicSizing, instance_memory_gib, model
 MAX_CPU_INSTANCES = 64
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CpuFigures:
     """One model's per-instance figures on one processor, and which of them are assumptions."""
 
@@ -60,13 +60,14 @@ def cpu_figures(model: ClassicModelSpec, processor: CpuType, catalogue: Instance
     if profile is None:
         compute = model.sla.p99_latency_ms * EXECUTION_BUDGET_FRACTION
         rps = max(batch, 1) * ASSUMED_BATCH_FILL / (compute / 1000.0)
-        return CpuFigures(rps, compute, batch, 1, (f"compute_ms={compute:g} on the CPU (an execution budget: "
-                                                   f"{EXECUTION_BUDGET_FRACTION:.0%} of p99)",
-                                                   f"rps_per_instance={rps:g} on the CPU (half-full batches)",
-                                                   "vcpu_per_instance=1"),
-                          f"UNMEASURED on a CPU (no profile.cpu): a full batch of {max(batch, 1)} is given an "
+        return CpuFigures(rps_per_instance=rps, compute_ms=compute, max_batch_size=batch, vcpu_per_instance=1,
+                          assumed=(f"compute_ms={compute:g} on the CPU (an execution budget: "
+                                   f"{EXECUTION_BUDGET_FRACTION:.0%} of p99)",
+                                   f"rps_per_instance={rps:g} on the CPU (half-full batches)",
+                                   "vcpu_per_instance=1"),
+                          basis=f"UNMEASURED on a CPU (no profile.cpu): a full batch of {max(batch, 1)} is given an "
                           f"execution budget of {compute:g} ms ({EXECUTION_BUDGET_FRACTION:.0%} of the p99), not a "
-                          "measurement", compute if model.streaming else None)
+                          "measurement", first_response_ms=compute if model.streaming else None)
     measured = measured_processor(model, catalogue)
     if measured is None:
         return (f"profile.cpu.measured_on {profile.measured_on!r} is not a CPU family of the instance catalogue "
@@ -77,9 +78,11 @@ def cpu_figures(model: ClassicModelSpec, processor: CpuType, catalogue: Instance
     if model.overrides.max_batch_size is None:
         batch = batch_within_budget(batch, profile.rps_per_instance, model.sla.p99_latency_ms)
     compute = max(profile.compute_ms, round(1000.0 * max(batch, 1) / profile.rps_per_instance, 3))
-    return CpuFigures(profile.rps_per_instance, compute, batch, profile.vcpu_per_instance, (),
-                      f"measured on {profile.measured_on} ({processor.code_name}, KIND_CPU, "
-                      f"{profile.vcpu_per_instance} vCPU per instance)", profile.compute_ms if model.streaming else None)
+    return CpuFigures(rps_per_instance=profile.rps_per_instance, compute_ms=compute, max_batch_size=batch,
+                      vcpu_per_instance=profile.vcpu_per_instance, assumed=(),
+                      basis=f"measured on {profile.measured_on} ({processor.code_name}, KIND_CPU, "
+                      f"{profile.vcpu_per_instance} vCPU per instance)",
+                      first_response_ms=profile.compute_ms if model.streaming else None)
 
 
 def min_instances(model: ClassicModelSpec, figures: CpuFigures) -> int:
@@ -102,7 +105,9 @@ def cpu_sizing(model: ClassicModelSpec, figures: CpuFigures, count: int, replica
     window, timeout, queue = queue_policy(model, figures.max_batch_size, figures.compute_ms,
                                           figures.rps_per_instance * count, figures.first_response_ms)
     demand = instances_for_load(model, figures, target_utilization) / count
-    return ClassicSizing(figures.max_batch_size, count, model_weights_gib(model), 0.0, figures.compute_ms,
-                         figures.rps_per_instance, demand, window, timeout, queue, figures.assumed,
-                         not figures.assumed, figures.basis, None, instance_memory_gib(model) * count,
-                         figures.first_response_ms)
+    return ClassicSizing(max_batch_size=figures.max_batch_size, instance_count=count,
+                         weights_gib=model_weights_gib(model), gpu_memory_gib=0.0, compute_ms=figures.compute_ms,
+                         rps_per_instance=figures.rps_per_instance, gpu_demand=demand, max_queue_delay_us=window,
+                         queue_timeout_us=timeout, max_queue_size=queue, assumed=figures.assumed,
+                         measured=not figures.assumed, basis=figures.basis, bound=None,
+                         host_gib=instance_memory_gib(model) * count, first_response_ms=figures.first_response_ms)

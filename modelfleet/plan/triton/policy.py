@@ -89,7 +89,7 @@ BACKENDS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ClassicSizing:
     """What the packer and the renderer need to know about one classic model on one GPU type."""
 
@@ -147,9 +147,12 @@ def size_classic(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatal
     window, timeout, queue = queue_policy(model, batch, compute_ms, rps * count, first)
     demand = model.sla.peak_rps / (rps * count * target_utilization)
     weights = model_weights_gib(model)
-    return ClassicSizing(batch, count, weights, instance_memory_gib(model) * count, compute_ms,
-                         rps, demand, window, timeout, queue, speed.assumed, speed.measured, speed.basis, speed.bound,
-                         weights * count if model.framework == "python" else 0.0, first)
+    return ClassicSizing(max_batch_size=batch, instance_count=count, weights_gib=weights,
+                         gpu_memory_gib=instance_memory_gib(model) * count, compute_ms=compute_ms,
+                         rps_per_instance=rps, gpu_demand=demand, max_queue_delay_us=window, queue_timeout_us=timeout,
+                         max_queue_size=queue, assumed=speed.assumed, measured=speed.measured, basis=speed.basis,
+                         bound=speed.bound, host_gib=weights * count if model.framework == "python" else 0.0,
+                         first_response_ms=first)
 
 
 def first_response_ms(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue,

@@ -42,7 +42,7 @@ ASSUMED_BATCH_FILL = 0.5
 MAX_BATCH_BUDGET_FRACTION = 0.4
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ClassicSpeed:
     batch: int  # max_batch_size
     compute_ms: float  # a full batch's execution on this GPU
@@ -121,9 +121,9 @@ def _from_table(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalo
         within = [r for r in fitting if r.p99_ms / ratio <= limit]
         batch = (within or fitting[:1])[-1].batch_size
     p99, throughput = _row(rows, max(batch, 1))
-    return ClassicSpeed(batch, round(p99 / ratio, 3), throughput * ratio, True,
-                        f"{basis}: batch {batch} of the measured batch sizes "
-                        f"{', '.join(str(r.batch_size) for r in rows)}", bound and bound(batch))
+    return ClassicSpeed(batch=batch, compute_ms=round(p99 / ratio, 3), rps=throughput * ratio, measured=True,
+                        basis=f"{basis}: batch {batch} of the measured batch sizes "
+                        f"{', '.join(str(r.batch_size) for r in rows)}", bound=bound and bound(batch))
 
 
 def _from_figures(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCatalogue, batch: int,
@@ -147,7 +147,8 @@ def _from_figures(model: ClassicModelSpec, gpu: GpuType, catalogue: InstanceCata
         # would leave too little of the p99 budget for execution.
         compute = max(compute, round(1000.0 * max(batch, 1) / rps, 3))
     what = basis if not assumed else f"partly measured ({basis}); the rest assumed"
-    return ClassicSpeed(batch, compute, rps, not assumed, what, bound and bound(batch), tuple(assumed))
+    return ClassicSpeed(batch=batch, compute_ms=compute, rps=rps, measured=not assumed, basis=what,
+                        bound=bound and bound(batch), assumed=tuple(assumed))
 
 
 def batch_within_budget(batch: int, rps: float, p99_ms: float) -> int:
@@ -193,4 +194,5 @@ def _unmeasured(model: ClassicModelSpec, gpu: GpuType, batch: int, bound) -> Cla
              f"{why}")
     assumed = (f"compute_ms={compute:g} (an execution budget, {why})",
                f"rps_per_instance={rps:g} (half-full batches of {max(batch, 1)} every {compute:g} ms)")
-    return ClassicSpeed(batch, compute, rps, False, basis, limit, assumed)
+    return ClassicSpeed(batch=batch, compute_ms=compute, rps=rps, measured=False, basis=basis, bound=limit,
+                        assumed=assumed)

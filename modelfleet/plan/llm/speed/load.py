@@ -52,7 +52,7 @@ class SpeedCorrection:
     source: str = "measured profile"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Demand:
     """What one layout must serve: the request shape, the targets, the load and the replica rules."""
 
@@ -85,7 +85,7 @@ class Demand:
         return self.amount / self.output_tokens if self.load == "output_tokens_per_s" else None
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Fit:
     """A layout that serves its demand: the engine settings, the replicas and the figures at peak."""
 

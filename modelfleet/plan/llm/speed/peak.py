@@ -37,7 +37,7 @@ SCREEN_REQUESTS = SIMULATED_REQUESTS // 5  # short runs that steer the search (v
 SIMULATION_SOURCE = "simulation of vLLM's V1 scheduler (each p99 held to the SLA at its 95% upper bound)"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Traffic:
     """The peak load's shape: arrivals, the whole stream's rate or users, and the lengths."""
 
@@ -206,9 +206,9 @@ def traffic_of(sla: LlmSlaSpec) -> Traffic:
     common = dict(input=inp, output=out, max_context_tokens=context, trace=trace.rows if trace else (),
                   trace_gaps_s=trace.gaps_s if trace else (), trace_path=trace.path if trace else None)
     if kind == "closed":
-        return Traffic("closed", users=sla.peak_concurrent_sequences or 1,
+        return Traffic(arrivals="closed", users=sla.peak_concurrent_sequences or 1,
                        think_time_s=(declared.think_time_s or 0.0) if declared else 0.0, **common)
-    return Traffic(kind, rate_per_s=float(rate), cv=(declared.cv or 1.0) if declared else 1.0, **common)
+    return Traffic(arrivals=kind, rate_per_s=float(rate), cv=(declared.cv or 1.0) if declared else 1.0, **common)
 
 
 def _lengths(spec: LengthSpec | None, mean: int, maximum: int) -> Lengths:

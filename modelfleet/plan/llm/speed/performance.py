@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from .steptime import Kind, Roof, StepTimer
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class LlmShape:
     """What the speed depends on, as a model's config.json says (HF names in the comments)."""
 
@@ -141,7 +141,7 @@ class Roofline:
         return (compute**p + memory**p) ** (1.0 / p) + self.floor_us
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class GpuPerformance:
     """One GPU's speed constants. ``tflops`` is dense BF16 tensor peak, ``fp8_tflops`` FP8 (0: none)."""
 

@@ -55,7 +55,7 @@ MIN_CACHE_BYTES = 64 * 1024**2  # below this a cache is not worth its lookups
 PYTHON_SHM_BYTES = 64 * 1024**2  # python backend shared-memory arena per model instance
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class PackedServer:
     name: str
     former_name: str  # the name under the old scheme, triton-<anchor> (for the aliases of deployed stacks)
@@ -71,7 +71,7 @@ class PackedServer:
     python_shm_bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ClassicPlacement:
     instance: InstanceType
     servers: tuple[PackedServer, ...]
@@ -283,8 +283,9 @@ def placement_of(servers: list[PackedServer], sized: PipelineSizing, env: Enviro
     nodes = tuple(_nodes([getattr(s, attr) for s in servers], servers, instance)
                   for attr in ("min_replicas", "replicas", "max_replicas"))
     added, standalone = placement_usd(catalogue, env, instance, servers, in_use, nodes[1])
-    return ClassicPlacement(instance, tuple(servers), sized.sizings, nodes,  # type: ignore[arg-type]
-                            added, standalone, sized.specs, sized.budgets)
+    return ClassicPlacement(instance=instance, servers=tuple(servers), sizings=sized.sizings, nodes=nodes,
+                            usd_per_hour=added, standalone_usd_per_hour=standalone, specs=sized.specs,
+                            budgets=sized.budgets)
 
 
 def placement_usd(catalogue: InstanceCatalogue, env: EnvironmentSpec, instance: InstanceType,
@@ -344,7 +345,8 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
     # A unit with a member that needs a GPU of its own goes alone (all of a pipeline's steps with it); a unit
     # of small models is packed like one, however much compute it sums to (the packing sets its replicas).
     alone = [u for u in units if any(sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu for m in u)]
-    shared = [u for u in units if not any(u is a for a in alone)]
+    apart = {id(u) for u in alone}
+    shared = [u for u in units if id(u) not in apart]
     groups = [(u, triton_server_name(pool, u[0].name)) for u in alone]
     held = placed + [s for s in (packed_server(g, sizings, asks, env, instance, n) for g, n in groups)
                      if isinstance(s, PackedServer)]
