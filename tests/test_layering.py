@@ -177,7 +177,7 @@ def test_no_module_imports_a_later_stage():
 
 # plan/'s sub-packages (and its top-level modules) in order: each imports only its own and the ones before.
 PLAN_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("types", "names", "sizing", "rejection", "lock", "__init__")),
+    ("base", ("types", "names", "sizing", "rejection", "lock", "forked", "__init__")),
     ("hardware", ("hardware",)),
     ("serving", ("serving",)),
     ("capacity", ("capacity",)),

@@ -20,7 +20,6 @@ Only a change that may save is planned alone and priced in full, exactly as ``pl
 
 from __future__ import annotations
 
-import multiprocessing
 from typing import Any
 
 from ..errors import Issue
@@ -30,7 +29,7 @@ from ..plan.hardware.instances import InstanceCatalogue
 from ..plan.llm.precision import fp8_weights_possible, weights_changes
 from ..plan.llm.precision_choice import choose_precision
 from ..plan.llm.search import may_serve_within
-from ..plan.prewarm import ignore_interrupts
+from ..plan.forked import can_fork, forked_pool, shared
 from ..plan.types import PlanModel, VllmModelPlan
 from ..spec.environment import EnvironmentSpec
 from ..spec.load import with_fields
@@ -65,25 +64,18 @@ def find_alternatives(fleet: FleetSpec, env: EnvironmentSpec, catalogue: Instanc
     the models' order, so the result is the same as one process's."""
     models = [model for _, model in models_in(fleet, env.name) if names is None or model.name in names]
     workers = min(workers, len(models))
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if not can_fork(workers):
         return tuple(a for model in models for a in alternatives_of(model, env, catalogue))
     # the dearest first (LLMs simulate), each handed out alone: the slowest does not end up last in a batch
     order = sorted(range(len(models)), key=lambda i: (not isinstance(models[i], LlmModelSpec), i))
-    _FORKED.append((models, env, catalogue))  # what the forked workers read (specs hold unpicklable views)
-    try:
-        with multiprocessing.get_context("fork").Pool(workers, initializer=ignore_interrupts) as pool:
-            found = pool.map(_alternatives_at, order, chunksize=1)
-    finally:
-        _FORKED.pop()
+    with forked_pool((models, env, catalogue), workers) as pool:
+        found = pool.map(_alternatives_at, order, chunksize=1)
     by_index = dict(zip(order, found))
     return tuple(a for i in range(len(models)) for a in by_index[i])
 
 
-_FORKED: list[tuple[list[Model], EnvironmentSpec, InstanceCatalogue]] = []  # only while a pool runs
-
-
 def _alternatives_at(index: int) -> list[PlanAlternative]:
-    models, env, catalogue = _FORKED[-1]
+    models, env, catalogue = shared()
     return alternatives_of(models[index], env, catalogue)
 
 

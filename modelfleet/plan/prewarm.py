@@ -12,12 +12,10 @@ layouts (compiler._locked_precision) are simulated by the compile. Forking needs
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
-
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
 from .compiler import models_in
+from .forked import can_fork, forked_pool, shared
 from .hardware.instances import InstanceCatalogue
 from .llm.precision_choice import choose_precision
 from .llm.speed.peak import SIMULATIONS, SimulationKey, result_values
@@ -25,7 +23,6 @@ from .llm.speed.simulation import SimulationResult
 
 Found = list[tuple[SimulationKey, SimulationResult | None]]
 Sent = list[tuple[SimulationKey, dict[str, float | int] | None]]  # results as peak.result_values
-_FORKED: list[tuple[list[tuple[int, LlmModelSpec]], EnvironmentSpec, InstanceCatalogue]] = []  # while a pool runs
 
 
 def prewarm_simulations(models: list[tuple[int, LlmModelSpec]], env: EnvironmentSpec, catalogue: InstanceCatalogue,
@@ -33,24 +30,13 @@ def prewarm_simulations(models: list[tuple[int, LlmModelSpec]], env: Environment
     """Run the layout searches of ``models`` (index in models.yaml, the model as it runs in ``env``) in up to
     ``workers`` forked processes, and keep their simulations in this process's memo: how many were added."""
     workers = min(workers, len(models))
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if not can_fork(workers):
         return 0
     before = len(SIMULATIONS)
-    _FORKED.append((models, env, catalogue))  # what the forked workers read (specs hold unpicklable views)
-    try:
-        with multiprocessing.get_context("fork").Pool(workers, initializer=ignore_interrupts) as pool:
-            for sent in pool.imap_unordered(_search_at, range(len(models)), chunksize=1):
-                SIMULATIONS.update([(key, None if values is None else SimulationResult(**values))
-                                    for key, values in sent])
-    finally:
-        _FORKED.pop()
+    with forked_pool((models, env, catalogue), workers) as pool:
+        for sent in pool.imap_unordered(_search_at, range(len(models)), chunksize=1):
+            SIMULATIONS.update([(key, None if values is None else SimulationResult(**values)) for key, values in sent])
     return len(SIMULATIONS) - before
-
-
-def ignore_interrupts() -> None:
-    """A forked worker's start: a terminal's Ctrl-C reaches the whole process group, and the command, not each
-    worker, answers it (its one line; leaving the pool's block stops the workers)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def llms_of(fleet: FleetSpec, env: EnvironmentSpec) -> list[tuple[int, LlmModelSpec]]:
@@ -59,7 +45,7 @@ def llms_of(fleet: FleetSpec, env: EnvironmentSpec) -> list[tuple[int, LlmModelS
 
 
 def _search_at(position: int) -> Sent:
-    models, env, catalogue = _FORKED[-1]
+    models, env, catalogue = shared()
     index, model = models[position]
     found: Found = []
     SIMULATIONS.recorded = found
