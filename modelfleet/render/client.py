@@ -43,9 +43,8 @@ must not be shared between threads: use one per thread.
 
 Valid for every stack: where a limit differs between stacks (a model's largest batch), it is the strictest
 one, checked here, so a request this module builds is accepted by every stack's server. Every request names
-its caller (``caller=``), sent as the ``{caller_header}`` header: a Gateway, mesh or proxy in front of
-the servers can log it and tell callers apart; tritonserver itself does not record it (the compiled servers
-forward no headers into requests, so neither their logs nor their traces carry it).
+its caller (``caller=``), sent as the ``{caller_header}`` header.
+{callers_doc}
 
     import tritonclient.http as httpclient
     client = httpclient.InferenceServerClient("127.0.0.1:8000")
@@ -87,12 +86,17 @@ class Request:
 
 
 CALLER_HEADER = "{caller_header}"
+CALLERS: tuple[str, ...] = {callers}  # models.yaml's callers: the servers count requests per caller
 
 
 def _with_caller(caller: str, options: dict[str, Any]) -> dict[str, Any]:
-    """infer's keyword arguments with the caller's identity header (a token: letters, digits, . _ - /)."""
+    """infer's keyword arguments with the caller's identity header (a token: letters, digits, . _ - /; one of
+    CALLERS when models.yaml declares them, or the servers would count it as 'other')."""
     if not isinstance(caller, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{{0,127}}", caller):
         raise ValueError(f"caller: {{caller!r}}, expected a service name such as checkout-service")
+    if CALLERS and caller not in CALLERS:
+        raise ValueError(f"caller: {{caller!r}} is not declared in models.yaml's callers ({{', '.join(CALLERS)}}): "
+                         "declare it there, or name one of these")
     return {{"headers": {{CALLER_HEADER: caller}}, **options}}
 
 
@@ -336,5 +340,12 @@ def render_client(plans: Sequence[FleetPlan] | FleetPlan) -> str:
     names = _tuple([class_name(item.name) for item, _, _ in merged]) if merged else "()"
     helper = STREAM_HELPER if any(isinstance(i, TritonModelPlan) and i.decoupled for i, _, _ in merged) else ""
     stacks = ", ".join(p.environment for p in plans)
-    return (HEADER.format(stacks=stacks, example=example, caller_header=CALLER_HEADER) + helper + body
+    callers = plans[0].callers if plans else ()
+    counted = (f"The servers count requests per declared caller ({', '.join(callers)}; any other as 'other'), "
+               "and this module refuses an undeclared one." if callers else
+               "A Gateway, mesh or proxy in front of the servers can tell callers apart by it (declare `callers:` "
+               "in models.yaml and each server counts them); tritonserver itself does not record it.")
+    return (HEADER.format(stacks=stacks, example=example, caller_header=CALLER_HEADER,
+                          callers_doc="\n".join(textwrap.wrap(counted, 108)),
+                          callers=_tuple([repr(c) for c in callers]) if callers else "()") + helper + body
             + f"\n\nMODELS = {names}\n")

@@ -21,3 +21,8 @@ TRITON_RELEASE = "2.73"  # Triton 2.N: the config schema of tritonclient 2.73.0
 TRITON_CONTAINER = "26.09"  # its NGC release (YY.MM: 24.10 ships 2.51, one minor a month since, 2.72 unpublished)
 TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_CONTAINER}-py3"
 LOCAL_TRITON_RELEASE = "2.51.0"  # nvidia-pytriton 0.7.0's tritonserver: the one that runs here
+
+# The proxy counting each Triton server's callers (render/k8s/callers.py): the official image of the HAProxy
+# release CI runs the generated configuration on (Debian 12's haproxy, tests/engines/test_callers_proxy.py).
+HAPROXY_RELEASE = "2.6.12"
+HAPROXY_IMAGE = f"haproxy:{HAPROXY_RELEASE}"

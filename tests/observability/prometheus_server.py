@@ -28,6 +28,8 @@ class ScrapeTarget:
     address: str  # host:port
     labels: dict[str, str]  # what the operator's relabelling adds in a cluster (namespace, pod)
     path: str = "/metrics"
+    params: dict[str, list[str]] | None = None  # a ServiceMonitor endpoint's params
+    metric_relabel_configs: tuple[dict[str, Any], ...] = ()  # its metricRelabelings, as Prometheus spells them
 
 
 class LocalPrometheus:
@@ -47,7 +49,10 @@ class LocalPrometheus:
                            "scrape_timeout": self.interval},
                 "rule_files": ["rules.yaml"],
                 "scrape_configs": [{"job_name": t.job, "metrics_path": t.path,
-                                    "static_configs": [{"targets": [t.address], "labels": t.labels}]}
+                                    "static_configs": [{"targets": [t.address], "labels": t.labels}],
+                                    **({"params": t.params} if t.params else {}),
+                                    **({"metric_relabel_configs": list(t.metric_relabel_configs)}
+                                       if t.metric_relabel_configs else {})}
                                    for t in self.targets]}
 
     def start(self, timeout_s: float = 60) -> LocalPrometheus:

@@ -34,6 +34,13 @@ STAGED_WAIT_INIT = ContainerResourcesPlan(name="weights-staged", init=True, cpu_
                                           ephemeral_storage_gib=0)
 
 
+# The caller-counting proxy beside each Triton server of a fleet that declares callers (render/k8s/callers.py):
+# HAProxy holding at most CALLER_PROXY_CONNECTIONS connections (two 16 KiB buffers each: 32 MiB) and its own
+# few MiB; its CPU comes out of the server's share, so a node full of the group's pods still leaves the allowance.
+CALLER_PROXY_CONNECTIONS = 1000
+CALLER_PROXY = ContainerResourcesPlan(name="callers", init=False, cpu_millis=250, memory_mib=96, ephemeral_storage_gib=0)
+
+
 def cpu_share_millis(group: NodeGroupPlan, slots: int, allowance: DaemonSetAllowance) -> int:
     """The pod's share (its slots of the node's: its GPUs, or a whole CPU node) of the CPU the kubelet
     offers, the allowance set aside."""
@@ -44,11 +51,15 @@ def cpu_share_millis(group: NodeGroupPlan, slots: int, allowance: DaemonSetAllow
 
 
 def triton_pod(server: TritonServerPlan, plan: FleetPlan, group: NodeGroupPlan, allowance: DaemonSetAllowance) -> PodPlan:
+    """The repository's copy, Triton, and (callers declared) the proxy counting them, whose CPU is taken from
+    Triton's share."""
+    share = cpu_share_millis(group, server.slots_per_replica, allowance)
+    proxy = (CALLER_PROXY,) if plan.callers else ()
     main = ContainerResourcesPlan(name="triton", init=False,
-                                  cpu_millis=cpu_share_millis(group, server.slots_per_replica, allowance),
+                                  cpu_millis=max(100, share - sum(p.cpu_millis for p in proxy)),
                                   memory_mib=math.ceil(server.memory_request_gib * 1024),
                                   ephemeral_storage_gib=triton_scratch_gib(server, plan))
-    return PodPlan(containers=(REPOSITORY_INIT, main))
+    return PodPlan(containers=(REPOSITORY_INIT, main, *proxy))
 
 
 def vllm_pod(model: VllmModelPlan, group: NodeGroupPlan, allowance: DaemonSetAllowance) -> PodPlan:

@@ -233,20 +233,26 @@ def network_policy(name: str, plan: FleetPlan, ports: list[int], peers: bool = F
             "spec": {"podSelector": {"matchLabels": selector(name)}, "policyTypes": ["Ingress"], "ingress": rules}}
 
 
-def service(name: str, plan: FleetPlan, component: str, ports: list[tuple[str, int]], budget_s: int,
+ServicePort = tuple[str, int] | tuple[str, int, str]  # (name, port[, the container port's name it goes to])
+
+
+def service(name: str, plan: FleetPlan, component: str, ports: list[ServicePort], budget_s: int,
             match: dict[str, str] | None = None) -> dict[str, Any]:
-    """ClusterIP; Pulumi waits for its first ready endpoint, so it gets the workload's await budget."""
+    """ClusterIP; Pulumi waits for its first ready endpoint, so it gets the workload's await budget. A port goes
+    to the container port of its own name, or of the name its third element gives."""
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": metadata(name, plan, component, {AWAIT_TIMEOUT: str(budget_s)}),
             "spec": {"type": "ClusterIP", "selector": match or selector(name),
-                     "ports": [{"name": n, "port": p, "targetPort": n, "protocol": "TCP"} for n, p in ports]}}
+                     "ports": [{"name": p[0], "port": p[1], "targetPort": p[-1] if len(p) > 2 else p[0],
+                                "protocol": "TCP"} for p in ports]}}
 
 
-def service_monitor(name: str, plan: FleetPlan, port: str) -> dict[str, Any]:
+def service_monitor(name: str, plan: FleetPlan, port: str, extra: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """The workload's /metrics on ``port`` every 15 s, and ``extra`` endpoints."""
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
             "metadata": metadata(name, plan, "metrics"),
             "spec": {"selector": {"matchLabels": selector(name)},
-                     "endpoints": [{"port": port, "path": "/metrics", "interval": "15s"}]}}
+                     "endpoints": [{"port": port, "path": "/metrics", "interval": "15s"}, *extra]}}
 
 
 def pods_metric(metric: str, per_pod: int, match: dict[str, str] | None = None) -> dict[str, Any]:

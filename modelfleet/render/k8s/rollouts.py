@@ -70,7 +70,7 @@ def http_route(name: str, plan: FleetPlan, port: int) -> dict[str, Any]:
             "spec": {"parentRefs": [parent], "rules": [{"backendRefs": backends}]}}
 
 
-def _canary_service(name: str, plan: FleetPlan, component: str, ports: list[tuple[str, int]],
+def _canary_service(name: str, plan: FleetPlan, component: str, ports: list[c.ServicePort],
                     match: dict[str, str]) -> dict[str, Any]:
     """The canary's Service (Argo Rollouts narrows its selector to the canary's pods). Empty outside a
     rollout, so Pulumi must not wait for an endpoint."""
@@ -84,7 +84,7 @@ def plan_gateway(plan: FleetPlan) -> tuple[str, str | None] | None:
 
 
 def canary_objects(workload: TritonServerPlan | VllmModelPlan, plan: FleetPlan, objects: list[dict[str, Any]],
-                   service_ports: tuple[str, list[tuple[str, int]]], http_port: int) -> list[dict[str, Any]]:
+                   service_ports: tuple[str, list[c.ServicePort]], http_port: int) -> list[dict[str, Any]]:
     """``objects`` (a Deployment's, in apply order) made a canary's: the Deployment a Rollout in its place, its
     AnalysisTemplate before it, the HPA aimed at it, and with a gateway a canary Service and the HTTPRoute after
     its Service."""

@@ -29,6 +29,7 @@ from ...plan.serving.engine_args import (
 from ...plan.capacity.node_volume import repository_gib
 from ...plan.types import FleetPlan, PodPlan, TritonModelPlan, TritonServerPlan
 from ...spec.digest import DIGEST_PIPELINE
+from . import callers
 from . import common as c
 from . import keda
 from .rollouts import canary_objects, is_canary
@@ -168,6 +169,9 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
         # the preStop pause, then Triton drains in flight requests, then the kubelet kills
         "terminationGracePeriodSeconds": c.PRE_STOP_S + _exit_timeout_s(server) + 10,
     }
+    if plan.callers:  # the proxy counting them (callers.py)
+        pod["containers"].append(callers.container(server, server.pod))
+        pod["volumes"].append(callers.volume(server))
     if server.spread_zones:
         pod["topologySpreadConstraints"] = c.zone_spread(c.selector(server.kube_name))
     return pod
@@ -184,7 +188,8 @@ def await_budget_s(server: TritonServerPlan, plan: FleetPlan) -> int:
 
 def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str,
                repository: Mapping[str, bytes]) -> dict[str, Any]:
-    skips = c.checkov_skips(SKIPS | c.image_skips(server.image))
+    images = (server.image, *((callers.IMAGE,) if plan.callers else ()))
+    skips = c.checkov_skips(SKIPS | {k: v for image in images for k, v in c.image_skips(image).items()})
     meta = c.metadata(server.kube_name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
     annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository),
                    **c.disruption_annotations(plan.node_group(server.node_group))}
@@ -216,7 +221,7 @@ def queue_triggers(server: TritonServerPlan, plan: FleetPlan) -> list[dict[str, 
             for i, m in enumerate(autoscaling_metrics(server, plan))]
 
 
-def service(server: TritonServerPlan, plan: FleetPlan, ports: list[tuple[str, int]]) -> dict[str, Any]:
+def service(server: TritonServerPlan, plan: FleetPlan, ports: list[c.ServicePort]) -> dict[str, Any]:
     """Its ClusterIP Service; a server of stateful models keeps each client IP on one pod, where its sequences
     live (plan/triton/sequences.py says why and for how long)."""
     obj = c.service(server.kube_name, plan, "triton", ports, await_budget_s(server, plan))
@@ -232,16 +237,25 @@ def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: s
     (``repository_files``), which ``bucket`` holds under the revision's prefix."""
     name = server.kube_name  # the cluster's name for it; the modelfleet.io/server label says the plan's
     target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
-    ports = [("http", TRITON_HTTP_PORT), ("grpc", TRITON_GRPC_PORT), ("metrics", TRITON_METRICS_PORT)]
+    ports: list[c.ServicePort] = [("http", TRITON_HTTP_PORT), ("grpc", TRITON_GRPC_PORT),
+                                  ("metrics", TRITON_METRICS_PORT)]
+    open_ports = [TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT]
+    counted: list[dict[str, Any]] = []
+    if plan.callers:  # clients reach Triton through the proxy that counts them; its counters are scraped too
+        ports = [(n, p, callers.PROXIED[n]) if n in callers.PROXIED else (n, p) for n, p in ports]
+        ports.append((callers.METRICS_PORT_NAME, callers.CALLER_METRICS_PORT))
+        open_ports += [callers.CALLER_HTTP_PORT, callers.CALLER_GRPC_PORT, callers.CALLER_METRICS_PORT]
+        counted = [callers.config_map(server, plan, TRITON_HTTP_PORT, TRITON_GRPC_PORT,
+                                      callers.hard_stop_s(_exit_timeout_s(server)))]
     scaler = (keda.scaled_object(name, plan, target, queue_triggers(server, plan), server.max_replicas)
               if server.min_replicas == 0 else
               c.autoscaler(name, plan, target, autoscaling_metrics(server, plan), (server.min_replicas, server.max_replicas)))
-    objects = [c.service_account(name, plan),
+    objects = [c.service_account(name, plan), *counted,
                deployment(server, plan, bucket, aws_cli_image, repository),
                service(server, plan, ports),
                c.pdb(name, plan),
-               c.network_policy(name, plan, [p for _, p in ports]),
-               c.service_monitor(name, plan, "metrics")]
+               c.network_policy(name, plan, open_ports),
+               c.service_monitor(name, plan, "metrics", (callers.monitor_endpoint(),) if plan.callers else ())]
     objects += [scaler] if scaler else []
     if is_canary(server.rollout):
         return canary_objects(server, plan, objects, ("triton", ports), TRITON_HTTP_PORT)

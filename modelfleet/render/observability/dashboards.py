@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ...cost.fleet import FleetCost
 from ...plan.names import CLUSTER, stable_name
 from ...plan.types import AbSplitPlan, FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
+from ...spec.models import OTHER_CALLER
 from . import slo_queries as q
 from .alerts import QUEUE_NEAR
 from .gpu_panels import node_group_row, workload_gpu_row
@@ -130,12 +131,30 @@ def _workload_row(plan: FleetPlan, name: str, groups: bool) -> Row:
     ))
 
 
+def _callers_row(plan: FleetPlan, server: str) -> Row:
+    """Requests per declared caller, as the proxy in front of the server counts them (render/k8s/callers.py)."""
+    target = q.Target(plan.namespace, server)
+    what = (f"Requests per second by their x-modelfleet-caller header ({', '.join(plan.callers)}; "
+            f"{OTHER_CALLER!r}: any other or none)")
+    return Row("Callers", (
+        Panel("HTTP requests by caller", "timeseries", f"{what}, over HTTP. A caller far above its peers, or its "
+              "own history, is where duplicate traffic comes from.",
+              (Query(q.caller_request_rate(target, RATE, "http"), "{{caller}}"),), "reqps"),
+        Panel("gRPC requests by caller", "timeseries", f"{what}, over gRPC (one per unary call or stream).",
+              (Query(q.caller_request_rate(target, RATE, "grpc"), "{{caller}}"),), "reqps"),
+        Panel("HTTP 5xx by caller", "timeseries", "HTTP requests answered with a server error (503: rejected by "
+              "the queue policy), per second, by caller.",
+              (Query(q.caller_server_error_rate(target, RATE), "{{caller}}"),), "reqps"),
+    ))
+
+
 def triton_server_dashboard(plan: FleetPlan, server: TritonServerPlan) -> Dashboard:
     served = [Served.of(plan.model(name)) for name in server.models]
     served += [Served(p.name, p.p99_latency_ms, p.availability) for p in plan.pipelines if p.server == server.name]
     # the series know it by its cluster name (a former name where the stack keeps it); the title says the plan's
     rows = [_triton_model_row(plan, server.kube_name, s) for s in served]
     rows += [_ab_row(plan, server.kube_name, s) for s in served if s.ab_split is not None]
+    rows += [_callers_row(plan, server.kube_name)] if plan.callers else []
     rows += [Row("Server", (_gpu_share_table(plan, server),)), _workload_row(plan, server.kube_name, False)]
     rows += [row for row in (workload_gpu_row(plan, server, server.kube_name, False),) if row is not None]
     return Dashboard(dashboard_uid(plan.environment, server.name), f"modelfleet {plan.environment}: Triton {server.name}",

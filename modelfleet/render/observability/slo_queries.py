@@ -75,6 +75,20 @@ def _rate(metric: str, target: Target, window: str, **extra: str) -> str:
     return f"sum(rate({metric}{target.selector(**extra)}[{window}]))"
 
 
+# ---------------------------------------------------------------------------------------------- callers
+def caller_request_rate(target: Target, window: str, protocol: str) -> str:
+    """Requests per second of one protocol (http, grpc) through a Triton server's caller proxy, by caller
+    (render/k8s/callers.py: the ServiceMonitor names HAProxy's backends as protocol and caller)."""
+    return f"sum by (caller) (rate(haproxy_backend_http_requests_total{target.selector(protocol=protocol)}[{window}]))"
+
+
+def caller_server_error_rate(target: Target, window: str) -> str:
+    """HTTP requests answered with a 5xx, per second, by caller (a gRPC failure travels as a 200 carrying its
+    grpc-status: Triton's own failure counter has those)."""
+    selector = target.selector(protocol="http", code="5xx")
+    return f"sum by (caller) (rate(haproxy_backend_http_responses_total{selector}[{window}]))"
+
+
 # ---------------------------------------------------------------------------------------------- availability
 def triton_failed_rate(target: Target, window: str) -> str:
     return _rate("nv_inference_request_failure", target, window, reason="=~" + "|".join(TRITON_FAILURE_REASONS))
