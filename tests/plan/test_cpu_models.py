@@ -196,3 +196,55 @@ def test_a_pipeline_of_cpu_steps_runs_on_their_server():
     assert plan.server(pipeline.server).device == "cpu"
     split = pipeline.decisions[0]
     assert "Sapphire Rapids CPU" in split.reason and sum(s.budget_ms for s in pipeline.steps) == pytest.approx(60)
+
+
+# The property's falsifying example (test_scheduling_fit.py, dev profile, e.g. --hypothesis-seed=9): one 2 GiB
+# KIND_CPU model whose 141 req/s keep 141 / (200 x 0.7) = 1.007 instances busy.
+HEAVY = """models:
+  - name: m0
+    type: tabular
+    framework: onnx
+    device: cpu
+    artifact: s3://bucket/triton/m0
+    size: {memory_gib: 2.0}
+    inputs: [{name: x, dtype: fp32, dims: [16]}]
+    outputs: [{name: y, dtype: fp32, dims: [1]}]
+    sla: {p99_latency_ms: 20, peak_rps: 141, availability: 99.0}
+    profile:
+      rps_per_instance: 100
+      measured_on: a10g
+      compute_ms: 5
+      cpu: {rps_per_instance: 200, compute_ms: 5, measured_on: c7i, vcpu_per_instance: 1}
+"""
+
+
+def test_a_cpu_servers_replicas_hold_its_instances_host_ram():
+    """A c7i.xlarge server pod gets 5.43 GiB of host RAM (6.43 allocatable less the 1 GiB allowance). One
+    replica would run the load's 2 instances of 2 GiB each beside Triton's 1 GiB and a 2 GiB load-time copy:
+    7 GiB, which the placement accepted (it sized the replicas by cores alone and checked RAM only for the
+    floors) and the fit check then refused, failing the compile. Replicas are now the fewest whose instances
+    fit the node's cores and its RAM: 2 replicas of 1 instance, 5 GiB each and half the 0.43 GiB left as a
+    response cache (220 MiB): 5.21 GiB; the pod requests what the plan counted, within the node's offer."""
+    from modelfleet.plan.capacity.fit import free_per_node, pod_resources
+    from modelfleet.plan.hardware.instances import load_instance_catalogue
+    from modelfleet.plan.hardware.kubelet import memory_allocatable_mib
+    from modelfleet.plan.triton.cpu_placement import pod_ram_gib
+
+    catalogue = load_instance_catalogue()
+    spec = parse_fleet_text(HEAVY).models[0]
+    for instance in catalogue.cpu_in_families(PROD.instance_families):
+        placed = place_on_cpu([spec], [], PROD, catalogue, instance)
+        for server in getattr(placed, "servers", ()):
+            assert server.memory_request_gib <= pod_ram_gib(instance, PROD) + 1e-9, (instance.name, server)
+    xlarge = catalogue.cpu_instances["c7i.xlarge"]
+    (server,) = place_on_cpu([spec], [], PROD, catalogue, xlarge).servers
+    assert (server.replicas, server.counts["m0"], server.cache_size_bytes // 2**20) == (2, 1, 220)
+    assert server.memory_request_gib == 5.21 <= pod_ram_gib(xlarge, PROD)
+    plan = compile_text(HEAVY)  # raised CompileError: "requests 7 GiB of memory > 5.43 free per node"
+    for s in plan.triton_servers:
+        group = plan.node_group(s.node_group)
+        (main,) = [c for c in s.pod.containers if not c.init]
+        kept_mib = group.daemonset_allowance.memory_gib * 1024
+        instance = catalogue.cpu_instances[s.instance_type]
+        assert main.memory_mib <= memory_allocatable_mib(instance) - kept_mib, (s.name, main.memory_mib)
+        assert pod_resources(s.pod, 0).memory_gib <= free_per_node(group).memory_gib

@@ -10,7 +10,8 @@ instance type T:
     load d_m         instances model m's peak keeps busy at the target utilisation: peak_rps / (rps x target)
     floor c0_m       instances a replica runs whatever the load: 1, the override, or a stateful model's slots
     replicas R       the fewest replicas, at least every member's availability floor, such that
-                     sum over m of max(c0_m, ceil(d_m / R)) x vcpu_m <= U
+                     sum over m of max(c0_m, ceil(d_m / R)) x vcpu_m <= U, and those instances' host RAM (below)
+                     fits the pod's share of the node: more replicas, fewer instances each, less RAM each
     instances c_m    max(c0_m, ceil(d_m / R)); the cores left over then become more instances (the busiest
                      model per instance first, while its RAM fits): the node is paid for, and idle cores are
                      headroom for bursts and a shorter queue
@@ -107,21 +108,39 @@ def _host_gib(counts: Mapping[str, int], specs: Mapping[str, ClassicModelSpec],
     return TRITON_HOST_BASE_GIB + resident + loading + shm / GIB, shm
 
 
+def _request_gib(host: float, cache_bytes: int) -> float:
+    """The server pod's memory request (``CpuServer.memory_request_gib``, which the pod renders and the fit
+    check counts): its host RAM and its response cache."""
+    return round(host + cache_bytes / GIB, 2)
+
+
+def _ram_fits(counts: Mapping[str, int], specs: Mapping[str, ClassicModelSpec],
+              sizings: Mapping[str, ClassicSizing], room_gib: float) -> bool:
+    """Whether a replica running ``counts`` instances (and no cache) requests no more than ``room_gib``."""
+    return _request_gib(_host_gib(counts, specs, sizings)[0], 0) <= room_gib
+
+
 def _replicas(members: list[ClassicModelSpec], figures: Mapping[str, CpuFigures], env: EnvironmentSpec,
-              cores: int) -> int:
-    """The fewest replicas (at least the members' need) whose per-replica instances fit ``cores``."""
+              cores: int, room_gib: float, sized: Mapping[str, ClassicSizing]) -> int:
+    """The fewest replicas (at least the members' need) whose per-replica instances fit ``cores`` and whose
+    host RAM fits ``room_gib`` (the load's instances were sized by cores alone: a 2-vCPU c7i.xlarge pod ran
+    two 2 GiB instances in its 5.43 GiB, 7 GiB with Triton's base and a load-time copy, and the fit check
+    refused the plan)."""
     need = max(replicas_asked(m, env)[0] for m in members)
     if env.replicas.single_replica:
         return 1
     util = env.triton.target_utilization
+    specs = {m.name: m for m in members}
 
     def fits(replicas: int) -> bool:
-        return sum(max(min_instances(m, figures[m.name]), math.ceil(instances_for_load(m, figures[m.name], util)
-                                                                       / replicas - 1e-9))
-                   * figures[m.name].vcpu_per_instance for m in members) <= cores
+        counts = {m.name: max(min_instances(m, figures[m.name]),
+                              math.ceil(instances_for_load(m, figures[m.name], util) / replicas - 1e-9))
+                  for m in members}
+        return (sum(c * figures[n].vcpu_per_instance for n, c in counts.items()) <= cores
+                and _ram_fits(counts, specs, sized, room_gib))
 
     low, high = need, max(need, math.ceil(max(instances_for_load(m, figures[m.name], util) for m in members)))
-    while low < high:  # fits() only grows with the replicas, and holds at ``high`` (one instance for the load)
+    while low < high:  # fits() only grows with the replicas, and holds at ``high`` (the floors: _server checked them)
         middle = (low + high) // 2
         low, high = (low, middle) if fits(middle) else (middle + 1, high)
     return low
@@ -139,7 +158,7 @@ def _counts(members: list[ClassicModelSpec], figures: Mapping[str, CpuFigures], 
     while True:
         spare = cores - sum(c * figures[n].vcpu_per_instance for n, c in counts.items())
         grow = [n for n, c in counts.items() if figures[n].vcpu_per_instance <= spare and c < MAX_CPU_INSTANCES
-                and _host_gib({**counts, n: c + 1}, specs, sized)[0] <= room_gib]
+                and _ram_fits({**counts, n: c + 1}, specs, sized, room_gib)]
         if not grow:
             return counts
         busiest = min(grow, key=lambda n: (-load[n] / counts[n], n))
@@ -158,19 +177,20 @@ def _server(name: str, members: list[ClassicModelSpec], figures: Mapping[str, Cp
                                         f"the {cores} a {instance.name} server pod has")
     specs = {m.name: m for m in members}
     one = {m.name: cpu_sizing(m, figures[m.name], 1, 1, env.triton.target_utilization) for m in members}
-    if _host_gib(floors, specs, one)[0] > room:
+    if not _ram_fits(floors, specs, one, room):
         return Rejection(instance.name, f"{', '.join(names)} need {_host_gib(floors, specs, one)[0]:.1f} GiB of host "
                                         f"RAM, more than the {room:.1f} GiB a {instance.name} server pod gets")
-    replicas = _replicas(members, figures, env, cores)
+    replicas = _replicas(members, figures, env, cores, room, one)
     counts = _counts(members, figures, replicas, cores, room, one, specs, env)
     host, shm = _host_gib(counts, specs, one)
+    assert _ram_fits(counts, specs, one, room), (name, counts)  # _replicas held the load's instances to the room
     cache = int((room - host) * env.triton.cache_ram_fraction * GIB) // 1024**2 * 1024**2
     cache = cache if cache >= MIN_CACHE_BYTES else 0
     floor = min(max(replicas_asked(m, env)[1] for m in members), replicas)
     top = replicas if env.replicas.single_replica else max(replicas, math.ceil(replicas * env.replicas.max_scale_factor))
     return CpuServer(name=name, models=tuple(names), counts=counts, min_replicas=floor, replicas=replicas,
                      max_replicas=top, spread_zones=spreads_over_zones(floor), cores=cores,
-                     memory_request_gib=round(host + cache / GIB, 2), cache_size_bytes=cache, python_shm_bytes=shm)
+                     memory_request_gib=_request_gib(host, cache), cache_size_bytes=cache, python_shm_bytes=shm)
 
 
 def _figures(models: list[ClassicModelSpec], pipelines: list[PipelineSpec], instance: CpuInstanceType,
