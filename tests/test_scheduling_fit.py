@@ -309,12 +309,14 @@ BIG = LlmModelSpec.model_validate({
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(models=fleets(max_models=5), env=st.sampled_from(ENVIRONMENTS), big=st.booleans(),
-       zones=st.integers(2, 3))
-def test_random_fleets_fit_their_node_groups(catalogue, models, env, big, zones):
+       zones=st.integers(2, 3), callers=st.booleans())
+def test_random_fleets_fit_their_node_groups(catalogue, models, env, big, zones, callers):
     """For random fleets and stacks: every rendered pod fits its node group's allocatable less the allowance
-    at HPA max plus surge, multi-node replicas get a node group per zone, and every PDB allows an eviction."""
+    at HPA max plus surge, multi-node replicas get a node group per zone, and every PDB allows an eviction;
+    with callers counted too (a proxy in every Triton pod, set aside before the server is sized)."""
     env = EnvironmentSpec.model_validate({**env.model_dump(), "availability_zones": zones,
-                                          "instance_families": (*env.instance_families, "p5")})
+                                          "instance_families": (*env.instance_families, "p5"),
+                                          "callers": ("checkout-service",) if callers else ()})
     fleet = FleetSpec(models=(*models, *((BIG,) if big else ())))
     try:
         plan = compile_fleet(fleet, env, catalogue)

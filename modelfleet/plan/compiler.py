@@ -111,7 +111,7 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
         pipelines=tuple(sorted(pipeline_plans, key=lambda p: p.name)),
         gateway_name=env.gateway.name if env.gateway else None,
         gateway_namespace=(env.gateway.namespace or env.namespace) if env.gateway else None,
-        callers=fleet.callers,
+        callers=env.callers,
     )
     plan = with_requested(with_pods(with_node_disks(plan, env, catalogue), env.deploy.daemonset_allowance))
     plan = with_session_affinity(plan)

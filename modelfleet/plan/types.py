@@ -577,7 +577,7 @@ class FleetPlan(PlanModel):
     # The Gateway API Gateway clients come through (modelfleet:gateway): canaries split traffic by HTTPRoute.
     gateway_name: str | None = None
     gateway_namespace: str | None = None
-    # models.yaml's callers: each Triton server counts its requests per caller (render/k8s/callers.py)
+    # the stack's callers: each Triton server counts its requests per caller (render/k8s/callers.py)
     callers: tuple[str, ...] = ()
 
     def model(self, name: str) -> TritonModelPlan | VllmModelPlan:

@@ -86,17 +86,17 @@ class Request:
 
 
 CALLER_HEADER = "{caller_header}"
-CALLERS: tuple[str, ...] = {callers}  # models.yaml's callers: the servers count requests per caller
+CALLERS: tuple[str, ...] = {callers}  # the stacks' modelfleet:callers: the servers count requests per caller
 
 
 def _with_caller(caller: str, options: dict[str, Any]) -> dict[str, Any]:
     """infer's keyword arguments with the caller's identity header (a token: letters, digits, . _ - /; one of
-    CALLERS when models.yaml declares them, or the servers would count it as 'other')."""
+    CALLERS when the stacks declare them, or the servers would count it as 'other')."""
     if not isinstance(caller, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{{0,127}}", caller):
         raise ValueError(f"caller: {{caller!r}}, expected a service name such as checkout-service")
     if CALLERS and caller not in CALLERS:
-        raise ValueError(f"caller: {{caller!r}} is not declared in models.yaml's callers ({{', '.join(CALLERS)}}): "
-                         "declare it there, or name one of these")
+        raise ValueError(f"caller: {{caller!r}} is not one of the callers the stacks count ({{', '.join(CALLERS)}}): "
+                         "declare it in their modelfleet:callers, or name one of these")
     return {{"headers": {{CALLER_HEADER: caller}}, **options}}
 
 
@@ -327,6 +327,21 @@ def _common_versions(entries: list[tuple[str, Item]]) -> dict[str, tuple[int, ..
     return {"versions": tuple(sorted(set.intersection(*pinned))) if pinned else None}
 
 
+def _common_callers(plans: Sequence[FleetPlan]) -> tuple[str, ...]:
+    """The callers the module accepts: those every stack that counts callers declares (a stack without callers
+    counts none, so any name suits it); () when no stack declares any."""
+    declared = [(p.environment, set(p.callers)) for p in plans if p.callers]
+    if not declared:
+        return ()
+    common = set.intersection(*(names for _, names in declared))
+    if not common:
+        raise CompileError([Issue("", 0, 0, "config.modelfleet:callers", "no caller is declared in every stack "
+                                  f"that counts callers ({', '.join(stack for stack, _ in declared)}): one client "
+                                  "would be refused by some server's count", "declare the callers that call every "
+                                  "stack in each of them, or generate with --stack")])
+    return tuple(sorted(common))
+
+
 def render_client(plans: Sequence[FleetPlan] | FleetPlan) -> str:
     """One client module for every classic Triton model and pipeline of ``plans`` (the stacks), sorted by name."""
     plans = [plans] if isinstance(plans, FleetPlan) else sorted(plans, key=lambda p: p.environment)
@@ -340,11 +355,12 @@ def render_client(plans: Sequence[FleetPlan] | FleetPlan) -> str:
     names = _tuple([class_name(item.name) for item, _, _ in merged]) if merged else "()"
     helper = STREAM_HELPER if any(isinstance(i, TritonModelPlan) and i.decoupled for i, _, _ in merged) else ""
     stacks = ", ".join(p.environment for p in plans)
-    callers = plans[0].callers if plans else ()
+    callers = _common_callers(plans)
     counted = (f"The servers count requests per declared caller ({', '.join(callers)}; any other as 'other'), "
                "and this module refuses an undeclared one." if callers else
-               "A Gateway, mesh or proxy in front of the servers can tell callers apart by it (declare `callers:` "
-               "in models.yaml and each server counts them); tritonserver itself does not record it.")
+               "A Gateway, mesh or proxy in front of the servers can tell callers apart by it (declare "
+               "modelfleet:callers in a stack file and each of its servers counts them); tritonserver itself does "
+               "not record it.")
     return (HEADER.format(stacks=stacks, example=example, caller_header=CALLER_HEADER,
                           callers_doc="\n".join(textwrap.wrap(counted, 108)),
                           callers=_tuple([repr(c) for c in callers]) if callers else "()") + helper + body

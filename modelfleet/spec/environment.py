@@ -348,6 +348,24 @@ class GatewaySettings(EnvFrozen):
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] | None = None  # None: the stack's
 
 
+# Callers counted one by one at each Triton server (EnvironmentSpec.callers); the bound keeps the series few.
+MAX_CALLERS = 32
+OTHER_CALLER = "other"  # what every request naming no declared caller (or none) counts as
+CALLER_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+def _caller_name(name: str) -> str:
+    """A lowercase DNS label: what the client sends, HAProxy matches (lowercased) and Prometheus labels."""
+    if not re.fullmatch(CALLER_PATTERN, name):
+        raise FieldProblem((), f"caller {name!r} is not a lowercase DNS label",
+                           "lowercase letters, digits and '-', at most 63 characters, starting and ending with a "
+                           "letter or digit, such as checkout-service")
+    return name
+
+
+CallerName = Annotated[str, AfterValidator(_caller_name), Field(json_schema_extra={"pattern": CALLER_PATTERN})]
+
+
 class EnvironmentSpec(EnvFrozen):
     """One environment (= one Pulumi stack)."""
 
@@ -382,6 +400,24 @@ class EnvironmentSpec(EnvFrozen):
     nodes: NodesSettings = NodesSettings()
     # Reserved GPUs (ODCRs, Capacity Blocks): used first, priced as already paid (plan/capacity/reservations.py).
     capacity_reservations: tuple[CapacityReservationSpec, ...] = ()
+    # Who calls this stack's Triton servers (the x-modelfleet-caller header of the generated client): each server
+    # counts its requests per caller, any other as "other", through a proxy beside it (render/k8s/callers.py).
+    callers: Annotated[tuple[CallerName, ...], Field(max_length=MAX_CALLERS, description=(
+        "the services that call this stack's Triton servers, as their requests name themselves (the generated "
+        f"client's caller=): each server counts requests per caller, any other as {OTHER_CALLER!r}; at most "
+        f"{MAX_CALLERS}, lowercase DNS labels"))] = ()
+
+    @model_validator(mode="after")
+    def _callers_once(self) -> "EnvironmentSpec":
+        seen: set[str] = set()
+        for index, caller in enumerate(self.callers):
+            if caller == OTHER_CALLER:
+                raise FieldProblem(("callers", index), f"{OTHER_CALLER!r} counts the requests of undeclared callers",
+                                   "name the service that sends them instead")
+            if caller in seen:
+                raise FieldProblem(("callers", index), f"caller {caller!r} is declared twice", "declare it once")
+            seen.add(caller)
+        return self
 
     @model_validator(mode="after")
     def _allowance_holds_the_dcgm_exporter(self) -> "EnvironmentSpec":

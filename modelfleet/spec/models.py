@@ -65,9 +65,6 @@ from .values import (  # noqa: F401  (FieldProblem, lists_as_tuples, s3_problem:
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 DnsLabel = Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
-# Callers counted one by one at each Triton server (FleetSpec.callers); the bound keeps the series few.
-MAX_CALLERS = 32
-OTHER_CALLER = "other"  # what every request naming no declared caller (or none) counts as
 
 CLASSIC_TYPES = ("vision", "nlp", "tabular", "audio", "embedding", "recommender", "other")
 ClassicType = Literal["vision", "nlp", "tabular", "audio", "embedding", "recommender", "other"]
@@ -604,24 +601,6 @@ class FleetSpec(Frozen):
     # Chains of the models above served as Triton ensembles (spec/pipelines.py); checked against the models
     # by the loader, which can point at each step.
     pipelines: Annotated[tuple[PipelineSpec, ...], Field(**LIST, max_length=10_000)] = ()
-    # Who calls the Triton servers (the x-modelfleet-caller header of the generated client): each server counts
-    # its requests per declared caller, the rest as "other" (docs/operations/observability.md "Callers").
-    callers: Annotated[tuple[DnsLabel, ...], Field(**LIST, max_length=MAX_CALLERS, description=(
-        "the services that call the Triton servers, as their requests name themselves (the generated client's "
-        f"caller=): each server counts requests per caller, any other as {OTHER_CALLER!r}; at most "
-        f"{MAX_CALLERS}, lowercase DNS labels"))] = ()
-
-    @model_validator(mode="after")
-    def _callers_once(self) -> FleetSpec:
-        seen: set[str] = set()
-        for index, caller in enumerate(self.callers):
-            if caller == OTHER_CALLER:
-                raise FieldProblem(("callers", index), f"{OTHER_CALLER!r} counts the requests of undeclared callers",
-                                   "name the service that sends them instead")
-            if caller in seen:
-                raise FieldProblem(("callers", index), f"caller {caller!r} is declared twice", "declare it once")
-            seen.add(caller)
-        return self
 
     def model(self, name: str) -> ClassicModelSpec | LlmModelSpec:
         return next(m for m in self.models if m.name == name)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ...spec.environment import DaemonSetAllowance
+from ...spec.environment import DaemonSetAllowance, EnvironmentSpec
 from .disk import downloads_from_hub, staged
 from .node_volume import hf_cache_gib, triton_scratch_gib
 from ..types import ContainerResourcesPlan, FleetPlan, NodeGroupPlan, PodPlan, TritonServerPlan, VllmModelPlan
@@ -39,6 +39,12 @@ STAGED_WAIT_INIT = ContainerResourcesPlan(name="weights-staged", init=True, cpu_
 # few MiB; its CPU comes out of the server's share, so a node full of the group's pods still leaves the allowance.
 CALLER_PROXY_CONNECTIONS = 1000
 CALLER_PROXY = ContainerResourcesPlan(name="callers", init=False, cpu_millis=250, memory_mib=96, ephemeral_storage_gib=0)
+
+
+def caller_proxy(env: EnvironmentSpec) -> ContainerResourcesPlan | None:
+    """The proxy each Triton pod of ``env`` runs beside Triton: one where the stack declares callers. What it
+    requests is set aside before a server is sized (packing.server_ram_gib, cpu_placement)."""
+    return CALLER_PROXY if env.callers else None
 
 
 def cpu_share_millis(group: NodeGroupPlan, slots: int, allowance: DaemonSetAllowance) -> int:

@@ -1,4 +1,4 @@
-"""Requests counted per caller at each Triton server, without a service mesh (models.yaml ``callers``).
+"""Requests counted per caller at each Triton server, without a service mesh (a stack's ``modelfleet:callers``).
 
 Every request the generated client sends names its caller in the ``x-modelfleet-caller`` header. Triton
 records no header in its metrics (2.51 can forward headers to a backend as request parameters, never to
@@ -9,7 +9,7 @@ naming no declared caller, or none, through ``http.other`` / ``grpc.other``), an
 exporter counts each backend's requests and responses. So the counts need no code of ours in the request
 path, no Lua, and nothing beside the pod: one process, one configuration file in a ConfigMap.
 
-Cardinality is bounded by the declaration (at most spec.models.MAX_CALLERS callers, plus ``other``): the
+Cardinality is bounded by the declaration (at most spec.environment.MAX_CALLERS callers, plus ``other``): the
 exporter is scraped for backends only, and the ServiceMonitor keeps the two request counters and turns the
 backend's name into ``protocol`` and ``caller`` labels. Probes still reach Triton's own port; a client that
 bypasses the Service (a pod IP) is not counted. docs/operations/observability.md "Callers" says why not a mesh
@@ -23,7 +23,7 @@ from typing import Any
 from ...plan.capacity.pod_resources import CALLER_PROXY_CONNECTIONS
 from ...plan.types import FleetPlan, PodPlan, TritonServerPlan
 from ...spec.engine_versions import HAPROXY_IMAGE
-from ...spec.models import OTHER_CALLER
+from ...spec.environment import OTHER_CALLER
 from ..client import CALLER_HEADER
 from . import common as c
 

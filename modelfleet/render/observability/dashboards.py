@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...cost.fleet import FleetCost
 from ...plan.names import CLUSTER, stable_name
 from ...plan.types import AbSplitPlan, FleetPlan, TritonModelPlan, TritonServerPlan, VllmModelPlan
-from ...spec.models import OTHER_CALLER
+from ...spec.environment import OTHER_CALLER
 from . import slo_queries as q
 from .alerts import QUEUE_NEAR
 from .gpu_panels import node_group_row, workload_gpu_row

@@ -8,8 +8,8 @@ must not be shared between threads: use one per thread.
 Valid for every stack: where a limit differs between stacks (a model's largest batch), it is the strictest
 one, checked here, so a request this module builds is accepted by every stack's server. Every request names
 its caller (``caller=``), sent as the ``x-modelfleet-caller`` header.
-A Gateway, mesh or proxy in front of the servers can tell callers apart by it (declare `callers:` in
-models.yaml and each server counts them); tritonserver itself does not record it.
+A Gateway, mesh or proxy in front of the servers can tell callers apart by it (declare modelfleet:callers in
+a stack file and each of its servers counts them); tritonserver itself does not record it.
 
     import tritonclient.http as httpclient
     client = httpclient.InferenceServerClient("127.0.0.1:8000")
@@ -51,17 +51,17 @@ class Request:
 
 
 CALLER_HEADER = "x-modelfleet-caller"
-CALLERS: tuple[str, ...] = ()  # models.yaml's callers: the servers count requests per caller
+CALLERS: tuple[str, ...] = ()  # the stacks' modelfleet:callers: the servers count requests per caller
 
 
 def _with_caller(caller: str, options: dict[str, Any]) -> dict[str, Any]:
     """infer's keyword arguments with the caller's identity header (a token: letters, digits, . _ - /; one of
-    CALLERS when models.yaml declares them, or the servers would count it as 'other')."""
+    CALLERS when the stacks declare them, or the servers would count it as 'other')."""
     if not isinstance(caller, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}", caller):
         raise ValueError(f"caller: {caller!r}, expected a service name such as checkout-service")
     if CALLERS and caller not in CALLERS:
-        raise ValueError(f"caller: {caller!r} is not declared in models.yaml's callers ({', '.join(CALLERS)}): "
-                         "declare it there, or name one of these")
+        raise ValueError(f"caller: {caller!r} is not one of the callers the stacks count ({', '.join(CALLERS)}): "
+                         "declare it in their modelfleet:callers, or name one of these")
     return {"headers": {CALLER_HEADER: caller}, **options}
 
 

@@ -33,6 +33,7 @@ from ....spec.pipelines import PipelineSpec
 from ....spec.units import GIB
 from .binpacking import Item, Objective, pack_optimally
 from ...hardware.instances import InstanceCatalogue, InstanceType
+from ...capacity.pod_resources import caller_proxy
 from ...hardware.kubelet import memory_share_gib
 from ...rejection import Rejection
 from ...names import stable_name, triton_server_name
@@ -90,10 +91,12 @@ def _share(sizing: ClassicSizing, capacity_gib: float) -> float:
 def server_ram_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
     """Host RAM one GPU's Triton pod may request: its share of the node less the system reserve, and never more
     than its share of what the kubelet offers beside the DaemonSet allowance (plan/hardware/kubelet.py: a 16 GiB node
-    offers 12.8 GiB to pods, less than the reserve alone leaves)."""
+    offers 12.8 GiB to pods, less than the reserve alone leaves), less what a caller proxy beside it requests."""
     ram_share = instance.ram_gib / instance.gpus
     kubelet = memory_share_gib(instance, env.deploy.ami_type, env.deploy.daemonset_allowance, 1)
-    return min(ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share, kubelet)
+    proxy = caller_proxy(env)  # the pod's caller-counting proxy, where the stack declares callers
+    return min(ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share, kubelet) - (
+        proxy.memory_mib / 1024 if proxy else 0.0)
 
 
 def host_capacity_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
