@@ -25,6 +25,7 @@ SMALLEST = {
                     (pytest.mark.engine,)),
     "trace_crash.py": (["--servers", "1", "--seconds", "1", "--clients", "4", "--conditions", "untraced",
                         "--out", "{out}"], "untraced", (pytest.mark.engine,)),
+    "caller_proxy.py": (["--requests", "20", "--rounds", "1"], "added at p50", (pytest.mark.engine,)),
     "perf_model_error.py": (["--points", "1", "--cache", "{out}/aic.json", "--out", "{out}/error.md"],
                             "median", ()),
     # its runs need vLLM (tests/engines/test_vllm_simulation.py runs them); here the table from the saved runs
