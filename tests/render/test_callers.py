@@ -7,6 +7,7 @@ pod security standard) read these manifests in the tests marked judge below."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -123,6 +124,9 @@ def test_every_triton_server_sends_its_traffic_through_the_proxy(rendered, stack
         exit_timeout = next(int(a.split("=")[1]) for a in server.args if a.startswith("--exit-timeout-secs="))
         assert config == proxy.proxy_config(CALLERS, triton_http=TRITON_HTTP_PORT, triton_grpc=TRITON_GRPC_PORT,
                                             hard_stop_s=exit_timeout + 5)
+        # a changed configuration rolls the pods (HAProxy reads it at start only)
+        digest = workload["spec"]["template"]["metadata"]["annotations"][proxy.CONFIG_DIGEST]
+        assert digest == hashlib.sha256(config.encode()).hexdigest()
         ports = {p["name"]: p["targetPort"] for p in by_kind[("Service", name)]["spec"]["ports"]}
         assert ports == {"http": "caller-http", "grpc": "caller-grpc", "metrics": "metrics",
                          "caller-metrics": "caller-metrics"}

@@ -18,6 +18,7 @@ or an Envoy sidecar.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ...plan.capacity.pod_resources import CALLER_PROXY_CONNECTIONS
@@ -28,6 +29,7 @@ from ..client import CALLER_HEADER
 from . import common as c
 
 IMAGE = HAPROXY_IMAGE
+CONFIG_DIGEST = "modelfleet.io/callers-sha256"
 CALLER_HTTP_PORT = 8080
 CALLER_GRPC_PORT = 8081
 CALLER_METRICS_PORT = 8404
@@ -70,11 +72,16 @@ def config_name(server: TritonServerPlan) -> str:
     return f"{server.kube_name}-callers"
 
 
-def config_map(server: TritonServerPlan, plan: FleetPlan, triton_http: int, triton_grpc: int, hard_stop_s: int
-               ) -> dict[str, Any]:
-    text = proxy_config(plan.callers, triton_http=triton_http, triton_grpc=triton_grpc, hard_stop_s=hard_stop_s)
+def config_map(server: TritonServerPlan, plan: FleetPlan, text: str) -> dict[str, Any]:
+    """The proxy's configuration (``proxy_config``'s ``text``), which its pods mount."""
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": c.metadata(config_name(server), plan, "callers"),
             "data": {CONFIG_FILE: text}}
+
+
+def config_digest(text: str) -> str:
+    """The pod template's annotation of the configuration: HAProxy reads it at start only, so a change (a caller
+    added) must roll the pods, as a changed template does."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def container(server: TritonServerPlan, pod: PodPlan) -> dict[str, Any]:

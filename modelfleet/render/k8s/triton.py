@@ -177,6 +177,12 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
     return pod
 
 
+def proxy_config(server: TritonServerPlan, plan: FleetPlan) -> str:
+    """The caller proxy's configuration for this server (callers.py): Triton's ports, its drain time."""
+    return callers.proxy_config(plan.callers, triton_http=TRITON_HTTP_PORT, triton_grpc=TRITON_GRPC_PORT,
+                                hard_stop_s=callers.hard_stop_s(_exit_timeout_s(server)))
+
+
 def _exit_timeout_s(server: TritonServerPlan) -> int:
     flag = next(a for a in server.args if a.startswith("--exit-timeout-secs="))
     return int(flag.split("=", 1)[1])
@@ -193,6 +199,8 @@ def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_i
     meta = c.metadata(server.kube_name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
     annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository),
                    **c.disruption_annotations(plan.node_group(server.node_group))}
+    if plan.callers:  # the proxy reads its configuration at start: a new one rolls the pods
+        annotations[callers.CONFIG_DIGEST] = callers.config_digest(proxy_config(server, plan))
     template = {"metadata": {"labels": c.labels(server.kube_name, "triton"), "annotations": annotations},
                 "spec": _pod(server, plan, bucket, aws_cli_image, revision_prefix(server, repository))}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
@@ -245,8 +253,7 @@ def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: s
         ports = [(n, p, callers.PROXIED[n]) if n in callers.PROXIED else (n, p) for n, p in ports]
         ports.append((callers.METRICS_PORT_NAME, callers.CALLER_METRICS_PORT))
         open_ports += [callers.CALLER_HTTP_PORT, callers.CALLER_GRPC_PORT, callers.CALLER_METRICS_PORT]
-        counted = [callers.config_map(server, plan, TRITON_HTTP_PORT, TRITON_GRPC_PORT,
-                                      callers.hard_stop_s(_exit_timeout_s(server)))]
+        counted = [callers.config_map(server, plan, proxy_config(server, plan))]
     scaler = (keda.scaled_object(name, plan, target, queue_triggers(server, plan), server.max_replicas)
               if server.min_replicas == 0 else
               c.autoscaler(name, plan, target, autoscaling_metrics(server, plan), (server.min_replicas, server.max_replicas)))
