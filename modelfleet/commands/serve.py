@@ -29,7 +29,7 @@ from ..engines.tritonserver import (
     find_tritonserver,
     prepare_backends,
 )
-from ..errors import EXIT_USER_ERROR
+from ..errors import EXIT_USER_ERROR, CompileError, Issue
 from . import print_warnings, project_from
 
 if TYPE_CHECKING:
@@ -67,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="backends copy (shared) and one run-<pid>-* directory per run with its repository "
                              "and log (default: <project>/.modelfleet-serve/<stack>)")
     parser.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for readiness")
+    parser.add_argument("--llm-url", action="append", default=[], metavar="LLM=URL",
+                        help="where a pipeline's LLM step reaches LLM here: its http://HOST:PORT/v1/completions "
+                             "(e.g. a `serve --llm LLM` run's; repeatable). Without it, a pipeline with an LLM step "
+                             "is left out")
     parser.add_argument("--llm", default=None, metavar="NAME",
                         help="instead: serve this LLM entry on a real vLLM (CPU build) with a tiny local model")
     parser.add_argument("--vllm-python", default=None, metavar="PATH",
@@ -91,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     from ..serve import plan_local_repository, write_local_repository
 
     root = Path(args.model_dir_root or Path(project.root) / "examples" / "s3")
-    local = plan_local_repository(plan, root, available_backends(install), tuple(args.server))
+    local = plan_local_repository(plan, root, available_backends(install), tuple(args.server),
+                                  llm_urls(args.llm_url))
     print(describe(local, plan.environment, root), end="", flush=True)
     backends = prepare_backends(install, workdir)
     with run_directory(workdir) as run_dir:
@@ -101,6 +106,24 @@ def run(args: argparse.Namespace) -> int:
                                    backends=backends, expected_models=models, startup_timeout=args.startup_timeout,
                                    stop_timeout=local.exit_timeout_secs + 5.0)
         return run_until_stopped(server, models, plan.environment)
+
+
+def llm_urls(pairs: list[str]) -> dict[str, str]:
+    """``--llm-url LLM=URL`` arguments by LLM (each once)."""
+    found: dict[str, str] = {}
+    issues = []
+    for pair in pairs:
+        llm, sep, url = pair.partition("=")
+        if not sep or not llm or not url:
+            issues.append(Issue("", 0, 0, "--llm-url", f"{pair!r} is not LLM=URL",
+                                "write e.g. --llm-url chat=http://127.0.0.1:8000/v1/completions"))
+        elif llm in found:
+            issues.append(Issue("", 0, 0, "--llm-url", f"{llm} is given twice", "give each LLM one URL"))
+        else:
+            found[llm] = url
+    if issues:
+        raise CompileError(issues)
+    return found
 
 
 @contextmanager

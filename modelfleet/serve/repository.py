@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -31,8 +33,10 @@ from typing import Literal, NamedTuple
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ..errors import CompileError, Issue
-from ..plan.types import FleetPlan, PipelinePlan, TritonModelPlan, TritonServerPlan
+from ..plan.types import FleetPlan, PipelineLlmStepPlan, PipelinePlan, TritonModelPlan, TritonServerPlan
 from ..render.ensemble import ensemble_config
+from ..render.llm_step import MODEL_PY as LLM_STEP_MODEL_PY
+from ..render.llm_step import llm_step_config
 from ..render.triton import model_config, render_config
 from ..render.warmup import warmup_files
 from ..spec.units import GIB
@@ -51,7 +55,7 @@ LOCAL_OWNED_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--m
 # load); one at a time, none of 6 failed (tests/engines/test_warmup.py).
 LOCAL_LOAD_THREADS = 1
 
-Source = Literal["artifact", "onnx-runner", "synthetic", "ensemble"]
+Source = Literal["artifact", "onnx-runner", "synthetic", "ensemble", "llm-step"]
 # The file each backend loads from a version folder (Triton's default_model_filename), see REFERENCE.md.
 MODEL_FILES = {"python": "model.py", "onnxruntime": "model.onnx", "tensorrt": "model.plan", "pytorch": "model.pt",
                "tensorflow": "model.savedmodel", "openvino": "model.xml"}
@@ -165,16 +169,29 @@ def _exit_timeout(args: tuple[str, ...]) -> int:
 
 
 def plan_local_repository(plan: FleetPlan, artifact_root: Path, available_backends: frozenset[str],
-                          servers: tuple[str, ...] = ()) -> LocalRepository:
-    """Decide how every classic model of ``plan`` (or of the named ``servers``) is served on this machine."""
+                          servers: tuple[str, ...] = (), llm_urls: Mapping[str, str] | None = None) -> LocalRepository:
+    """Decide how every classic model of ``plan`` (or of the named ``servers``) is served on this machine.
+    ``llm_urls``: where each LLM a pipeline's step calls answers here (its /v1/completions URL, ``serve --llm``'s
+    vLLM say); a pipeline with an LLM step not given one is left out, with a note saying how to serve it."""
     chosen = _chosen_servers(plan, servers)
+    urls = dict(llm_urls or {})
+    _check_llm_urls(plan, urls)
     models = []
     for server in chosen:
         for name in server.models:
             model = plan.model(name)
             if isinstance(model, TritonModelPlan):
                 models.append(_local_model(model, Path(artifact_root), available_backends))
-    models += [_local_ensemble(p) for p in plan.pipelines if p.server in {s.name for s in chosen}]
+    left_out: list[str] = []
+    for pipeline in (p for p in plan.pipelines if p.server in {s.name for s in chosen}):
+        missing = sorted({step.llm for step in pipeline.llm_steps} - set(urls))
+        if missing:
+            left_out += [f"pipeline {pipeline.name} left out: its LLM step calls {llm}'s vLLM Service, not here; "
+                         f"`modelfleet serve --llm {llm}` serves it on a real vLLM, then `--llm-url "
+                         f"{llm}=http://127.0.0.1:PORT/v1/completions` points the step at it" for llm in missing]
+            continue
+        models.append(_local_ensemble(pipeline))
+        models += [_local_llm_step(pipeline, step, urls[step.llm]) for step in pipeline.llm_steps]
     if not models:
         raise CompileError([Issue("", 0, 0, "serve", f"stack {plan.environment} has no classic Triton models to serve",
                                   "add a classic model to models.yaml or pick another stack")])
@@ -182,7 +199,7 @@ def plan_local_repository(plan: FleetPlan, artifact_root: Path, available_backen
     lacking = sorted({m.backend for m in models if m.backend not in available_backends and m.source != "ensemble"})
     adaptations = ["instance_group: KIND_GPU -> KIND_CPU for every GPU model (no GPU here; instance counts "
                    "unchanged); KIND_CPU models run as compiled",
-                   *notes, "endpoints: loopback on free ports instead of 8000/8001/8002"]
+                   *notes, "endpoints: loopback on free ports instead of 8000/8001/8002", *left_out]
     if len(chosen) > 1:
         adaptations.append(f"{len(chosen)} compiled Triton servers ({', '.join(s.name for s in chosen)}) run in one "
                            f"local tritonserver (--server NAME serves one)")
@@ -209,6 +226,35 @@ def _local_model(model: TritonModelPlan, root: Path, available: frozenset[str]) 
                       config_text=render_config(local_model_config(model)), compute_ms=model.compute_ms,
                       rps_per_instance=model.rps_per_instance, response_cache=model.response_cache,
                       files=tuple(sorted(warmup_files(model).items())))
+
+
+def _check_llm_urls(plan: FleetPlan, urls: Mapping[str, str]) -> None:
+    """Every --llm-url names an LLM some pipeline step of the stack calls, and an http URL of its completions
+    endpoint (what the step's model.py accepts, so it fails here rather than at the model's load)."""
+    called = sorted({step.llm for p in plan.pipelines for step in p.llm_steps})
+    issues = []
+    for llm, url in sorted(urls.items()):
+        if llm not in called:
+            issues.append(Issue("", 0, 0, "--llm-url", f"no pipeline step of stack {plan.environment} calls an LLM "
+                                f"named {llm!r}", f"name one of: {', '.join(called)}" if called else
+                                "this stack's pipelines have no LLM step: leave --llm-url out"))
+            continue
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname or not parts.path.endswith("/v1/completions"):
+            issues.append(Issue("", 0, 0, "--llm-url", f"{llm}={url!r} is not an http URL of a completions endpoint",
+                                f"write {llm}=http://HOST:PORT/v1/completions (serve --llm prints its port)"))
+    if issues:
+        raise CompileError(issues)
+
+
+def _local_llm_step(pipeline: PipelinePlan, step: PipelineLlmStepPlan, url: str) -> LocalModel:
+    """A pipeline's LLM step as rendered, its ``url`` the local one: the same python model and parameters."""
+    return LocalModel(name=step.name, server=pipeline.server, backend="python", source="llm-step", local_dir=None,
+                      versions=(1,), note=f"LLM step: calls {step.llm} at {url} (in the cluster: {step.url}), "
+                                          f"max_tokens {step.max_output_tokens}, timeout {step.timeout_ms} ms",
+                      config_text=render_config(llm_step_config(pipeline, step.model_copy(update={"url": url}))),
+                      compute_ms=0.0, rps_per_instance=0.0, response_cache=False,
+                      files=(("1/model.py", LLM_STEP_MODEL_PY.encode()),))
 
 
 def _local_ensemble(pipeline: PipelinePlan) -> LocalModel:
@@ -251,6 +297,8 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def _write_version(model: LocalModel, target: Path, version: int) -> None:
+    if model.source == "llm-step":
+        return  # its model.py is one of its files
     if model.source == "ensemble":
         target.mkdir(parents=True)  # Triton needs the version folder; an ensemble has nothing in it
         return
