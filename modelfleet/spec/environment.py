@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from ..errors import Issue, SpecError
-from .engine_versions import TRITON_IMAGE, VLLM_IMAGE
+from .engine_versions import HAPROXY_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 from .issues import issues_from_validation
 from .rollout import RolloutSpec
 from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
@@ -265,6 +265,9 @@ class DeploySettings(EnvFrozen):
     node_disk_gib: _bounded(50, 16_384, "GPU nodes' root volume in GiB, 50 to 16,384 (EBS gp3's largest)",
                             kind=int) = 200
     aws_cli_image: str = "public.ecr.aws/aws-cli/aws-cli:2.27.0"  # copies the model repository from S3
+    # counts each Triton pod's callers where the stack declares them (render/k8s/callers.py): the official image of
+    # the HAProxy release CI runs the generated configuration on; a mirror of it in a private registry goes here
+    caller_proxy_image: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._\-/:@]*$", max_length=512)] = HAPROXY_IMAGE
     # Per-node room the fit check keeps free for DaemonSets (modelfleet/plan/capacity/fit.py).
     daemonset_allowance: DaemonSetAllowance = DaemonSetAllowance()
     # AL2023 NVIDIA nodes need NVIDIA's device plugin; false when the cluster already runs one (the GPU Operator

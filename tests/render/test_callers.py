@@ -252,3 +252,21 @@ def test_a_cpu_server_that_fills_its_node_still_fits_beside_the_proxy() -> None:
         group = plan.node_group(server.node_group)
         needs, free = pod_resources(server.pod, 0), free_per_node(group)
         assert needs.memory_gib <= free.memory_gib and needs.cpu <= free.cpu, (server.name, needs, free)
+
+
+def test_a_mirror_of_the_proxy_image_is_a_stack_setting(tmp_path: Path) -> None:
+    """deploy.callerProxyImage (a private registry's mirror, say) is the image every proxy runs; a value that
+    is not an image reference is a located error."""
+    project = with_callers(tmp_path / "ok", f"[{', '.join(CALLERS)}]", ("dev",))
+    stack = tmp_path / "ok" / "stacks" / "Pulumi.dev.yaml"
+    mirror = "123456789012.dkr.ecr.us-east-1.amazonaws.com/mirror/haproxy:2.6.12"
+    text = stack.read_text()
+    assert "  modelfleet:deploy:\n" in text  # dev's stack file has deploy settings: the key joins them
+    stack.write_text(text.replace("  modelfleet:deploy:\n", f"  modelfleet:deploy:\n    callerProxyImage: {mirror}\n", 1))
+    objects = kubernetes_objects(project.rendered("dev")[1])
+    images = {c["image"] for o in objects if o["kind"] == "Deployment"
+              for c in o["spec"]["template"]["spec"]["containers"] if c["name"] == "callers"}
+    assert images == {mirror}
+    stack.write_text(stack.read_text().replace(mirror, "'haproxy:2.6; rm -rf /'"))
+    with pytest.raises(ModelfleetError, match="callerProxyImage"):
+        project.environment("dev")

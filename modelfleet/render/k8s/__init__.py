@@ -62,7 +62,8 @@ def render_fleet_manifests(plan: FleetPlan, deploy: DeploySettings, repositories
     bucket = model_repository_bucket(plan, deploy)
     pieces = [(CLUSTER, render_cluster_manifests(plan, deploy.ami_type, deploy.install_device_plugin, dcgm_exporter))]
     pieces += [(server.name, render_triton_manifests(plan, server, bucket, deploy.aws_cli_image,
-                                                     repository_files(files, server))) for server in plan.triton_servers]
+                                                     repository_files(files, server), deploy.caller_proxy_image))
+               for server in plan.triton_servers]
     pieces += [(model.name, render_vllm_manifests(plan, model)) for model in vllm_models(plan)]
     refuse_twice((((name,), f"workload {name}") for name, _ in pieces), "render")
     groups = dict(pieces)

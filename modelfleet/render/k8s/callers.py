@@ -84,10 +84,11 @@ def config_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def container(server: TritonServerPlan, pod: PodPlan) -> dict[str, Any]:
-    """The proxy: it keeps serving through the pre-stop pause as Triton does, then drains on SIGUSR1."""
+def container(server: TritonServerPlan, pod: PodPlan, image: str = IMAGE) -> dict[str, Any]:
+    """The proxy (``image``: the stack's deploy.callerProxyImage): it keeps serving through the pre-stop pause
+    as Triton does, then drains on SIGUSR1."""
     return {
-        "name": "callers", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
+        "name": "callers", "image": image, "imagePullPolicy": "IfNotPresent",
         "command": ["haproxy", "-db", "-f", f"{CONFIG_DIR}/{CONFIG_FILE}"],
         "ports": [{"name": PROXIED["http"], "containerPort": CALLER_HTTP_PORT},
                   {"name": PROXIED["grpc"], "containerPort": CALLER_GRPC_PORT},

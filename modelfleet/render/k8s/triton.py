@@ -154,7 +154,8 @@ def _init_container(script: str, image: str, region: str, pod: PodPlan) -> dict[
             "volumeMounts": [{"name": "models", "mountPath": MODEL_REPOSITORY_DIR}, {"name": "tmp", "mountPath": "/tmp"}]}
 
 
-def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str, revision: str) -> dict[str, Any]:
+def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str, revision: str,
+         proxy_image: str) -> dict[str, Any]:
     group = plan.node_group(server.node_group)
     assert server.pod is not None  # the compiler sets every workload's pod
     pod: dict[str, Any] = {
@@ -170,7 +171,7 @@ def _pod(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: 
         "terminationGracePeriodSeconds": c.PRE_STOP_S + _exit_timeout_s(server) + 10,
     }
     if plan.callers:  # the proxy counting them (callers.py)
-        pod["containers"].append(callers.container(server, server.pod))
+        pod["containers"].append(callers.container(server, server.pod, proxy_image))
         pod["volumes"].append(callers.volume(server))
     if server.spread_zones:
         pod["topologySpreadConstraints"] = c.zone_spread(c.selector(server.kube_name))
@@ -193,8 +194,8 @@ def await_budget_s(server: TritonServerPlan, plan: FleetPlan) -> int:
 
 
 def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_image: str,
-               repository: Mapping[str, bytes]) -> dict[str, Any]:
-    images = (server.image, *((callers.IMAGE,) if plan.callers else ()))
+               repository: Mapping[str, bytes], proxy_image: str = callers.IMAGE) -> dict[str, Any]:
+    images = (server.image, *((proxy_image,) if plan.callers else ()))
     skips = c.checkov_skips(SKIPS | {k: v for image in images for k, v in c.image_skips(image).items()})
     meta = c.metadata(server.kube_name, plan, "triton", {**skips, c.AWAIT_TIMEOUT: str(await_budget_s(server, plan))})
     annotations = {**skips, REPOSITORY_DIGEST: repository_digest(repository),
@@ -202,7 +203,7 @@ def deployment(server: TritonServerPlan, plan: FleetPlan, bucket: str, aws_cli_i
     if plan.callers:  # the proxy reads its configuration at start: a new one rolls the pods
         annotations[callers.CONFIG_DIGEST] = callers.config_digest(proxy_config(server, plan))
     template = {"metadata": {"labels": c.labels(server.kube_name, "triton"), "annotations": annotations},
-                "spec": _pod(server, plan, bucket, aws_cli_image, revision_prefix(server, repository))}
+                "spec": _pod(server, plan, bucket, aws_cli_image, revision_prefix(server, repository), proxy_image)}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
             "spec": {"replicas": server.replicas, "selector": {"matchLabels": c.selector(server.kube_name)},
                      "strategy": {"type": "RollingUpdate", "rollingUpdate": c.rolling_update(server.rollout)},
@@ -240,7 +241,7 @@ def service(server: TritonServerPlan, plan: FleetPlan, ports: list[c.ServicePort
 
 
 def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: str, aws_cli_image: str,
-                            repository: Mapping[str, bytes]) -> list[dict[str, Any]]:
+                            repository: Mapping[str, bytes], proxy_image: str = callers.IMAGE) -> list[dict[str, Any]]:
     """Everything one Triton server needs, in apply order. ``repository``: its rendered files
     (``repository_files``), which ``bucket`` holds under the revision's prefix."""
     name = server.kube_name  # the cluster's name for it; the modelfleet.io/server label says the plan's
@@ -258,7 +259,7 @@ def render_triton_manifests(plan: FleetPlan, server: TritonServerPlan, bucket: s
               if server.min_replicas == 0 else
               c.autoscaler(name, plan, target, autoscaling_metrics(server, plan), (server.min_replicas, server.max_replicas)))
     objects = [c.service_account(name, plan), *counted,
-               deployment(server, plan, bucket, aws_cli_image, repository),
+               deployment(server, plan, bucket, aws_cli_image, repository, proxy_image),
                service(server, plan, ports),
                c.pdb(name, plan),
                c.network_policy(name, plan, open_ports),
