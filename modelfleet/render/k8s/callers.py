@@ -42,6 +42,7 @@ COUNTERS = ("haproxy_backend_http_requests_total", "haproxy_backend_http_respons
 # How long a request or a stream may stay silent on either side: Triton's own queue timeouts and the clients'
 # deadlines end requests long before; a decoupled model's stream may idle between responses.
 IDLE_TIMEOUT_S = 3600
+H2_WINDOW_BYTES = 1024 * 1024
 
 
 def proxy_config(callers: tuple[str, ...], *, triton_http: int, triton_grpc: int, http: int = CALLER_HTTP_PORT,
@@ -54,6 +55,8 @@ def proxy_config(callers: tuple[str, ...], *, triton_http: int, triton_grpc: int
     names = (*callers, OTHER_CALLER)
     lines = ["# modelfleet: every request counted per caller (x-modelfleet-caller), then passed to Triton",
              "global", f"  maxconn {CALLER_PROXY_CONNECTIONS}", f"  hard-stop-after {hard_stop_s}s",
+             # a gRPC stream's window: HAProxy's 64 KiB default would pace a large tensor by round trips
+             f"  tune.h2.initial-window-size {H2_WINDOW_BYTES}",
              "defaults", "  mode http", "  timeout connect 2s", f"  timeout client {IDLE_TIMEOUT_S}s",
              f"  timeout server {IDLE_TIMEOUT_S}s", "  timeout http-request 30s",
              "frontend metrics", f"  bind {bind}:{metrics}", "  http-request use-service prometheus-exporter if { path /metrics }"]
