@@ -34,7 +34,7 @@ STAGED_WAIT_INIT = ContainerResourcesPlan(name="weights-staged", init=True, cpu_
                                           ephemeral_storage_gib=0)
 
 
-# The caller-counting proxy beside each Triton server of a fleet that declares callers (render/k8s/callers.py):
+# The caller-counting proxy beside each Triton server of a stack that declares callers (render/k8s/callers.py):
 # HAProxy holding at most CALLER_PROXY_CONNECTIONS connections (two 16 KiB buffers each: 32 MiB) and its own
 # few MiB; its CPU comes out of the server's share, so a node full of the group's pods still leaves the allowance.
 CALLER_PROXY_CONNECTIONS = 1000
