@@ -22,6 +22,8 @@ from pydantic.alias_generators import to_camel
 from ..errors import Issue, SpecError
 from .engine_versions import HAPROXY_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 from .issues import issues_from_validation
+from .llm_options import IMAGE
+from .pipelines import DNS_LABEL
 from .rollout import RolloutSpec
 from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
 from .values import FieldProblem, bucket_problem, lists_as_tuples, quantity
@@ -267,7 +269,7 @@ class DeploySettings(EnvFrozen):
     aws_cli_image: str = "public.ecr.aws/aws-cli/aws-cli:2.27.0"  # copies the model repository from S3
     # counts each Triton pod's callers where the stack declares them (render/k8s/callers.py): the official image of
     # the HAProxy release CI runs the generated configuration on; a mirror of it in a private registry goes here
-    caller_proxy_image: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._\-/:@]*$", max_length=512)] = HAPROXY_IMAGE
+    caller_proxy_image: Annotated[str, Field(pattern=IMAGE, max_length=512)] = HAPROXY_IMAGE
     # Per-node room the fit check keeps free for DaemonSets (modelfleet/plan/capacity/fit.py).
     daemonset_allowance: DaemonSetAllowance = DaemonSetAllowance()
     # AL2023 NVIDIA nodes need NVIDIA's device plugin; false when the cluster already runs one (the GPU Operator
@@ -354,19 +356,16 @@ class GatewaySettings(EnvFrozen):
 # Callers counted one by one at each Triton server (EnvironmentSpec.callers); the bound keeps the series few.
 MAX_CALLERS = 32
 OTHER_CALLER = "other"  # what every request naming no declared caller (or none) counts as
-CALLER_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
-
-
 def _caller_name(name: str) -> str:
     """A lowercase DNS label: what the client sends, HAProxy matches (lowercased) and Prometheus labels."""
-    if not re.fullmatch(CALLER_PATTERN, name):
+    if not re.fullmatch(DNS_LABEL, name):
         raise FieldProblem((), f"caller {name!r} is not a lowercase DNS label",
                            "lowercase letters, digits and '-', at most 63 characters, starting and ending with a "
                            "letter or digit, such as checkout-service")
     return name
 
 
-CallerName = Annotated[str, AfterValidator(_caller_name), Field(json_schema_extra={"pattern": CALLER_PATTERN})]
+CallerName = Annotated[str, AfterValidator(_caller_name), Field(json_schema_extra={"pattern": DNS_LABEL})]
 
 
 class EnvironmentSpec(EnvFrozen):

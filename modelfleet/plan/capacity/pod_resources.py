@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ...spec.environment import DaemonSetAllowance, EnvironmentSpec
+from ...spec.environment import DaemonSetAllowance
 from .disk import downloads_from_hub, staged
 from .node_volume import hf_cache_gib, triton_scratch_gib
 from ..types import ContainerResourcesPlan, FleetPlan, NodeGroupPlan, PodPlan, TritonServerPlan, VllmModelPlan
@@ -41,10 +41,16 @@ CALLER_PROXY_CONNECTIONS = 1000
 CALLER_PROXY = ContainerResourcesPlan(name="callers", init=False, cpu_millis=250, memory_mib=96, ephemeral_storage_gib=0)
 
 
-def caller_proxy(env: EnvironmentSpec) -> ContainerResourcesPlan | None:
-    """The proxy each Triton pod of ``env`` runs beside Triton: one where the stack declares callers. What it
-    requests is set aside before a server is sized (packing.server_ram_gib, cpu_placement)."""
-    return CALLER_PROXY if env.callers else None
+def caller_proxy(callers: tuple[str, ...]) -> ContainerResourcesPlan | None:
+    """The proxy each Triton pod runs beside Triton where the stack declares ``callers``, else none."""
+    return CALLER_PROXY if callers else None
+
+
+def set_aside(callers: tuple[str, ...]) -> tuple[float, float]:
+    """(cores, GiB) of a Triton pod a server may not size itself into: its caller proxy's requests
+    (packing.server_ram_gib, cpu_placement.usable_cores and pod_ram_gib)."""
+    proxy = caller_proxy(callers)
+    return (proxy.cpu_millis / 1000, proxy.memory_mib / 1024) if proxy else (0.0, 0.0)
 
 
 def cpu_share_millis(group: NodeGroupPlan, slots: int, allowance: DaemonSetAllowance) -> int:
@@ -60,12 +66,12 @@ def triton_pod(server: TritonServerPlan, plan: FleetPlan, group: NodeGroupPlan, 
     """The repository's copy, Triton, and (callers declared) the proxy counting them, whose CPU is taken from
     Triton's share."""
     share = cpu_share_millis(group, server.slots_per_replica, allowance)
-    proxy = (CALLER_PROXY,) if plan.callers else ()
+    proxy = caller_proxy(plan.callers)
     main = ContainerResourcesPlan(name="triton", init=False,
-                                  cpu_millis=max(100, share - sum(p.cpu_millis for p in proxy)),
+                                  cpu_millis=max(100, share - (proxy.cpu_millis if proxy else 0)),
                                   memory_mib=math.ceil(server.memory_request_gib * 1024),
                                   ephemeral_storage_gib=triton_scratch_gib(server, plan))
-    return PodPlan(containers=(REPOSITORY_INIT, main, *proxy))
+    return PodPlan(containers=(REPOSITORY_INIT, main, *((proxy,) if proxy else ())))
 
 
 def vllm_pod(model: VllmModelPlan, group: NodeGroupPlan, allowance: DaemonSetAllowance) -> PodPlan:

@@ -35,7 +35,7 @@ from ...spec.models import ClassicModelSpec
 from ...spec.pipelines import PipelineSpec
 from ...spec.units import GIB
 from .cpu_sizing import MAX_CPU_INSTANCES, CpuFigures, cpu_figures, cpu_sizing, instances_for_load, min_instances
-from ..capacity.pod_resources import caller_proxy
+from ..capacity.pod_resources import set_aside
 from ..hardware.instances import CpuInstanceType, InstanceCatalogue
 from ..hardware.kubelet import kube_reserved_cpu_millis, memory_allocatable_mib
 from ..rejection import Rejection
@@ -88,8 +88,7 @@ def usable_cores(instance: CpuInstanceType, env: EnvironmentSpec) -> int:
     allocatable = (instance.vcpu * 1000 - kube_reserved_cpu_millis(instance.vcpu)) / 1000
     kept = env.deploy.daemonset_allowance.for_node(instance.vcpu, 0).cpu
     assert kept is not None  # for_node resolves the default
-    proxy = caller_proxy(env)
-    return math.floor(allocatable - kept - TRITON_CPU_OVERHEAD_CORES - (proxy.cpu_millis / 1000 if proxy else 0.0))
+    return math.floor(allocatable - kept - TRITON_CPU_OVERHEAD_CORES - set_aside(env.callers)[0])
 
 
 def pod_ram_gib(instance: CpuInstanceType, env: EnvironmentSpec) -> float:
@@ -98,9 +97,8 @@ def pod_ram_gib(instance: CpuInstanceType, env: EnvironmentSpec) -> float:
     kept = env.deploy.daemonset_allowance.for_node(instance.vcpu, 0).memory_gib
     assert kept is not None  # for_node resolves the default
     kubelet = memory_allocatable_mib(instance) / 1024 - kept  # type: ignore[arg-type]
-    proxy = caller_proxy(env)  # the pod's caller-counting proxy, where the stack declares callers
-    return min(instance.ram_gib - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * instance.ram_gib, kubelet) - (
-        proxy.memory_mib / 1024 if proxy else 0.0)
+    return (min(instance.ram_gib - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * instance.ram_gib, kubelet)
+            - set_aside(env.callers)[1])
 
 
 def _host_gib(counts: Mapping[str, int], specs: Mapping[str, ClassicModelSpec],

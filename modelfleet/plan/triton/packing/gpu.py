@@ -33,7 +33,7 @@ from ....spec.pipelines import PipelineSpec
 from ....spec.units import GIB
 from .binpacking import Item, Objective, pack_optimally
 from ...hardware.instances import InstanceCatalogue, InstanceType
-from ...capacity.pod_resources import caller_proxy
+from ...capacity.pod_resources import set_aside
 from ...hardware.kubelet import memory_share_gib
 from ...rejection import Rejection
 from ...names import stable_name, triton_server_name
@@ -94,9 +94,8 @@ def server_ram_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
     offers 12.8 GiB to pods, less than the reserve alone leaves), less what a caller proxy beside it requests."""
     ram_share = instance.ram_gib / instance.gpus
     kubelet = memory_share_gib(instance, env.deploy.ami_type, env.deploy.daemonset_allowance, 1)
-    proxy = caller_proxy(env)  # the pod's caller-counting proxy, where the stack declares callers
-    return min(ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share, kubelet) - (
-        proxy.memory_mib / 1024 if proxy else 0.0)
+    return (min(ram_share - SYSTEM_RESERVE_GIB - SYSTEM_RESERVE_FRACTION * ram_share, kubelet)
+            - set_aside(env.callers)[1])
 
 
 def host_capacity_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
