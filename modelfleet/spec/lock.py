@@ -28,13 +28,12 @@ import dataclasses
 import os
 from typing import Annotated
 
-import yaml
 from pydantic import Field, ValidationError
 
 from ..errors import Issue, SpecError
 from .issues import issues_from_validation
 from .tensors import LIST, Frozen
-from .yaml_source import parse_yaml
+from .yaml_source import parse_yaml, safe_dump
 
 LOCK_FILE = "modelfleet.lock.yaml"
 REGENERATE = "regenerate it: modelfleet plan --stack S --write-lock (or delete it: every stack then re-solves)"
@@ -123,7 +122,7 @@ HEADER = ("# The placement lock (docs/operations/placement-lock.md): where each 
 def dump_lock(lock: PlacementLock) -> bytes:
     """The lock as YAML: keys sorted, one entry per line, so a pull request's diff names what moved."""
     data = lock.model_dump(mode="json")
-    return (HEADER + yaml.safe_dump(data, sort_keys=True, default_flow_style=False, width=120)).encode()
+    return (HEADER + safe_dump(data, sort_keys=True, default_flow_style=False, width=120)).encode()
 
 
 def with_stack(lock: PlacementLock | None, stack: str, section: StackLock) -> PlacementLock:

@@ -287,6 +287,31 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
         sizes[id(node)] = known
     return known
 
+def reads_as_string(value: str) -> bool:
+    """True when ``value``, written plain, is read back by :func:`parse_yaml` as that string."""
+    return not (value[:1] in _NUMBER_STARTS and _FLOAT_12.match(value))
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting every string that this module's YAML 1.2 reading would take for
+    something else: PyYAML quotes by YAML 1.1's rules, which read ``1e5`` and ``573431241e710825`` as strings."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if reads_as_string(value):
+        return dumper.represent_str(value)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def safe_dump(data: Any, **options: Any) -> str:
+    """``data`` as YAML that :func:`parse_yaml` reads back as ``data``: ``yaml.safe_dump`` with the strings a
+    YAML 1.2 reader takes for numbers quoted (a lock's digest ``573431241e710825`` is a string, not 10^710825)."""
+    return yaml.dump(data, Dumper=_Dumper, **options)
+
+
 def load_yaml(path: str) -> Document:
     """Read and parse a file; a missing or unreadable file is a SpecError, not a traceback."""
     try:

@@ -122,6 +122,31 @@ def test_the_lock_round_trips_sorted(project):
     assert dump_lock(parse_lock(text.decode(), "x")) == text
 
 
+# Strings a YAML 1.2 reader takes for numbers unless quoted (a digest is 16 hex digits: 573431241e710825 once
+# failed every preview of a 1,000-model fleet, read back as 10^710825), and any other text.
+NUMBER_LIKE = st.one_of(
+    st.from_regex(r"\A[0-9]{1,16}(e[0-9]{1,15})?\Z"), st.from_regex(r"\A[-+.]?[0-9][0-9_.]*([eE][-+]?[0-9]+)?\Z"),
+    st.text(min_size=1, max_size=20))
+
+
+@settings(max_examples=200, deadline=None)
+@given(digest=NUMBER_LIKE, name=NUMBER_LIKE)
+def test_the_lock_reads_back_every_string_it_writes(digest, name):
+    from modelfleet.spec.lock import ClassicLock, ServerLock, StackLock
+    lock = PlacementLock(stacks={"dev": StackLock(
+        classic={"m": ClassicLock(server=name, pool="p", node_group="g", instance_type="c7i.xlarge", digest=digest)},
+        servers={"s": ServerLock(pool="p", instance_type="c7i.xlarge", models=(name, digest))})})
+    assert parse_lock(dump_lock(lock).decode(), "modelfleet.lock.yaml") == lock
+
+
+def test_a_digest_of_decimal_digits_and_one_e_stays_a_string():
+    from modelfleet.spec.lock import ClassicLock, StackLock
+    entry = ClassicLock(server="s", pool="p", node_group="g", instance_type="c7i.xlarge", digest="573431241e710825")
+    text = dump_lock(PlacementLock(stacks={"dev": StackLock(classic={"m": entry})})).decode()
+    assert "digest: '573431241e710825'" in text
+    assert parse_lock(text, "x").stacks["dev"].classic["m"].digest == "573431241e710825"
+
+
 def test_a_malformed_lock_is_a_located_error():
     text = "stacks:\n  dev:\n    classic:\n      a: {server: s, pool: p, node_group: g, instance_type: 3, digest: d}\n"
     with pytest.raises(SpecError) as raised:
