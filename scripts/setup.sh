@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[pulumi,serve,aws,profile,dashboards,test]'
+# checkov (a judge of the manifests) in a venv of its own: it pins packaging<24, the Pulumi SDK needs >=26
+[ -x .venv-checkov/bin/python ] || "$PYTHON" -m venv .venv-checkov
+.venv-checkov/bin/python -m pip install --quiet --disable-pip-version-check 'checkov>=3.2,<4'
 .venv/bin/python examples/generate_artifacts.py >/dev/null  # small real ONNX models for `modelfleet serve`
 # Prometheus and promtool (Debian's prometheus 2.42): the judges of the generated alert rules, dashboard
 # queries and rollout analyses; shellcheck: actionlint checks the generated workflows' scripts with it; haproxy

@@ -37,11 +37,14 @@ CRD_SCHEMAS = {("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworker
                ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter.k8s.aws_ec2nodeclasses.yaml",
                ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_scaledobjects.yaml"}
 CHECKOV_TIMEOUT_S = 600
+# checkov pins packaging<24, which the Pulumi SDK the program needs (>=3.224: packaging>=26) excludes, so
+# scripts/setup.sh gives it a venv of its own (as .venv-vllm and .venv-calibrate have theirs).
+CHECKOV_VENV = Path(__file__).resolve().parents[2] / ".venv-checkov" / "bin"
 
 
 def missing(what: str) -> None:
     """Skip on a developer's machine; fail in CI, where every judge must run."""
-    message = f"{what} is not installed (pip install -e '.[test]')"
+    message = f"{what} is not installed (bash scripts/setup.sh installs every judge)"
     if os.environ.get("CI"):
         pytest.fail(f"{message}: a judge must not be skipped in CI")
     pytest.skip(message)
@@ -55,8 +58,10 @@ def require_module(name: str) -> ModuleType:
         raise  # unreachable: missing() skips or fails
 
 
-def require_executable(name: str) -> str:
-    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+def require_executable(name: str, *places: Path) -> str:
+    """``name`` beside this Python, in ``places``, or on PATH."""
+    found = (shutil.which(name, path=os.pathsep.join(map(str, (Path(sys.executable).parent, *places))))
+             or shutil.which(name))
     if found is None:
         missing(name)
     return str(found)
@@ -146,7 +151,7 @@ def crd_errors(obj: dict[str, Any]) -> list[str]:
 def run_checkov(directory: Path) -> dict[str, Any]:
     """checkov's Kubernetes checks on ``directory``, as its JSON report (one framework: one report).
     Not --quiet: quiet drops the passed and skipped checks, which the tests count."""
-    checkov = require_executable("checkov")
+    checkov = require_executable("checkov", CHECKOV_VENV)
     run = subprocess.run([checkov, "-d", str(directory), "--framework", "kubernetes", "--skip-download",
                           "--output", "json"], capture_output=True, text=True, timeout=CHECKOV_TIMEOUT_S)
     assert run.returncode in (0, 1), run.stderr[-2000:]

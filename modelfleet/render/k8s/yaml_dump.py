@@ -6,13 +6,22 @@ same bytes for the data ``emits_alike`` admits, which is what Kubernetes objects
 such as the staging Job's, is written by both as a literal block); they differ elsewhere
 (how they fold long escaped double-quoted strings, where a key becomes ``? key``), and there the Python
 emitter writes. So the manifests never depend on which emitter ran, nor on whether PyYAML has libyaml.
+
+On the libyaml path, the node graph is built here (``_Nodes``) rather than by PyYAML's representer, in the same
+walk that checks ``emits_alike``, and each distinct scalar's implicit tag is resolved once (``_resolve``): the
+representer and the resolver's regexes were three quarters of the dump. The nodes are those the representer
+builds (tags, values, styles, keys sorted, block style), handed to the same C serializer and emitter, so the
+bytes are the same; a value of another type (a float, a tuple) is represented by PyYAML itself.
 """
 
 from __future__ import annotations
 
+import io
+from functools import lru_cache
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 # PyYAML writes a key of 128 characters or more, or an empty one, as "? key"; libyaml only from 129 characters.
 SIMPLE_KEY_LIMIT = 128
@@ -45,12 +54,26 @@ class _PlainDumper(yaml.SafeDumper):
 _PlainDumper.add_representer(str, represent_str)
 
 
+@lru_cache(maxsize=1 << 16)
+def _resolve(value: str, implicit: tuple[bool, bool]) -> str:
+    """The implicit tag of a plain (or quoted) scalar ``value``: the resolver's regexes, once per distinct text."""
+    return yaml.resolver.Resolver.resolve(_RESOLVER, ScalarNode, value, implicit)
+
+
+_RESOLVER = yaml.resolver.Resolver()
+
+
 def _libyaml_dumper() -> type | None:
     if not getattr(yaml, "__with_libyaml__", False):
         return None
 
     class _FastPlainDumper(yaml.CSafeDumper):
         ignore_aliases = _PlainDumper.ignore_aliases
+
+        def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+            if kind is ScalarNode and not self.yaml_path_resolvers:
+                return _resolve(value, implicit)
+            return super().resolve(kind, value, implicit)
 
     _FastPlainDumper.add_representer(str, represent_str)
     return _FastPlainDumper
@@ -83,8 +106,65 @@ def emits_alike(node: Any) -> bool:
     return node is None or type(node) in (bool, int, float)
 
 
+_STR, _INT, _BOOL, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("str", "int", "bool", "null"))
+_MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+
+
+class _Unlike(Exception):
+    """A value the two emitters may write differently (see ``emits_alike``): the Python emitter writes the file."""
+
+
+class _Nodes:
+    """The node graph PyYAML's representer builds for ``data`` (``sort_keys=True``, ``default_flow_style=False``,
+    every object in full, ``represent_str``), raising ``_Unlike`` where ``emits_alike`` would be false."""
+
+    def __init__(self, dumper: yaml.CSafeDumper) -> None:
+        self.dumper = dumper
+
+    def node(self, data: Any) -> yaml.Node:
+        kind = type(data)
+        if kind is str:
+            if _quotable(data):
+                return ScalarNode(_STR, data)
+            if _literal(data):
+                return ScalarNode(_STR, data, style="|")
+            raise _Unlike
+        if kind is dict:
+            pairs = []
+            for key, value in sorted(data.items()):
+                if type(key) is not str or not 0 < len(key) < SIMPLE_KEY_LIMIT or not _one_line(key):
+                    raise _Unlike
+                pairs.append((ScalarNode(_STR, key), self.node(value)))
+            return MappingNode(_MAP, pairs, flow_style=False)
+        if kind is list:
+            return SequenceNode(_SEQ, [self.node(item) for item in data], flow_style=False)
+        if kind is bool:
+            return ScalarNode(_BOOL, "true" if data else "false")
+        if kind is int:
+            return ScalarNode(_INT, str(data))
+        if data is None:
+            return ScalarNode(_NULL, "null")
+        if kind is float:
+            return self.dumper.represent_data(data)
+        raise _Unlike
+
+
 def dump_yaml(documents: list[dict[str, Any]]) -> bytes:
     """One multi-document YAML file: libyaml writes it when its bytes are the Python emitter's."""
-    fast = _FAST_DUMPER is not None and all(isinstance(d, dict) and emits_alike(d) for d in documents)
-    return yaml.dump_all(documents, Dumper=_FAST_DUMPER if fast else _PlainDumper, sort_keys=True,
-                         default_flow_style=False).encode()
+    if _FAST_DUMPER is not None and all(isinstance(d, dict) for d in documents):
+        stream = io.StringIO()
+        dumper = _FAST_DUMPER(stream, sort_keys=True, default_flow_style=False)
+        try:
+            nodes = [_Nodes(dumper).node(d) for d in documents]
+        except _Unlike:
+            pass
+        else:
+            try:
+                dumper.open()
+                for node in nodes:
+                    dumper.serialize(node)
+                dumper.close()
+            finally:
+                dumper.dispose()
+            return stream.getvalue().encode()
+    return yaml.dump_all(documents, Dumper=_PlainDumper, sort_keys=True, default_flow_style=False).encode()
