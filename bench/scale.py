@@ -153,6 +153,7 @@ def row(n: int, work: Path, repeat: int, preview: bool) -> dict[str, float]:
         plan(cached)
     figures["plan_cold"], _ = measure(plan_cold, repeat)
     figures["render_warm"], _ = measure(lambda: render(cached, out), repeat)
+    figures.update({f"stage_{k}": v for k, v in stages(cached, out).items()})
     environ = {"MODELFLEET_CACHE_DIR": str(work / f"cli-cache-{n}")}  # fresh: plan cold, render and preview warm
     for command in ("validate", "plan", "render"):
         extra = ("--stack", STACK) if command != "validate" else ()
@@ -161,6 +162,57 @@ def row(n: int, work: Path, repeat: int, preview: bool) -> dict[str, float]:
     if preview:
         figures["preview"], figures["preview_mib"] = cli(project, "preview", "--stack", STACK, environ=environ)
     return figures
+
+
+STAGES = (  # (module, function) of the render command's stages, each timed where project.rendered calls it
+    ("modelfleet.project", "prewarm_simulations"), ("modelfleet.project", "compile_with_guardrails"),
+    ("modelfleet.project", "render_triton_repositories"), ("modelfleet.project", "render_kubernetes"),
+    ("modelfleet.project", "render_fleet"), (__name__, "write_tree"))
+
+
+def stages(project: Project, out: Path) -> dict[str, float]:
+    """Where a render's time goes, with the simulations' disk cache warm (as after a ``plan``): seconds per
+    stage of one run, each function timed where ``Project.rendered`` (and ``render``) calls it."""
+    spent: dict[str, float] = {name: 0.0 for _, name in STAGES}
+    saved = []
+    for module_name, name in STAGES:
+        module = sys.modules[module_name]
+        original = getattr(module, name)
+        saved.append((module, name, original))
+
+        def timed(*args: Any, _fn: Callable[..., Any] = original, _name: str = name, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return _fn(*args, **kwargs)
+            finally:
+                spent[_name] += time.perf_counter() - started
+        setattr(module, name, timed)
+    try:
+        forget_memos()
+        started = time.perf_counter()
+        render(project, out)
+        spent["total"] = time.perf_counter() - started
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+    return spent
+
+
+def print_stages(rows: dict[int, dict[str, float]]) -> None:
+    print("\nWhere a render's time goes, the simulations' disk cache warm (one run, in process; render_fleet less "
+          "render_kubernetes is plan.json, the vLLM settings and the Triton files' assembly; the rest is parsing "
+          "models.yaml and the stack, pricing and the lock):\n")
+    print("| models | render s | prewarm s | compile+guardrails s | Triton repositories s | render_kubernetes s | "
+          "other render_fleet s | write s | rest s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, f in rows.items():
+        t = {k[len("stage_"):]: v for k, v in f.items() if k.startswith("stage_")}
+        other = t["render_fleet"] - t["render_kubernetes"]
+        rest = t["total"] - t["prewarm_simulations"] - t["compile_with_guardrails"] - t["render_triton_repositories"] \
+            - t["render_fleet"] - t["write_tree"]
+        print(f"| {n:,} | {t['total']:.2f} | {t['prewarm_simulations']:.2f} | {t['compile_with_guardrails']:.2f} | "
+              f"{t['render_triton_repositories']:.2f} | {t['render_kubernetes']:.2f} | {other:.2f} | "
+              f"{t['write_tree']:.2f} | {rest:.2f} |")
 
 
 def print_tables(rows: dict[int, dict[str, float]]) -> None:
@@ -191,6 +243,7 @@ def print_tables(rows: dict[int, dict[str, float]]) -> None:
                    if "preview" in f else "- | - | -")
         print(f"| {n:,} | {f['cli_validate']:.2f} | {f['cli_plan']:.2f} | {f['cli_render']:.2f} | "
               f"{f['cli_render_mib']:.0f} | {preview} |")
+    print_stages(rows)
 
 
 def profile(n: int, work: Path, top: int = 25) -> None:
