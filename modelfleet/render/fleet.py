@@ -61,12 +61,10 @@ def _indented(value: Any, newline: str, out: list[str]) -> None:
             out.append("{}")
             return
         inner = newline + "  "
-        first = True
-        for key in sorted(value):  # TypeError on mixed keys, as json.dumps raises
+        for index, key in enumerate(sorted(value)):  # TypeError on mixed keys, as json.dumps raises
             if type(key) is not str:
                 raise _NotPlain
-            out.append(("{" if first else ",") + inner + _STRING(key) + ": ")
-            first = False
+            out.append(("," if index else "{") + inner + _STRING(key) + ": ")
             _indented(value[key], inner, out)
         out.append(newline + "}")
     elif kind is list:
@@ -74,10 +72,8 @@ def _indented(value: Any, newline: str, out: list[str]) -> None:
             out.append("[]")
             return
         inner = newline + "  "
-        first = True
-        for item in value:
-            out.append(("[" if first else ",") + inner)
-            first = False
+        for index, item in enumerate(value):
+            out.append(("," if index else "[") + inner)
             _indented(item, inner, out)
         out.append(newline + "]")
     elif kind is bool or value is None:

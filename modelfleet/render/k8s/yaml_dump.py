@@ -151,20 +151,26 @@ class _Nodes:
 
 def dump_yaml(documents: list[dict[str, Any]]) -> bytes:
     """One multi-document YAML file: libyaml writes it when its bytes are the Python emitter's."""
-    if _FAST_DUMPER is not None and all(isinstance(d, dict) for d in documents):
-        stream = io.StringIO()
-        dumper = _FAST_DUMPER(stream, sort_keys=True, default_flow_style=False)
-        try:
-            nodes = [_Nodes(dumper).node(d) for d in documents]
-        except _Unlike:
-            pass
-        else:
-            try:
-                dumper.open()
-                for node in nodes:
-                    dumper.serialize(node)
-                dumper.close()
-            finally:
-                dumper.dispose()
-            return stream.getvalue().encode()
-    return yaml.dump_all(documents, Dumper=_PlainDumper, sort_keys=True, default_flow_style=False).encode()
+    fast = _libyaml_text(documents)
+    if fast is None:
+        fast = yaml.dump_all(documents, Dumper=_PlainDumper, sort_keys=True, default_flow_style=False)
+    return fast.encode()
+
+
+def _libyaml_text(documents: list[dict[str, Any]]) -> str | None:
+    """``documents`` written by libyaml, or None where the Python emitter must write them (``emits_alike``)."""
+    if _FAST_DUMPER is None or not all(isinstance(d, dict) for d in documents):
+        return None
+    stream = io.StringIO()
+    dumper = _FAST_DUMPER(stream, sort_keys=True, default_flow_style=False)
+    try:
+        nodes = [_Nodes(dumper).node(d) for d in documents]
+        dumper.open()
+        for node in nodes:
+            dumper.serialize(node)
+        dumper.close()
+    except _Unlike:
+        return None
+    finally:
+        dumper.dispose()
+    return stream.getvalue()
