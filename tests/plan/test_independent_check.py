@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 TOLERANCE = 0.25
 MEASURED = 1500  # as many as the plan simulates, after a tenth as many warm-up requests
-SEED = 987_654_321  # not the plan's (peak.seed_of the model's name)
+SEED = 987_654_321  # not the plan's (peak.seed_of the traffic)
 
 
 def naive_p99_ttft(model: LlmModelSpec, planned, env, catalogue) -> float:

@@ -51,13 +51,14 @@ def demand_of(model: LlmModelSpec, env: EnvironmentSpec) -> Demand:
         ("requests_per_s", sla.peak_requests_per_s)) if value is not None)
     floor = replica_floor(env, sla.availability)
     pinned = 1 if policy.single_replica else model.overrides.replicas
+    traffic = traffic_of(sla)
     return Demand(input_tokens=sla.input_tokens(), output_tokens=sla.output_tokens(),
                   max_prompt_tokens=sla.max_context_tokens - sla.output_tokens(), ttft_ms=sla.p99_ttft_ms,
                   tpot_ms=sla.p99_tpot_ms, load=load, amount=amount, floor=floor, seqs_cap=env.vllm.max_num_seqs_cap,
                   pinned_seqs=model.overrides.max_num_seqs, pinned_replicas=pinned,
                   batched_tokens=model.overrides.max_num_batched_tokens,
                   pinned_by="single replica" if policy.single_replica else "overrides.replicas",
-                  traffic=traffic_of(sla), seed=seed_of(model.name))
+                  traffic=traffic, seed=seed_of(traffic))
 
 
 def replica_bounds(model: LlmModelSpec, env: EnvironmentSpec, desired: int) -> tuple[int, int, int]:

@@ -8,7 +8,8 @@ SLA, at least the availability floor. At each count ``max_num_seqs`` is the clos
 steady TPOT meets the target), else the most the KV cache and the stack allow (more slots, less queueing).
 
 Cost: the search runs on short screening runs (a fifth of the requests, judged on their p99 point estimates); from the fewest replicas that pass the screen, full runs (judged on the p99s' upper bounds)
-gallop up (one more, three more, seven more...) and bisect to the fewest that pass, usually the first. A replica count whose per-replica rate exceeds 1.25 x the closed form's throughput at max_num_seqs is
+gallop up (one more, three more, seven more...) or, when the first passes, down (the count below it is run in
+full too: a screen's p99 is noisy, and may miss where the full run meets), and bisect to the fewest that pass. A replica count whose per-replica rate exceeds 1.25 x the closed form's throughput at max_num_seqs is
 failed without simulating (it is unstable); ``most`` (the most replicas that can still beat the cheapest
 layout verified so far) stops the search once the count it would find is above it, so layouts that cannot win
 are not simulated further; the search's path never depends on it (``Verifier.least_replicas``).
@@ -132,7 +133,10 @@ class Verifier:
         if start < MAX_REPLICAS and self.verify(start).miss is not None and \
                 self.verify(MAX_REPLICAS).miss is not None:
             return None  # the same for the full runs: the most replicas miss, so every count between does
-        found = smallest_passing(start, start, MAX_REPLICAS, lambda r: self.verify(r).miss is None, cut=most)
+        # down to the floor, not to ``start``: a screen's p99 is a point estimate of 300 requests, and one that
+        # misses by noise below ``start`` must not cost a replica the full run would not (galloping down from
+        # ``start`` costs one more full run when the count below fails, as it usually does)
+        found = smallest_passing(start, floor, MAX_REPLICAS, lambda r: self.verify(r).miss is None, cut=most)
         return found if found is not None and found <= most else None
 
     def overloaded(self, replicas: int) -> Verdict:

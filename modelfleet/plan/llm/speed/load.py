@@ -71,7 +71,7 @@ class Demand:
     pinned_by: str = "overrides.replicas"  # what pinned the replicas: the override, or "single replica"
     traffic: Any = None  # peak.Traffic: how requests arrive and how long they are; None: fixed lengths at the
     # means, Poisson at the rate (or a closed loop of ``amount`` users for a sequences load)
-    seed: int = 0  # the simulations' (peak.seed_of the model's name)
+    seed: int = 0  # the simulations' (peak.seed_of the traffic)
 
     @property
     def prompt_cv2(self) -> float:

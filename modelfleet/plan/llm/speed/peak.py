@@ -6,8 +6,9 @@
   as the simulator calls it, its parts memoised once for every simulation of that layout. A step carrying a
   prompt pays vLLM's per-prompt dispatch once (performance.prefill_ms counts it once per prompt).
 - ``simulated``: one (layout, max_num_seqs, max_num_batched_tokens, replicas) simulated with
-  ``SIMULATED_REQUESTS`` measured requests, seeded from the model's name (never Python's ``hash()``), so the
-  same input gives the same plan.
+  ``SIMULATED_REQUESTS`` measured requests, seeded from the traffic itself (``seed_of``; never Python's
+  ``hash()``), so the same input gives the same plan: a model renamed keeps its plan, and models of one traffic
+  share their simulations.
 
 A layout meets the SLA when the upper bound of the p99's 95% interval (simulation.p99_bounds), not the point
 estimate, is within the target, for TTFT and for the per-request TPOT: another run with other seeds then
@@ -17,7 +18,7 @@ lands within the SLA too.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ....spec.models import LlmSlaSpec
@@ -60,9 +61,13 @@ class Traffic:
                         replicas=replicas, ttft_target_ms=ttft_ms, tpot_target_ms=tpot_ms)
 
 
-def seed_of(name: str) -> int:
-    """A simulation seed from a model's name: stable across runs and machines."""
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
+def seed_of(traffic: Traffic) -> int:
+    """A simulation seed from the traffic's description (every field but the trace file's path, whose rows it
+    holds): stable across runs and machines, and independent of the model's name, so two models declaring the
+    same traffic draw the same requests (and share every simulation of the same layout), and a rename changes
+    nothing."""
+    text = repr(replace(traffic, trace_path=None))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
 def step_time_for(speed: Speed) -> StepTimer:
