@@ -7,10 +7,13 @@ entry is the run itself, and the plan is byte-identical whatever the workers did
 searched under other reservations than the compile's own (which places LLMs one after another, each taking
 the reserved nodes the others left), only leaves simulations for the compile to run itself. The lock's kept
 layouts (compiler._locked_precision) are simulated by the compile. Forking needs the ``fork`` start method
-(Linux, macOS); elsewhere, or with one worker or one LLM, this does nothing.
+(Linux, macOS); elsewhere, or with one worker or one LLM, this does nothing. Models that differ only in their
+names search once (``distinct_searches``).
 """
 
 from __future__ import annotations
+
+import json
 
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
@@ -29,6 +32,7 @@ def prewarm_simulations(models: list[tuple[int, LlmModelSpec]], env: Environment
                         workers: int) -> int:
     """Run the layout searches of ``models`` (index in models.yaml, the model as it runs in ``env``) in up to
     ``workers`` forked processes, and keep their simulations in this process's memo: how many were added."""
+    models = distinct_searches(models)
     workers = min(workers, len(models))
     if not can_fork(workers):
         return 0
@@ -42,6 +46,20 @@ def prewarm_simulations(models: list[tuple[int, LlmModelSpec]], env: Environment
 def llms_of(fleet: FleetSpec, env: EnvironmentSpec) -> list[tuple[int, LlmModelSpec]]:
     """The LLMs of ``fleet`` as they run in ``env`` (compiler.models_in), with their models.yaml index."""
     return [(i, m) for i, m in models_in(fleet, env.name) if isinstance(m, LlmModelSpec)]
+
+
+def distinct_searches(models: list[tuple[int, LlmModelSpec]]) -> list[tuple[int, LlmModelSpec]]:
+    """``models`` less those whose search is another's: the same spec under another name (the simulations are
+    seeded from the traffic, not the name, so they would run the same simulations in two workers, each
+    missing the other's memo). The first of each in models.yaml's order is kept."""
+    seen: set[str] = set()
+    kept = []
+    for index, model in models:
+        key = json.dumps(model.model_dump(mode="json", exclude={"name"}), sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            kept.append((index, model))
+    return kept
 
 
 def _search_at(position: int) -> Sent:

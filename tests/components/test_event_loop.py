@@ -26,3 +26,16 @@ def test_a_preview_runs_whatever_event_loop_state_it_finds(left_behind):
         asyncio.set_event_loop(None)
     result = run("dev")
     assert any(r.type == "aws:eks/nodeGroup:NodeGroup" for r in result.resources)
+
+
+def test_a_preview_leaves_the_sdks_stack_walk_as_it_found_it():
+    """The runner skips the SDK's per-resource stack walk while the program runs (runner._no_source_positions)
+    and puts it back after, also when the program fails; resources still register with their parents."""
+    from pulumi.runtime import resource as sdk_resource
+
+    real = sdk_resource._get_stack_trace
+    result = run("dev")
+    assert sdk_resource._get_stack_trace is real and result.error is None
+    assert all(r.parent for r in result.resources if r.type == "aws:eks/nodeGroup:NodeGroup")
+    broken = run("dev", token=None, dry_run=False, expect_error=True)  # a real deploy stops without the token
+    assert sdk_resource._get_stack_trace is real and broken.error

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from modelfleet.errors import CompileError, SpecError
 from modelfleet.plan.compiler import compile_fleet
-from modelfleet.plan.prewarm import llms_of, prewarm_simulations
+from modelfleet.plan.prewarm import distinct_searches, llms_of, prewarm_simulations
 from modelfleet.plan.llm.speed import peak
 from modelfleet.plan.llm.speed.calibration import gpu_for
 from modelfleet.plan.llm.speed.load import Speed
@@ -83,6 +83,22 @@ def test_prewarmed_plans_equal_single_process_plans_on_generated_fleets(catalogu
     finally:
         SIMULATIONS.cache_clear()
         SIMULATIONS.entries.update(saved)
+
+
+def test_models_that_differ_only_in_name_are_searched_once(project, catalogue, cold_memo):
+    """prod's LLMs, each also under a second name: the workers search each spec once (distinct_searches), and
+    the compile of the doubled fleet finds every simulation it needs, the copies' too (their seeds are the
+    traffic's, not the name's). A copy with another SLA is its own search."""
+    fleet, env = project.fleet(), project.environment("prod")
+    llms = llms_of(fleet, env)
+    copies = [m.model_copy(update={"name": f"{m.name}-copy"}) for _, m in llms]
+    doubled = FleetSpec(models=[*fleet.models, *copies])
+    assert distinct_searches(llms_of(doubled, env)) == llms
+    changed = copies[0].model_copy(update={"sla": copies[0].sla.model_copy(update={"p99_ttft_ms": 99_000})})
+    assert distinct_searches([*llms, (len(doubled.models), changed)])[-1][1] is changed
+    added = prewarm_simulations(llms_of(doubled, env), env, catalogue, workers=2)
+    _compiled(doubled, env, catalogue)
+    assert added > 0 and len(cold_memo) == added
 
 
 def test_one_worker_or_one_llm_forks_nothing(project, catalogue, cold_memo):
