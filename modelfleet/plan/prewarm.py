@@ -25,6 +25,7 @@ from .llm.speed.peak import SIMULATIONS, SimulationKey, result_values
 from .llm.speed.simulation import SimulationResult
 
 Found = list[tuple[SimulationKey, SimulationResult | None]]
+SEARCH_IRRELEVANT = frozenset({"name", "artifact", "revision"})  # distinct_searches: which checkpoint, by name
 Sent = list[tuple[SimulationKey, dict[str, float | int] | None]]  # results as peak.result_values
 
 
@@ -49,13 +50,15 @@ def llms_of(fleet: FleetSpec, env: EnvironmentSpec) -> list[tuple[int, LlmModelS
 
 
 def distinct_searches(models: list[tuple[int, LlmModelSpec]]) -> list[tuple[int, LlmModelSpec]]:
-    """``models`` less those whose search is another's: the same spec under another name (the simulations are
-    seeded from the traffic, not the name, so they would run the same simulations in two workers, each
-    missing the other's memo). The first of each in models.yaml's order is kept."""
+    """``models`` less those whose search is another's: the same spec under another name, artifact or revision
+    (which checkpoint, not its shape; the simulations are seeded from the traffic, not the name), which would
+    run the same simulations in two workers, each missing the other's memo. The first of each in models.yaml's
+    order is kept. Were a search to depend on what the key leaves out, the compile would run the simulations it
+    misses itself: the plan is the same either way."""
     seen: set[str] = set()
     kept = []
     for index, model in models:
-        key = json.dumps(model.model_dump(mode="json", exclude={"name"}), sort_keys=True)
+        key = json.dumps(model.model_dump(mode="json", exclude=SEARCH_IRRELEVANT), sort_keys=True)
         if key not in seen:
             seen.add(key)
             kept.append((index, model))

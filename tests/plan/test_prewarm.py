@@ -85,13 +85,13 @@ def test_prewarmed_plans_equal_single_process_plans_on_generated_fleets(catalogu
         SIMULATIONS.entries.update(saved)
 
 
-def test_models_that_differ_only_in_name_are_searched_once(project, catalogue, cold_memo):
-    """prod's LLMs, each also under a second name: the workers search each spec once (distinct_searches), and
+def test_models_that_differ_only_in_name_or_revision_are_searched_once(project, catalogue, cold_memo):
+    """prod's LLMs, each also under a second name and revision: the workers search each spec once (distinct_searches), and
     the compile of the doubled fleet finds every simulation it needs, the copies' too (their seeds are the
     traffic's, not the name's). A copy with another SLA is its own search."""
     fleet, env = project.fleet(), project.environment("prod")
     llms = llms_of(fleet, env)
-    copies = [m.model_copy(update={"name": f"{m.name}-copy"}) for _, m in llms]
+    copies = [m.model_copy(update={"name": f"{m.name}-copy", "revision": "f" * 40}) for _, m in llms]
     doubled = FleetSpec(models=[*fleet.models, *copies])
     assert distinct_searches(llms_of(doubled, env)) == llms
     changed = copies[0].model_copy(update={"sla": copies[0].sla.model_copy(update={"p99_ttft_ms": 99_000})})
