@@ -1,7 +1,7 @@
 """Scale: exactly what `modelfleet validate`, `plan` and `render` do, and the offline preview, for 10 to
 3,000 synthetic models.
 
-Usage: python bench/scale.py [--sizes 10 100 1000 3000] [--preview-up-to 1000] [--profile 1000]
+Usage: python bench/scale.py [--sizes 10 100 1000 3000] [--preview-up-to 1000] [--profile 1000] [--distinct-traffic]
 
 Each size gets a project of its own (synthetic models.yaml beside one stack, ``bench``: the prod stack's
 settings without its budget and policies, which a synthetic fleet of 3,000 models would exceed). In process,
@@ -58,8 +58,9 @@ STACK = "bench"
 MODELFLEET = str(Path(sys.executable).parent / "modelfleet")
 
 
-def bench_project(n: int, parent: Path, cache: Path | None = None) -> Project:
-    """A project of ``n`` synthetic models and the ``bench`` stack, as the Pulumi program expects it."""
+def bench_project(n: int, parent: Path, cache: Path | None = None, distinct_traffic: bool = False) -> Project:
+    """A project of ``n`` synthetic models and the ``bench`` stack, as the Pulumi program expects it
+    (``distinct_traffic``: no two LLMs of one traffic, synthetic.llm)."""
     root = parent / f"fleet-{n}"
     (root / "stacks").mkdir(parents=True)
     config = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]
@@ -67,7 +68,7 @@ def bench_project(n: int, parent: Path, cache: Path | None = None) -> Project:
     (root / "stacks" / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     for name in ("__main__.py", "Pulumi.yaml"):
         shutil.copy(ROOT / name, root / name)
-    (root / "models.yaml").write_text(catalogue_text(n))
+    (root / "models.yaml").write_text(catalogue_text(n, distinct_traffic=distinct_traffic))
     # as the CLI's commands (commands.project_from): the CPUs, and the disk cache when ``cache`` is given
     return Project(root=str(root), workers=cpus(), cache_dir=None if cache is None else str(cache))
 
@@ -131,8 +132,8 @@ def cli(project: Project, *args: str, environ: dict[str, str] | None = None) -> 
     return seconds, usage.ru_maxrss / 1024
 
 
-def row(n: int, work: Path, repeat: int, preview: bool) -> dict[str, float]:
-    project = bench_project(n, work)
+def row(n: int, work: Path, repeat: int, preview: bool, distinct_traffic: bool = False) -> dict[str, float]:
+    project = bench_project(n, work, distinct_traffic=distinct_traffic)
     text = Path(project.models_path).read_text()
     figures: dict[str, float] = {}
     figures["compose"], _ = measure(lambda: yaml.compose(text, Loader=yaml.CSafeLoader), repeat)
@@ -281,6 +282,9 @@ def main() -> int:
     parser.add_argument("--preview-up-to", type=int, default=1000, help="largest size to run the preview at")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="profile render_kubernetes and preview at N models")
+    parser.add_argument("--distinct-traffic", action="store_true",
+                        help="every LLM a traffic of its own, so none shares a simulation (the default fleet's 200 "
+                             "LLMs are 36 specs: see bench/synthetic.py)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="modelfleet-scale-") as tmp:
         if args.profile:
@@ -288,7 +292,8 @@ def main() -> int:
             return 0
         rows = {}
         for n in args.sizes:
-            rows[n] = row(n, Path(tmp), args.repeat, preview=n <= args.preview_up_to)
+            rows[n] = row(n, Path(tmp), args.repeat, preview=n <= args.preview_up_to,
+                          distinct_traffic=args.distinct_traffic)
             print(f"{n:,} models done", file=sys.stderr, flush=True)
         print_tables(rows)
     return 0

@@ -24,19 +24,25 @@ def classic(i: int, rng: random.Random, small: bool = False) -> dict:
                         "compute_ms": rng.choice([2, 5, 10])}}
 
 
-def llm(i: int, rng: random.Random) -> dict:
+def llm(i: int, rng: random.Random, distinct_traffic: bool = False) -> dict:
+    """An LLM of one of 36 specs (6 architectures, 2 contexts, 3 concurrencies) under its own name and revision,
+    so LLMs share their simulations (seeded from the traffic); ``distinct_traffic``: each LLM's closed loop of
+    users also thinks its own i + 1 milliseconds between requests (a load the same to within a fraction of a
+    percent, a traffic of its own), so none shares a simulation: the worst case for the simulations."""
     # Pinned like every model of a stack that requires pins (the bench stack copies prod's requirePins).
     return {"name": f"llm-{i:05d}", "type": "llm", "artifact": "org/model", "revision": hashlib.sha1(f"llm-{i:05d}".encode()).hexdigest(),
             "size": {"dtype": "bf16"},
             "architecture": rng.choice(PRESETS),
             "sla": {"max_context_tokens": rng.choice([4096, 8192]), "peak_concurrent_sequences": rng.choice([4, 16, 32]),
-                    "p99_ttft_ms": 4000}}
+                    "p99_ttft_ms": 4000,
+                    **({"traffic": {"arrivals": "closed", "think_time_s": (i + 1) / 1000}} if distinct_traffic else {})}}
 
 
-def catalogue(n: int, llm_share: float = 0.2, seed: int = 0, small: bool = False) -> dict:
+def catalogue(n: int, llm_share: float = 0.2, seed: int = 0, small: bool = False,
+              distinct_traffic: bool = False) -> dict:
     rng = random.Random(seed)
     n_llm = int(n * llm_share)
-    return {"models": [llm(i, rng) for i in range(n_llm)] + [classic(i, rng, small) for i in range(n - n_llm)]}
+    return {"models": [llm(i, rng, distinct_traffic) for i in range(n_llm)] + [classic(i, rng, small) for i in range(n - n_llm)]}
 
 
 def catalogue_text(n: int, **kwargs) -> str:
