@@ -22,7 +22,7 @@ from .hardware.kubelet import memory_share_gib
 from .capacity.node_groups import size_node_groups
 from .llm.search import LlmCandidate, replica_bounds
 from .llm.precision_choice import choose_precision
-from .llm.explain import architecture_decision
+from .llm.explain import architecture_decision, kept_tpot, kept_ttft
 from .llm.measured import with_measurement
 from .llm.speed.load import Fit
 from .llm.speed.peak import SIMULATION_SOURCE, traffic_of, traffic_plan
@@ -227,14 +227,14 @@ def estimates_of(model: LlmModelSpec, chosen: LlmCandidate) -> LlmEstimatesPlan:
     fit = chosen.fit
     sim = fit.simulation
     return LlmEstimatesPlan(
-        prefill_ms=round(fit.prefill_ms, 1), ttft_p99_ms=round(fit.ttft_p99_ms, 1), tpot_ms=round(fit.tpot_ms, 2),
+        prefill_ms=round(fit.prefill_ms, 1), ttft_p99_ms=kept_ttft(fit.ttft_p99_ms), tpot_ms=round(fit.tpot_ms, 2),
         tpot_at_max_num_seqs_ms=round(fit.tpot_at_max_ms, 2), sequences_per_replica=fit.sequences_per_replica,
         input_tokens=model.sla.input_tokens(), output_tokens=model.sla.output_tokens(),
         output_tokens_per_s_per_replica=round(fit.output_tokens_per_s_per_replica, 1),
         source=f"{SIMULATION_SOURCE}, step times from {chosen.source}",
         traffic=traffic_plan(traffic_of(model.sla), fit.replicas), ttft_p50_ms=round(sim.ttft_p50_ms, 1),
-        ttft_p99_bound_ms=round(sim.ttft_p99_high_ms, 1), tpot_p50_ms=round(sim.tpot_p50_ms, 2),
-        tpot_p99_ms=round(sim.tpot_p99_ms, 2), tpot_p99_bound_ms=round(sim.tpot_p99_high_ms, 2),
+        ttft_p99_bound_ms=kept_ttft(sim.ttft_p99_high_ms), tpot_p50_ms=round(sim.tpot_p50_ms, 2),
+        tpot_p99_ms=kept_tpot(sim.tpot_p99_ms), tpot_p99_bound_ms=kept_tpot(sim.tpot_p99_high_ms),
         itl_p99_ms=round(sim.itl_p99_ms, 2), simulated_requests=sim.simulated_requests,
         closed_form_ttft_p99_ms=fit.closed_form_ttft_p99_ms, simulations=fit.simulations)
 
@@ -284,7 +284,8 @@ def _llm_warnings(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidat
     if not fit.shortfall and (sim.ttft_p99_high_ms > sla.p99_ttft_ms or (
             sla.p99_tpot_ms is not None and sim.tpot_p99_high_ms > sla.p99_tpot_ms)):
         notes.append(f"pinned to {fit.replicas} replica(s) ({fit.binding}), it misses the SLA at peak: simulated p99 "
-                     f"TTFT {fit.ttft_p99_ms:,.0f} ms (sla {sla.p99_ttft_ms:g}), p99 TPOT {sim.tpot_p99_ms:.1f} ms"
+                     f"TTFT {kept_ttft(fit.ttft_p99_ms):,.0f} ms (sla {sla.p99_ttft_ms:g}), p99 TPOT "
+                     f"{kept_tpot(sim.tpot_p99_ms):.1f} ms"
                      + (f" (sla {sla.p99_tpot_ms:g})" if sla.p99_tpot_ms is not None else ""))
     if "output_tokens_per_s_per_sequence" in model.profile.model_fields_set:
         notes.append("profile.output_tokens_per_s_per_sequence no longer sets the decode speed: the planner predicts "

@@ -299,7 +299,7 @@ def test_instance_type_and_sharding_changes_are_explained(tmp_path):
     assert "instance type g6e.xlarge -> g6e.12xlarge" in change.reasons
     assert "tensor parallel 1 -> 2" in change.reasons
     assert any(r.startswith("max_num_seqs ") for r in change.reasons)  # two GPUs decode faster: more sequences
-    assert "replicas 2-4-6 -> 2-2-3 (min-desired-max)" in change.reasons  # and fewer replicas hold the p99 TPOT
+    assert "replicas 2-4-6 -> 2-3-5 (min-desired-max)" in change.reasons  # and fewer replicas hold the p99 TPOT
     assert any("gpu-g6e-xlarge-od (g6e.xlarge, 1.861 USD/h + EBS 16.00 USD/month per node): nodes 2-4-7 -> 0-0-0" in n
                for n in diff.node_groups)
     # its 2 replicas of 2 GPUs leave half of each 4-GPU node idle: the Triton server moves there, free, and

@@ -36,16 +36,28 @@ def decision_for(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate
     return Decision(choice=chosen.label, reason=reason(model, env, chosen), rejected=rejected)
 
 
+def kept_ttft(ms: float) -> float:
+    """A TTFT figure as the plan keeps it (compiler.estimates_of): what every text shows, rounded from that,
+    so the explanation and the estimates never disagree by a double rounding (878.46 -> 878.5 -> 879 beside
+    878.46 -> 878)."""
+    return round(ms, 1)
+
+
+def kept_tpot(ms: float) -> float:
+    """A TPOT figure as the plan keeps it (compiler.estimates_of; kept_ttft)."""
+    return round(ms, 2)
+
+
 def figures(fit: Fit) -> str:
     sim = fit.simulation
-    return (f"simulated p99 TTFT {fit.ttft_p99_ms:,.0f} ms, p99 TPOT {sim.tpot_p99_ms:.1f} ms, max_num_seqs "
-            f"{fit.max_num_seqs}")
+    return (f"simulated p99 TTFT {kept_ttft(fit.ttft_p99_ms):,.0f} ms, p99 TPOT {kept_tpot(sim.tpot_p99_ms):.1f} ms, "
+            f"max_num_seqs {fit.max_num_seqs}")
 
 
-def versus(value: float, bound: float, target: float, digits: str = ",.0f") -> str:
+def versus(value: float, bound: float, target: float, digits: str = ",.0f", judged: float | None = None) -> str:
     """``X ms (95% bound B) <= T ms`` when the bound meets the target, else what misses: never a false
-    comparison."""
-    if bound <= target:
+    comparison. ``judged``: the unrounded bound the SLA was judged on, when ``bound`` is the rounded one shown."""
+    if (bound if judged is None else judged) <= target:
         return f"{value:{digits}} ms (95% bound {bound:{digits}}) <= {target:{digits}} ms"
     return miss_phrase(value, bound, target, digits)
 
@@ -56,8 +68,11 @@ def reason(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate) -> s
         f"{chosen.tp} GPUs of one node" if chosen.pp == 1 else
         f"{chosen.pp} nodes of {chosen.tp} GPUs (no allowed single node serves it)")
     sim = fit.simulation
-    tpot = (f"p99 TPOT {versus(sim.tpot_p99_ms, sim.tpot_p99_high_ms, sla.p99_tpot_ms, '.1f')}"
-            if sla.p99_tpot_ms is not None else f"p99 TPOT {sim.tpot_p99_ms:.1f} ms (no p99_tpot_ms set)")
+    tpot = ("p99 TPOT " + versus(kept_tpot(sim.tpot_p99_ms), kept_tpot(sim.tpot_p99_high_ms), sla.p99_tpot_ms, ".1f",
+                                  judged=sim.tpot_p99_high_ms)
+            if sla.p99_tpot_ms is not None else f"p99 TPOT {kept_tpot(sim.tpot_p99_ms):.1f} ms (no p99_tpot_ms set)")
+    ttft = versus(kept_ttft(fit.ttft_p99_ms), kept_ttft(sim.ttft_p99_high_ms), sla.p99_ttft_ms,
+                  judged=sim.ttft_p99_high_ms)
     meets = "Cheapest layout that meets the SLA at peak" if fit.shortfall is None else (
         "Cheapest layout at the pinned replicas (it misses the SLA)")
     return (f"binding: {binding_text(model, chosen)}. {meets}: "
@@ -65,7 +80,7 @@ def reason(model: LlmModelSpec, env: EnvironmentSpec, chosen: LlmCandidate) -> s
             f"{chosen.source}: one {sla.input_tokens():,}-token prompt prefills in {fit.prefill_ms:,.0f} ms on an idle "
             f"replica; at peak, simulated ({sim.simulated_requests:,} requests of the declared traffic, queueing for a "
             f"slot and behind other prompts included): p99 TTFT "
-            f"{versus(fit.ttft_p99_ms, sim.ttft_p99_high_ms, sla.p99_ttft_ms)}, {tpot}; "
+            f"{ttft}, {tpot}; "
             f"{fit.output_tokens_per_s_per_replica:,.0f} output tokens/s per replica; max_num_seqs {fit.max_num_seqs}: "
             f"{_seqs_text(model, chosen)}; --max-num-batched-tokens {fit.max_num_batched_tokens:,}; "
             f"{chosen.replicas} replica(s) on {chosen.nodes} node(s) = {chosen.usd_per_hour:.2f} USD/h ({priced_as(env, chosen)})")

@@ -65,9 +65,24 @@ def seed_of(traffic: Traffic) -> int:
     """A simulation seed from the traffic's description (every field but the trace file's path, whose rows it
     holds): stable across runs and machines, and independent of the model's name, so two models declaring the
     same traffic draw the same requests (and share every simulation of the same layout), and a rename changes
-    nothing."""
-    text = repr(replace(traffic, trace_path=None))
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    nothing. Floats enter at 9 significant digits: a derived one (a lognormal's cv from its p99) may differ in
+    its last bit between two platforms' maths libraries, which must not draw other requests."""
+    return int.from_bytes(hashlib.sha256(traffic_text(traffic).encode()).digest()[:8], "big")
+
+
+def traffic_text(value: object) -> str:
+    """What ``seed_of`` digests: a Traffic (less its trace file's path) and what it holds, as text, every float
+    at 9 significant digits."""
+    if isinstance(value, Traffic):
+        value = replace(value, trace_path=None)
+    if isinstance(value, float):
+        return format(value, ".9g")
+    if isinstance(value, tuple):
+        return "(" + ",".join(traffic_text(v) for v in value) + ")"
+    fields = getattr(value, "__dataclass_fields__", None)
+    if fields is not None:
+        return type(value).__name__ + "(" + ",".join(f"{f}={traffic_text(getattr(value, f))}" for f in fields) + ")"
+    return repr(value)
 
 
 def step_time_for(speed: Speed) -> StepTimer:
