@@ -8,7 +8,7 @@ searched under other reservations than the compile's own (which places LLMs one 
 the reserved nodes the others left), only leaves simulations for the compile to run itself. The lock's kept
 layouts (compiler._locked_precision) are simulated by the compile. Forking needs the ``fork`` start method
 (Linux, macOS); elsewhere, or with one worker or one LLM, this does nothing. Models that differ only in their
-names search once (``distinct_searches``).
+name, artifact or revision search once (``distinct_searches``).
 """
 
 from __future__ import annotations
