@@ -9,16 +9,29 @@ a C compiler is missing, or MODELFLEET_PURE_PYTHON=1 is set, the same modules ru
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import hashlib
 import sys
 from pathlib import Path
 
 from setuptools import setup
 
 SPEED = Path("modelfleet/plan/llm/speed")
-SIMULATOR = [str(SPEED / f"{name}.py") for name in ("steptime", "replica", "simulation")]  # speed/__init__.py's NATIVE
 STAMP = SPEED / "_native_sources.py"  # the digest of the sources built, that speed/__init__.py checks
+
+
+def _native_sources():
+    """speed/native_sources.py, loaded by its path (the package itself is not importable yet): the modules to
+    compile and their digest, as speed/__init__.py computes it."""
+    spec = importlib.util.spec_from_file_location("_modelfleet_native_sources", SPEED / "native_sources.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NATIVE_SOURCES = _native_sources()
+SIMULATOR = [str(path) for path in NATIVE_SOURCES.source_paths(SPEED)]
 
 
 def native_extensions() -> list:
@@ -42,7 +55,7 @@ def native_extensions() -> list:
         # no fused multiply-adds (GCC fuses across statements where the CPU has them, as arm64 does): each
         # operation rounds as Python's does, so both give the same figures to the bit
         extension.extra_compile_args = [*extension.extra_compile_args, "-ffp-contract=off"]
-    digest = hashlib.sha256(b"".join(Path(source).read_bytes() for source in SIMULATOR)).hexdigest()
+    digest = NATIVE_SOURCES.sources_digest(SPEED)
     STAMP.write_text(f'"""Written by setup.py: the digest of the scheduler simulation\'s sources it compiled."""\n\n'
                      f'DIGEST = "{digest}"\n')
     return extensions

@@ -9,23 +9,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import sys
 import warnings
 from pathlib import Path
 
-NATIVE = ("steptime", "replica", "simulation")  # in import order: simulation imports replica, replica steptime
+from .native_sources import NATIVE
+from .native_sources import sources_digest as _digest_of
+
 _HERE = Path(__file__).parent
 
 
 def sources_digest() -> str:
-    """The SHA-256 of the compiled modules' sources, as setup.py records it at build time."""
-    digest = hashlib.sha256()
-    for name in NATIVE:
-        digest.update((_HERE / f"{name}.py").read_bytes())
-    return digest.hexdigest()
+    """The SHA-256 of the compiled modules' sources, as setup.py records it at build time (native_sources.py)."""
+    return _digest_of(_HERE)
 
 
 def _built_digest() -> str | None:
