@@ -39,3 +39,23 @@ def test_a_preview_leaves_the_sdks_stack_walk_as_it_found_it():
     assert all(r.parent for r in result.resources if r.type == "aws:eks/nodeGroup:NodeGroup")
     broken = run("dev", token=None, dry_run=False, expect_error=True)  # a real deploy stops without the token
     assert sdk_resource._get_stack_trace is real and broken.error
+
+
+def test_kubernetes_objects_are_previewed_whole_but_answered_with_their_identity():
+    """The preview records every Kubernetes object's whole manifest (what `pulumi up` would apply); the mocks
+    answer with its identity only (runner.kubernetes_state: the program reads no output of these objects), and
+    an AWS resource still gets its inputs back with an ARN."""
+    from pulumi.runtime import MockResourceArgs
+
+    from modelfleet.preview.runner import FleetMocks
+
+    result = run("dev")
+    deployments = [r for r in result.resources if r.type == "kubernetes:apps/v1:Deployment"]
+    assert deployments and all(r.inputs["spec"]["template"]["spec"]["containers"] for r in deployments)
+    mocks = FleetMocks("us-east-1")
+    manifest = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x", "namespace": "ml"},
+                "spec": {"replicas": 2}}
+    _, state = mocks.new_resource(MockResourceArgs("kubernetes:apps/v1:Deployment", "x", manifest, custom=True))
+    assert state == {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x", "namespace": "ml"}}
+    _, state = mocks.new_resource(MockResourceArgs("aws:iam/role:Role", "r", {"name": "r"}, custom=True))
+    assert state == {"name": "r", "arn": "arn:aws:iam:us-east-1:123456789012:r"}
