@@ -47,7 +47,8 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 
 def entry() -> NoReturn:
-    """The ``modelfleet`` script and ``python -m modelfleet``: ``main``, then the process ends promptly."""
+    """The installed ``modelfleet`` script: ``main``, then the process ends promptly (``python -m modelfleet``
+    ends as Python does, for the tools that wrap it)."""
     exit_promptly(main())
 
 
@@ -59,11 +60,12 @@ def exit_promptly(code: int) -> NoReturn:
     the Pulumi SDK's outputs): 1.3 s after a 1,000-model preview, which the user waits for and nobody uses. So
     the first two steps run here as Python runs them, the streams are flushed, and ``os._exit`` ends the
     process. Where that cannot be done exactly (not the main thread, a stream that cannot be flushed, a Python
-    without those two functions), the ordinary exit runs instead."""
+    without those two functions) or a tracer or profiler runs (it may act after the program returns), the
+    ordinary exit runs instead."""
     wait_for_threads = getattr(threading, "_shutdown", None)
     run_handlers = getattr(atexit, "_run_exitfuncs", None)
     if (wait_for_threads is None or run_handlers is None or threading.current_thread() is not threading.main_thread()
-            or not _flushed()):
+            or sys.gettrace() is not None or sys.getprofile() is not None or not _flushed()):
         raise SystemExit(code)
     wait_for_threads()
     run_handlers()
