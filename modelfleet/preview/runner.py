@@ -69,17 +69,18 @@ def _logger(result: PreviewResult) -> logging.Logger:
 
 
 KUBERNETES_OBJECTS = "kubernetes:"  # the type tokens of Kubernetes objects (the provider is "pulumi:providers:...")
+IDENTITY = ("apiVersion", "kind", "metadata")
 
 
 def kubernetes_state(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """What the mocks answer for a Kubernetes object: its identity (apiVersion, kind, metadata), not the whole
     object echoed back as the provider's state. The program reads no output of these objects (they are
     dependencies and children, components/kubernetes.py), and the preview shows the inputs each was registered
-    with, so nothing the program or the preview sees changes. What does change: the SDK no longer
-    deserializes, and walks for unknowns, a second copy of every manifest (at 1,000 models, about 8% of the
-    preview). A component that comes to read an object's spec or status would see it unknown here, as a preview
-    with the real provider shows a created object's status."""
-    return {key: inputs[key] for key in ("apiVersion", "kind", "metadata") if key in inputs}
+    with (RecordingMonitor), so nothing the program or the preview sees changes. What does change: the SDK no
+    longer deserializes every manifest for the mocks, nor a second copy of it as outputs, nor walks it for
+    unknowns (at 1,000 models, about 10% of the preview). A component that comes to read an object's spec or
+    status would see it unknown here, as a preview with the real provider shows a created object's status."""
+    return {key: inputs[key] for key in IDENTITY if key in inputs}
 
 
 class FleetMocks(pulumi.runtime.Mocks):
@@ -136,13 +137,26 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
         self.result = result
 
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
+        # the mocks see a Kubernetes object's identity only (kubernetes_state); the record keeps it whole
+        response = super().RegisterResource(_identity_only(request) if request.type.startswith(KUBERNETES_OBJECTS)
+                                            else request)
         inputs = _whole(json_format.MessageToDict(request.object)) if request.object else {}
         self.result.resources.append(Recorded(
             request.type, request.name, response.urn, request.parent, inputs, bool(request.protect),
             tuple(request.ignoreChanges), tuple(json_format.MessageToDict(a.spec) for a in request.aliases),
             tuple(request.dependencies), bool(request.custom), bool(getattr(request, "retainOnDelete", False))))
         return response
+
+
+def _identity_only(request: Any) -> Any:
+    """A copy of a registration whose object holds only the IDENTITY fields."""
+    trimmed = type(request)()
+    trimmed.CopyFrom(request)
+    trimmed.object.Clear()
+    for key in IDENTITY:
+        if key in request.object.fields:
+            trimmed.object.fields[key].CopyFrom(request.object.fields[key])
+    return trimmed
 
 
 def _whole(value: Any) -> Any:
