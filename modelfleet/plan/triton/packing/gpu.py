@@ -350,8 +350,8 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
     apart = {id(u) for u in alone}
     shared = [u for u in units if id(u) not in apart]
     groups = [(u, triton_server_name(pool, u[0].name)) for u in alone]
-    held = placed + [s for s in (packed_server(g, sizings, asks, env, instance, n) for g, n in groups)
-                     if isinstance(s, PackedServer)]
+    own = [packed_server(g, sizings, asks, env, instance, n) for g, n in groups]  # the servers of one unit each
+    held = placed + [s for s in own if isinstance(s, PackedServer)]
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in held),
                           max([in_use[1]] + [s.min_replicas for s in held if s.spread_zones]),
                           1 if env.replicas.single_replica else math.inf)
@@ -362,7 +362,7 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
         anchor = min(names, key=lambda n: asks.rank[n])
         groups.append(([by_name[n] for n in names], triton_server_name(pool) if index == 0 else
                        triton_server_name(pool, anchor)))
-    servers = [packed_server(members, sizings, asks, env, instance, name) for members, name in groups]
+    servers = own + [packed_server(members, sizings, asks, env, instance, name) for members, name in groups[len(own):]]
     rejected = next((s for s in servers if isinstance(s, Rejection)), None)
     return rejected or servers  # type: ignore[return-value]
 
