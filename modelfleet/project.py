@@ -90,10 +90,12 @@ class Project:
         """Compile one stack and enforce its policies and budget; errors are located at their lines."""
         return self.plan_and_cost(stack)[0]
 
-    def plan_and_cost(self, stack: str, locked: bool = True) -> tuple[FleetPlan, FleetCost]:
+    def plan_and_cost(self, stack: str, locked: bool = True,
+                      source: FleetSource | None = None) -> tuple[FleetPlan, FleetCost]:
         """:meth:`plan` and what it costs (for ``plan --json`` and ``render``); ``locked=False`` ignores the
-        placement lock (the global optimum: ``plan --repack``)."""
-        fleet, doc = self.fleet_source()
+        placement lock (the global optimum: ``plan --repack``). ``source``: models.yaml as the caller has
+        already loaded it (:meth:`fleet_source`), so a command that needs it again does not parse it twice."""
+        fleet, doc = source or self.fleet_source()
         env = self.environment(stack)
         try:
             with self._simulations(fleet, env):
@@ -101,11 +103,12 @@ class Project:
         except CompileError as exc:
             raise self._locate(exc, doc, stack) from None
 
-    def rendered(self, stack: str, dashboards: DashboardBuilder | None = None) -> tuple[FleetPlan, dict[str, bytes]]:
+    def rendered(self, stack: str, dashboards: DashboardBuilder | None = None,
+                 source: FleetSource | None = None) -> tuple[FleetPlan, dict[str, bytes]]:
         """The plan and every artifact of ``render``: plan.json with costs, Triton repositories, vLLM
         settings and the Kubernetes manifests that ``pulumi up`` applies (alert rules included; dashboards
-        with a ``dashboards`` builder: modelfleet.grafana)."""
-        plan, cost = self.plan_and_cost(stack)
+        with a ``dashboards`` builder: modelfleet.grafana). ``source``: as for :meth:`plan_and_cost`."""
+        plan, cost = self.plan_and_cost(stack, source=source)
         env = self.environment(stack)
         repositories = render_triton_repositories(plan)  # once: plan.json's tree and the manifests both carry them
         kubernetes = functools.partial(render_kubernetes, deploy=env.deploy, docs_url=env.observability.docs_url,

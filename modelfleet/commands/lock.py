@@ -12,12 +12,14 @@ from ..plan.lock import lock_of
 from ..plan.types import FleetPlan
 from ..project import Project
 from ..render.outputs import write_file
+from ..spec.models import FleetSpec
 from ..spec.lock import dump_lock, load_lock, with_stack
 
 
-def write_stack_lock(project: Project, stack: str, plan: FleetPlan) -> str:
-    """Record ``plan``'s placement as ``stack``'s section of the lock beside models.yaml; its path."""
-    specs = {m.name: m for _, m in models_in(project.fleet(), stack)}
+def write_stack_lock(project: Project, stack: str, plan: FleetPlan, fleet: FleetSpec) -> str:
+    """Record ``plan``'s placement as ``stack``'s section of the lock beside models.yaml; its path (``fleet``:
+    models.yaml as the plan was compiled from it)."""
+    specs = {m.name: m for _, m in models_in(fleet, stack)}
     lock = with_stack(load_lock(project.models_path), stack, lock_of(plan, specs))
     write_file(project.lock_path, dump_lock(lock))
     return project.lock_path

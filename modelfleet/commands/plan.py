@@ -34,13 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     project = project_from(args)
-    plan, cost = project.plan_and_cost(args.stack, locked=not args.repack)
+    source = project.fleet_source()
+    plan, cost = project.plan_and_cost(args.stack, locked=not args.repack, source=source)
     if args.repack:
-        print(repack_line(project, args.stack, cost), file=sys.stderr)
+        print(repack_line(project, args.stack, cost, source), file=sys.stderr)
     names = _selected(plan, args.model)
     alternatives = ()
     if names is not None or len(plan.models) <= ALTERNATIVES_FOR_UP_TO:
-        alternatives = find_alternatives(project.fleet(), project.environment(args.stack), project.catalogue(), names,
+        alternatives = find_alternatives(source[0], project.environment(args.stack), project.catalogue(), names,
                                          workers=project.workers)
     else:
         print(f"note: cheaper alternatives are named for fleets of up to {ALTERNATIVES_FOR_UP_TO} models; "
@@ -55,16 +56,18 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_plan(plan, alternatives))
     print_warnings(plan)
     if args.write_lock:
-        full, _ = (plan, cost) if names is None else project.plan_and_cost(args.stack, locked=not args.repack)
-        print(f"wrote {write_stack_lock(project, args.stack, full)}", file=sys.stderr)
+        full, _ = (plan, cost) if names is None else project.plan_and_cost(args.stack, locked=not args.repack,
+                                                                           source=source)
+        print(f"wrote {write_stack_lock(project, args.stack, full, source[0])}", file=sys.stderr)
     return 0
 
 
-def repack_line(project, stack: str, optimal) -> str:
-    """What the global optimum saves against the locked placement, a month at desired replicas."""
+def repack_line(project, stack: str, optimal, source=None) -> str:
+    """What the global optimum saves against the locked placement, a month at desired replicas (``source``:
+    models.yaml as already loaded)."""
     if project.lock(stack) is None:
         return f"repack: {stack} has no placement lock: this plan is the global optimum already"
-    _, locked = project.plan_and_cost(stack)
+    _, locked = project.plan_and_cost(stack, source=source)
     figures = repack_saving(locked, optimal)
     if figures is None:
         return "repack: a price is unknown, so the saving is not priced"

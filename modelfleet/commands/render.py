@@ -22,11 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     project = project_from(args)
-    plan, files = project.rendered(args.stack, dashboards=dashboard_builder())
+    source = project.fleet_source()
+    plan, files = project.rendered(args.stack, dashboards=dashboard_builder(), source=source)
     keep = {project.root: "the project directory", project.models_path: "the catalogue",
             project.stacks_dir: "the stacks directory", **({project.prices_file: "the price table"} if project.prices_file else {})}
     write_tree(files, args.out, keep=keep | {project.lock_path: "the placement lock"})
-    write_stack_lock(project, args.stack, plan)
+    write_stack_lock(project, args.stack, plan, source[0])
     print_warnings(plan)
     print(f"wrote {len(files)} files to {args.out}")
     return 0
