@@ -83,14 +83,15 @@ def _validate(args: argparse.Namespace, hub: Callable[[FleetSpec], int]) -> int:
     project = project_from(args)
     stacks = project.stacks()
     try:
-        fleet = project.fleet()
+        source = project.fleet_source()  # parsed once, for every stack
     except ModelfleetError as exc:
         return _report({i: () for i in exc.issues}, f"no stack was compiled ({', '.join(stacks)}): "
                                                        f"{project.models_path} must be valid first")
+    fleet = source[0]
     found: dict[Issue, list[str]] = {}
     for stack in stacks:
         try:
-            project.plan(stack)
+            project.plan_and_cost(stack, source=source)
         except ModelfleetError as exc:
             for issue in exc.issues:
                 found.setdefault(issue, []).append(stack)
