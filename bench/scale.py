@@ -52,7 +52,7 @@ from modelfleet.commands import cpus  # noqa: E402
 from modelfleet.commands.plan import format_plan  # noqa: E402
 from modelfleet.project import Project  # noqa: E402
 from modelfleet.render.fleet import write_tree  # noqa: E402
-from modelfleet.render.k8s import render_kubernetes  # noqa: E402
+from modelfleet.render.manifests import render_kubernetes  # noqa: E402
 
 STACK = "bench"
 MODELFLEET = str(Path(sys.executable).parent / "modelfleet")

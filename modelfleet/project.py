@@ -18,7 +18,7 @@ from .plan.hardware.instances import InstanceCatalogue, load_instance_catalogue
 from .plan.prewarm import llms_of, prewarm_simulations
 from .plan.types import FleetPlan
 from .render.fleet import render_fleet, render_triton_repositories
-from .render.k8s import render_fleet_manifests, render_kubernetes
+from .render.manifests import render_fleet_manifests, render_kubernetes
 from .render.observability import DashboardBuilder
 from .simcache import simulation_cache
 from .spec.environment import EnvironmentSpec, list_stacks, load_environment, parse_environment, stack_path

@@ -12,7 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelfleet.render.k8s import dump_yaml, render_fleet_manifests, yaml_dump
+from modelfleet.render.k8s import dump_yaml, yaml_dump
+from modelfleet.render.manifests import render_fleet_manifests
 from tests.conftest import STACKS
 
 pytestmark = pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml: one emitter only")

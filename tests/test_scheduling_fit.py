@@ -14,7 +14,7 @@ from modelfleet.errors import CompileError
 from modelfleet.plan.compiler import compile_fleet
 from modelfleet.plan.hardware.kubelet import allocatable, ephemeral_allocatable_gib, kube_reserved_cpu_millis, max_pods
 from modelfleet.plan.types import FleetPlan
-from modelfleet.render.k8s import render_fleet_manifests
+from modelfleet.render.manifests import render_fleet_manifests
 from modelfleet.spec.environment import DeploySettings, EnvironmentSpec
 from modelfleet.spec.models import FleetSpec, LlmModelSpec
 from tests.conftest import STACKS, update_golden

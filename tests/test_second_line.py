@@ -8,7 +8,8 @@ import pytest
 
 from modelfleet.deploy import Deployment, compile_deploy_plan
 from modelfleet.errors import CompileError
-from modelfleet.render.k8s import render_fleet_manifests, vllm_models
+from modelfleet.render.k8s import vllm_models
+from modelfleet.render.manifests import render_fleet_manifests
 from tests.hardening.adversarial_names import stack_config
 
 

@@ -15,7 +15,7 @@ from modelfleet.cost.report import render_cost_json, render_cost_markdown, rende
 from modelfleet.errors import SpecError
 from modelfleet.plan.teams import TEAM_LABEL, team_label
 from modelfleet.project import Project
-from modelfleet.render.k8s import render_fleet_manifests
+from modelfleet.render.manifests import render_fleet_manifests
 from modelfleet.spec.load import parse_fleet_text
 from modelfleet.commands.cost import _view
 from modelfleet.commands.cost_sources import price_stack, read_head

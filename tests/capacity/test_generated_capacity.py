@@ -24,7 +24,7 @@ from modelfleet.plan.compiler import compile_fleet
 from modelfleet.plan.hardware.node_price import HOURS_PER_MONTH, ranking_usd_per_hour
 from modelfleet.plan.types import VllmModelPlan
 from modelfleet.render.fleet import render_fleet
-from modelfleet.render.k8s import render_fleet_manifests
+from modelfleet.render.manifests import render_fleet_manifests
 from modelfleet.spec.models import FleetSpec
 from tests.cost.fleets import ENVIRONMENTS, capacity_environments, fleets, summary, with_capacity
 from tests.hardening.judges import crd_errors

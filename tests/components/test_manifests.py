@@ -13,11 +13,11 @@ from modelfleet.plan.serving.engine_args import MODEL_REPOSITORY_DIR, startup_bu
 from modelfleet.render.fleet import render_triton_repositories
 from modelfleet.render.k8s import (
     CLUSTER,
-    render_fleet_manifests,
     render_triton_manifests,
     repository_objects,
     vllm_models,
 )
+from modelfleet.render.manifests import render_fleet_manifests
 from modelfleet.render.k8s.triton import REPOSITORY_DIGEST, shm_bytes
 from tests.components.mocked import k8s_objects
 from tests.conftest import STACKS

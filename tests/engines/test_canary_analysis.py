@@ -25,7 +25,7 @@ httpclient = engine_import("triton", "tritonclient.http")
 
 from tritonclient.utils import InferenceServerException  # noqa: E402
 from modelfleet.render.analysis import CANARY_HASH  # noqa: E402
-from modelfleet.render.k8s import render_fleet_manifests  # noqa: E402
+from modelfleet.render.manifests import render_fleet_manifests  # noqa: E402
 from tests.observability.prometheus_server import LocalPrometheus, ScrapeTarget  # noqa: E402
 
 pytestmark = pytest.mark.engine

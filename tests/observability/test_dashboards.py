@@ -8,7 +8,8 @@ import json
 import pytest
 import yaml
 
-from modelfleet.render.k8s import render_fleet_manifests, vllm_models
+from modelfleet.render.k8s import vllm_models
+from modelfleet.render.manifests import render_fleet_manifests
 from modelfleet.render.observability import DASHBOARD_LABEL, FOLDER_ANNOTATION, fleet_dashboard, workload_dashboard
 from tests.conftest import STACKS
 from tests.observability import promtool

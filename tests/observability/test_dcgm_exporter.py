@@ -17,7 +17,8 @@ import yaml
 from modelfleet.commands.doctor import stack_objects
 from modelfleet.deploy.node_groups import GPU_TAINT
 from modelfleet.deploy.prerequisites import Probe, required_prerequisites
-from modelfleet.render.k8s import CLUSTER, render_fleet_manifests
+from modelfleet.render.k8s import CLUSTER
+from modelfleet.render.manifests import render_fleet_manifests
 from modelfleet.render.k8s import common as c
 from modelfleet.render.k8s.dcgm_exporter import DCGM_EXPORTER, render_dcgm_exporter
 from modelfleet.render.observability import gpu_metrics
