@@ -25,7 +25,7 @@ from .issues import issues_from_validation
 from .llm_options import IMAGE
 from .pipelines import DNS_LABEL
 from .rollout import RolloutSpec
-from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, config_values, family_issues, region_problem
+from .stack_keys import CONFIG_NAMESPACE, REGION_PATTERN, Settings, config_values, family_issues, region_problem
 from .values import FieldProblem, bucket_problem, lists_as_tuples, quantity
 from .yaml_source import Document, load_yaml
 
@@ -471,6 +471,9 @@ def list_stacks(stacks_dir: str) -> tuple[str, ...]:
                         if n.startswith("Pulumi.") and n.endswith(".yaml")))
 
 
+SETTINGS = Settings.of(EnvironmentSpec.model_fields)  # what a stack file may set (stack_keys.py)
+
+
 def parse_environment(stack: str, config: dict[str, Any], doc: Document | None = None, *,
                       families: Iterable[str]) -> EnvironmentSpec:
     """Validate the ``modelfleet:*`` keys (plus ``aws:region``) of one stack's config; every problem at once.
@@ -479,7 +482,7 @@ def parse_environment(stack: str, config: dict[str, Any], doc: Document | None =
     catalogue: the caller reads it, so that this stage imports nothing of the later ones). Without
     ``doc``, ``config`` is what Pulumi hands the program: top-level scalars as strings (stack_keys.config_values)."""
     source = doc or Document(f"stack {stack}", None)
-    values, issues = config_values(stack, config, source, typed=doc is not None)
+    values, issues = config_values(stack, config, source, SETTINGS, typed=doc is not None)
     issues += family_issues(values, families, source)
     try:
         env = EnvironmentSpec.model_validate(values)

@@ -10,10 +10,10 @@ then say "unknown" (cost.py), they are never guessed.
 from __future__ import annotations
 
 import difflib
-import functools
 import re
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Issue
@@ -51,7 +51,33 @@ def region_problem(region: str) -> tuple[str, str] | None:
     return f"{region!r} is not an AWS region", fix
 
 
-def config_values(stack: str, config: dict[str, Any], source: Document,
+@dataclass(frozen=True)
+class Settings:
+    """What a stack may set, from the settings model's fields (spec/environment.py builds it from
+    ``EnvironmentSpec.model_fields`` and passes it in: this module is imported by that one, never the reverse).
+    ``keys``: as written in a stack file (camelCase aliases), sorted; ``names``: the snake_case names, accepted
+    too; ``kinds``: the types a setting's annotation allows, to read Pulumi's strings back."""
+
+    keys: tuple[str, ...]
+    names: frozenset[str]
+    kinds: Mapping[str, frozenset[Any]]
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> Settings:
+        """From a pydantic model's ``model_fields`` (name -> FieldInfo with ``alias`` and ``annotation``)."""
+        settable = {name: field for name, field in fields.items() if name not in DERIVED_KEYS}
+        kinds: dict[str, frozenset[Any]] = {}
+        for name, field in settable.items():
+            kind = frozenset({field.annotation, *typing.get_args(field.annotation)})
+            kinds[name] = kind
+            kinds.setdefault(field.alias or name, kind)
+        return cls(tuple(sorted(f.alias or n for n, f in settable.items())), frozenset(settable), kinds)
+
+    def __contains__(self, short: str) -> bool:
+        return short in self.keys or short in self.names
+
+
+def config_values(stack: str, config: dict[str, Any], source: Document, settings: Settings,
                   typed: bool = True) -> tuple[dict[str, Any], list[Issue]]:
     """The settings (``modelfleet:*`` without the namespace, ``aws:region`` as ``region``) and the keys
     that cannot be read as settings.
@@ -68,19 +94,19 @@ def config_values(stack: str, config: dict[str, Any], source: Document,
         elif namespace == CONFIG_NAMESPACE and short in DERIVED_KEYS:
             issues.append(source.issue(("config", key), "modelfleet does not read this key", DERIVED_KEYS[short]))
         elif namespace == CONFIG_NAMESPACE and short not in PROGRAM_KEYS:
-            if short in setting_keys() or short in _field_names():
-                values[short] = value if typed else _from_pulumi_string(short, value)
+            if short in settings:
+                values[short] = value if typed else _from_pulumi_string(settings.kinds.get(short, frozenset()), value)
             else:
-                issues.append(source.issue(("config", key), "unknown setting", _closest_setting(short)))
+                issues.append(source.issue(("config", key), "unknown setting", _closest_setting(short, settings)))
         elif not colon or _near(namespace, CONFIG_NAMESPACE):
-            issues.append(_misplaced(source, str(key), short if colon else namespace))
+            issues.append(_misplaced(source, str(key), short if colon else namespace, settings))
     return values, issues
 
 
-def _misplaced(source: Document, key: str, short: str) -> Issue:
+def _misplaced(source: Document, key: str, short: str, settings: Settings) -> Issue:
     """A key without a namespace, or with one a typo away from ``modelfleet``."""
     message = "a config key needs a namespace" if ":" not in key else "unknown namespace"
-    name = short if short in setting_keys() or short in PROGRAM_KEYS else None
+    name = short if short in settings.keys or short in PROGRAM_KEYS else None
     fix = f"write `{CONFIG_NAMESPACE}:{name}`" if name else f"write `{CONFIG_NAMESPACE}:<setting>` or `<provider>:<key>`"
     return source.issue(("config", key), message, fix)
 
@@ -89,29 +115,15 @@ def _near(namespace: str, expected: str) -> bool:
     return namespace != expected and difflib.SequenceMatcher(None, namespace, expected).ratio() >= 0.8
 
 
-def _closest_setting(short: str) -> str:
-    close = difflib.get_close_matches(short, setting_keys(), n=1, cutoff=0.6)
+def _closest_setting(short: str, settings: Settings) -> str:
+    close = difflib.get_close_matches(short, settings.keys, n=1, cutoff=0.6)
     if close:
         return f"did you mean `{CONFIG_NAMESPACE}:{close[0]}`?"
-    return f"the settings are {', '.join(f'{CONFIG_NAMESPACE}:{k}' for k in setting_keys())}"
+    return f"the settings are {', '.join(f'{CONFIG_NAMESPACE}:{k}' for k in settings.keys)}"
 
 
-@functools.lru_cache(maxsize=None)
-def setting_keys() -> tuple[str, ...]:
-    """The ``modelfleet:`` keys a stack file may set (camelCase, as written)."""
-    from .environment import EnvironmentSpec  # the settings model imports this module
-
-    fields = EnvironmentSpec.model_fields
-    return tuple(sorted(f.alias or n for n, f in fields.items() if n not in DERIVED_KEYS))
-
-
-def _from_pulumi_string(key: str, value: Any) -> Any:
+def _from_pulumi_string(kinds: frozenset[Any], value: Any) -> Any:
     """``"2"`` for an int setting is 2, ``"true"`` for a bool one is True; anything else is left as it is."""
-    from .environment import EnvironmentSpec
-
-    field = EnvironmentSpec.model_fields.get(key) or next(
-        (f for f in EnvironmentSpec.model_fields.values() if f.alias == key), None)
-    kinds = {a for a in (field.annotation, *typing.get_args(field.annotation))} if field else set()
     if not isinstance(value, str):
         return value
     if bool in kinds and value in ("true", "false"):
@@ -121,14 +133,6 @@ def _from_pulumi_string(key: str, value: Any) -> Any:
     if float in kinds and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", value):
         return float(value)
     return value
-
-
-@functools.lru_cache(maxsize=None)
-def _field_names() -> frozenset[str]:
-    """The settings' snake_case names, accepted too (the models are populated by name as well)."""
-    from .environment import EnvironmentSpec
-
-    return frozenset(n for n in EnvironmentSpec.model_fields if n not in DERIVED_KEYS)
 
 
 def family_issues(values: dict[str, Any], known: Iterable[str], source: Document) -> list[Issue]:
