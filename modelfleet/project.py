@@ -113,7 +113,7 @@ class Project:
         repositories = render_triton_repositories(plan)  # once: plan.json's tree and the manifests both carry them
         kubernetes = functools.partial(render_kubernetes, deploy=env.deploy, docs_url=env.observability.docs_url,
                                        dashboards=dashboards, cost=cost, repositories=repositories,
-                                       dcgm_exporter=env.cluster.create)
+                                       dcgm_exporter=env.cluster.create, workers=self.workers)
         return plan, render_fleet(plan, extra=(kubernetes,), cost=cost, repositories=repositories)
 
     def environment_path(self, stack: str) -> str:
