@@ -68,14 +68,17 @@ def _logger(result: PreviewResult) -> logging.Logger:
     return logger
 
 
-KUBERNETES_OBJECTS = "kubernetes:"  # the type tokens of Kubernetes objects (the provider is "pulumi:providers:...")
+# The type tokens of the kubernetes provider's resources: objects, the HF token's Secret, the prerequisites' Helm
+# releases (the provider itself is "pulumi:providers:kubernetes")
+KUBERNETES_OBJECTS = "kubernetes:"
 IDENTITY = ("apiVersion", "kind", "metadata")
 
 
 def kubernetes_state(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """What the mocks answer for a Kubernetes object: its identity (apiVersion, kind, metadata), not the whole
-    object echoed back as the provider's state. The program reads no output of these objects (they are
-    dependencies and children, components/kubernetes.py), and the preview shows the inputs each was registered
+    """What the mocks answer for a Kubernetes object (or a Helm release): its identity (apiVersion, kind,
+    metadata; a release has none), not the whole object echoed back as the provider's state. The program reads
+    no output of these resources (they are dependencies and children: components/kubernetes.py, prerequisites.py,
+    vllm_deployment.py's Secret), and the preview shows the inputs each was registered
     with (RecordingMonitor), so nothing the program or the preview sees changes. What does change: the SDK no
     longer deserializes every manifest for the mocks, nor a second copy of it as outputs, nor walks it for
     unknowns (at 1,000 models, about 10% of the preview). A component that comes to read an object's spec or
