@@ -317,8 +317,8 @@ def safe_dump(data: Any, **options: Any) -> str:
     """``data`` as YAML that :func:`parse_yaml` reads back as ``data``: ``yaml.safe_dump`` with the strings a
     YAML 1.2 reader takes for numbers quoted (a lock's digest ``573431241e710825`` is a string, not 10^710825).
     libyaml emits it where it writes the Python emitter's bytes (``one_line_data``: a 1,000-model lock in
-    0.04 s instead of 0.18), the Python emitter elsewhere (a scalar document, too: it ends with ``...`` there), so the
-    text never depends on which one ran."""
+    0.04 s instead of 0.18), the Python emitter elsewhere (a scalar document, too: it ends with ``...``
+    there), so the text never depends on which one ran."""
     fast = getattr(yaml, "__with_libyaml__", False) and isinstance(data, dict) and one_line_data(data)
     return yaml.dump(data, Dumper=_CDumper if fast else _Dumper, **options)
 
