@@ -323,20 +323,30 @@ def safe_dump(data: Any, **options: Any) -> str:
     return yaml.dump(data, Dumper=_CDumper if fast else _Dumper, **options)
 
 
-SIMPLE_KEY_LIMIT = 128  # PyYAML writes a key this long or longer as "? key"; libyaml only from 129 characters
+# PyYAML writes a key of 128 characters or more, or an empty one, as "? key"; libyaml only from 129 characters.
+SIMPLE_KEY_LIMIT = 128
+
+
+def one_line(text: str) -> bool:
+    """Printable ASCII on one line: a string (a key, a value) both of PyYAML's emitters write the same."""
+    return text.isascii() and text.isprintable()
+
+
+def simple_key(key: Any) -> bool:
+    """A mapping key both emitters write the same: a one-line string of 1 to 127 characters."""
+    return type(key) is str and 0 < len(key) < SIMPLE_KEY_LIMIT and one_line(key)
 
 
 def one_line_data(data: Any) -> bool:
-    """Data both of PyYAML's emitters write byte for byte alike: mappings with string keys of 1 to 127
-    characters, lists, strings of printable ASCII on one line, integers, booleans and nulls. (They differ
-    in how they fold long double-quoted escapes, which such strings never need, and in where a key
-    becomes ``? key``; render/k8s/yaml_dump.py admits more, for the manifests.)"""
+    """Data both of PyYAML's emitters write byte for byte alike: mappings with ``simple_key`` keys, lists,
+    ``one_line`` strings, integers, booleans and nulls. (They differ in how they fold long double-quoted
+    escapes, which such strings never need, and in where a key becomes ``? key``; render/k8s/yaml_dump.py
+    admits more, for the manifests.)"""
     kind = type(data)
     if kind is str:
-        return data.isascii() and data.isprintable()
+        return one_line(data)
     if kind is dict:
-        return all(type(key) is str and 0 < len(key) < SIMPLE_KEY_LIMIT and key.isascii() and key.isprintable()
-                   and one_line_data(value) for key, value in data.items())
+        return all(simple_key(key) and one_line_data(value) for key, value in data.items())
     if kind is list:
         return all(one_line_data(item) for item in data)
     return data is None or kind in (bool, int)

@@ -23,8 +23,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-# PyYAML writes a key of 128 characters or more, or an empty one, as "? key"; libyaml only from 129 characters.
-SIMPLE_KEY_LIMIT = 128
+from ...spec.yaml_source import simple_key
 
 
 def _literal(text: str) -> bool:
@@ -82,11 +81,6 @@ def _libyaml_dumper() -> type | None:
 _FAST_DUMPER = _libyaml_dumper()
 
 
-def _one_line(text: str) -> bool:
-    """Printable ASCII on one line: a key both emitters write the same."""
-    return text.isascii() and text.isprintable()
-
-
 def _quotable(text: str) -> bool:
     """Printable ASCII lines with no space beside a line break: written plain or single-quoted, never as an
     escaped double-quoted string (init containers' shell scripts are such text)."""
@@ -99,7 +93,7 @@ def emits_alike(node: Any) -> bool:
     if isinstance(node, str):
         return _quotable(node) or _literal(node)
     if isinstance(node, dict):
-        return all(isinstance(key, str) and 0 < len(key) < SIMPLE_KEY_LIMIT and _one_line(key) and emits_alike(value)
+        return all(simple_key(key) and emits_alike(value)
                    for key, value in node.items())
     if isinstance(node, list):
         return all(emits_alike(item) for item in node)
@@ -132,7 +126,7 @@ class _Nodes:
         if kind is dict:
             pairs = []
             for key, value in sorted(data.items()):
-                if type(key) is not str or not 0 < len(key) < SIMPLE_KEY_LIMIT or not _one_line(key):
+                if not simple_key(key):
                     raise _Unlike
                 pairs.append((ScalarNode(_STR, key), self.node(value)))
             return MappingNode(_MAP, pairs, flow_style=False)
