@@ -17,9 +17,11 @@ from .built_for import built_for_issues, image_for, tensorrt_of
 from ..serving.engine_args import server_observability, triton_server_args
 from ..hardware.instances import InstanceCatalogue
 from ..names import node_group_name
+from ..rejection import Rejection
 from .cpu_classic import compile_cpu
 from .devices import choose_devices
-from .packing.gpu import PYTHON_SHM_BYTES, ClassicPlacement, gpu_placements, on_demand_base_nodes, pack_on
+from .packing.choice import Unpacked, gpu_placements
+from .packing.gpu import PYTHON_SHM_BYTES, ClassicPlacement, on_demand_base_nodes, pack_on
 from .packing.locked import locked_gpu_placements
 from ..lock import pinned_device
 from .pipelines import binding_pipelines, budget_decision, pipeline_plan, size_on, step_decision
@@ -31,6 +33,9 @@ from .model import Where, triton_model_plan
 from .policy import EXECUTIONS_IN_WORST_CASE, check_budget, within_budget
 from ..types import Alternative, Decision, PipelinePlan, TritonModelPlan, TritonServerPlan, Warning_
 
+# The next cheapest instance types a GPU decision prices exactly (the plan's text lists as many); the others
+# it prices by a lower bound, unpacked (packing/choice.py).
+PRICED_ALTERNATIVES = 4
 Indexed = tuple[int, ClassicModelSpec]
 IndexedPipeline = tuple[int, PipelineSpec]
 
@@ -61,7 +66,9 @@ def _choice(chosen: ClassicPlacement, fits: list[ClassicPlacement], results: lis
                + _idle_room(chosen),
         rejected=tuple(Alternative(option=r.instance.name, reason=f"costs {r.usd_per_hour:.2f} USD/h on {r.nodes[1]} node(s)"
                                    + _idle_room(r), usd_per_hour=round(r.usd_per_hour, 4)) for r in fits[1:])
-        + tuple(Alternative(option=r.option, reason=r.reason) for r in results if not isinstance(r, ClassicPlacement)))
+        + tuple(Alternative(option=r.option, reason=r.reason) for r in results if isinstance(r, Rejection))
+        + tuple(Alternative(option=r.option, reason=r.reason) for r in sorted(
+            (r for r in results if isinstance(r, Unpacked)), key=lambda r: (r.usd_floor, r.instance.name))))
 
 
 Compiled = tuple[list[TritonModelPlan], list[TritonServerPlan], list[PipelinePlan]]
@@ -129,7 +136,7 @@ def _compile_gpu(classic: list[Indexed], pipelines: list[IndexedPipeline], env: 
         return [], [], []
     specs = [m for _, m in classic]
     pipes = tuple(p for _, p in pipelines)
-    fits, results = gpu_placements(specs, pipes, env, catalogue, in_use)
+    fits, results = gpu_placements(specs, pipes, env, catalogue, in_use, exact=1 + PRICED_ALTERNATIVES)
     locked = locked_gpu_placements(specs, pipes, env, catalogue, in_use, lock, fresh, warnings) if lock else None
     if locked is not None and not (fits and _same_servers(locked, fits[0])):
         placements = [(p, _locked_choice(p)) for p in locked]

@@ -36,7 +36,7 @@ from ...spec.pipelines import PipelineSpec
 from ...spec.triton_options import CPU_FRAMEWORKS
 from .cpu_placement import cpu_placements
 from ..hardware.instances import InstanceCatalogue
-from .packing.gpu import gpu_placements
+from .packing.choice import gpu_placements
 from ..types import Alternative, Decision
 
 Indexed = tuple[int, ClassicModelSpec]
@@ -71,7 +71,7 @@ class _Costs:
     def gpu(self, names: frozenset[str]) -> float:
         if ("gpu", names) not in self._seen:
             fits, _ = gpu_placements([self.models[n] for n in sorted(names)], tuple(self._pipes(names)), self.env,
-                                     self.catalogue, self.in_use) if names else ([], [])
+                                     self.catalogue, self.in_use, exact=1) if names else ([], [])
             self._seen[("gpu", names)] = 0.0 if not names else fits[0].usd_per_hour if fits else math.inf
         return self._seen[("gpu", names)]
 

@@ -124,9 +124,8 @@ def replicas_asked(model: ClassicModelSpec, env: EnvironmentSpec) -> tuple[int, 
 
 @dataclass(frozen=True)
 class Asks:
-    """What each model asks of a server on one GPU type: its packing rank (see packing_rank), need and
-    availability floor, worked out once per packing rather than in every sort and server (78,000 times for
-    1,000 models over the allowed instance types)."""
+    """What each model asks of a server on one GPU type: its packing rank (packing_rank), need and availability
+    floor, worked out once per packing rather than in every sort and server (78,000 times at 1,000 models)."""
 
     rank: dict[str, tuple[int, float, str]]
     need: dict[str, int]
@@ -204,16 +203,18 @@ def server_replicas(members: list[ClassicModelSpec], sizings: dict[str, ClassicS
 
 
 def packed_server(members: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks, env: EnvironmentSpec,
-            instance: InstanceType, name: str) -> PackedServer | Rejection:
+            instance: InstanceType, name: str, ram_gib: float | None = None) -> PackedServer | Rejection:
+    """One server of ``members``, or a Rejection: more host RAM than ``ram_gib`` (server_ram_gib) needed."""
+    ram_gib = server_ram_gib(instance, env) if ram_gib is None else ram_gib
     names = sorted(m.name for m in members)
     anchor = min(members, key=lambda m: asks.rank[m.name])
     lo, desired, hi = server_replicas(members, sizings, asks, env)
     host = TRITON_HOST_BASE_GIB + sum(sizings[n].host_gib for n in names) + loading_gib(names, sizings)
     shm = sum(PYTHON_SHM_BYTES * sizings[m.name].instance_count for m in members if m.framework == "python")
-    spare = server_ram_gib(instance, env) - host - shm / GIB
+    spare = ram_gib - host - shm / GIB
     if spare < 0:
         return Rejection(instance.name, f"{', '.join(names)} need {host + shm / GIB:.1f} GiB of host RAM, more than "
-                                        f"the {server_ram_gib(instance, env):.1f} GiB a pod gets per GPU there")
+                                        f"the {ram_gib:.1f} GiB a pod gets per GPU there")
     cache = int(spare * env.triton.cache_ram_fraction * GIB) // (1024**2) * (1024**2)
     cache = cache if cache >= MIN_CACHE_BYTES else 0
     return PackedServer(
@@ -238,10 +239,17 @@ def pack_on(models: list[ClassicModelSpec], env: EnvironmentSpec, catalogue: Ins
     checked = checked_on(models, env, catalogue, instance, sizing_cache, pipelines)
     if isinstance(checked, Rejection):
         return checked
+    return pack_checked(models, checked, env, catalogue, instance, in_use, pipelines, keep_together)
+
+
+def pack_checked(models: list[ClassicModelSpec], checked: tuple[PipelineSizing, Asks], env: EnvironmentSpec,
+                 catalogue: InstanceCatalogue, instance: InstanceType, in_use: tuple[int, int] = (0, 0),
+                 pipelines: tuple[PipelineSpec, ...] = (), keep_together: bool = True) -> ClassicPlacement | Rejection:
+    """``pack_on`` for models ``checked_on`` has sized on ``instance``."""
     sized, asks = checked
     servers: list[PackedServer] = []
     groups = together(list(pipelines)) if keep_together else ()
-    for pool, members in _pools(models, instance):
+    for pool, members in pools(models, instance):
         packed = _pack_pool(pool, members, sized.sizings, asks, env, instance, in_use, servers, groups)
         if isinstance(packed, Rejection):
             return packed
@@ -323,7 +331,7 @@ def default_pool(instance: InstanceType) -> str:
     return instance.name.replace(".", "-")
 
 
-def _pools(models: list[ClassicModelSpec], instance: InstanceType) -> list[tuple[str, list[ClassicModelSpec]]]:
+def pools(models: list[ClassicModelSpec], instance: InstanceType) -> list[tuple[str, list[ClassicModelSpec]]]:
     """Models by pool, pools in name order; a declared pool equal to the default one is the default pool. The
     default pool is split by TensorRT version (plan/triton/built_for.py: a server runs one)."""
     pools: dict[str, list[ClassicModelSpec]] = {}
@@ -343,14 +351,10 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
     """One pool's servers: a server per unit (a model, or a pipeline's steps) with a member that needs a GPU
     of its own, the others packed together; the packing counts the GPUs other pools and workloads already hold on this
     instance type (``placed``, ``in_use``). Named as the module docstring says."""
-    units = _units(models, together, asks)
-    # A unit with a member that needs a GPU of its own goes alone (all of a pipeline's steps with it); a unit
-    # of small models is packed like one, however much compute it sums to (the packing sets its replicas).
-    alone = [u for u in units if any(sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu for m in u)]
-    apart = {id(u) for u in alone}
-    shared = [u for u in units if id(u) not in apart]
+    alone, shared = split_units(models, sizings, asks, together)
     groups = [(u, triton_server_name(pool, u[0].name)) for u in alone]
-    own = [packed_server(g, sizings, asks, env, instance, n) for g, n in groups]  # the servers of one unit each
+    ram = server_ram_gib(instance, env)
+    own = [packed_server(g, sizings, asks, env, instance, n, ram) for g, n in groups]  # the servers of one unit each
     held = placed + [s for s in own if isinstance(s, PackedServer)]
     objective = Objective(instance.gpus, in_use[0] + sum(s.replicas for s in held),
                           max([in_use[1]] + [s.min_replicas for s in held if s.spread_zones]),
@@ -362,9 +366,20 @@ def _pack_pool(pool: str, models: list[ClassicModelSpec], sizings: dict[str, Cla
         anchor = min(names, key=lambda n: asks.rank[n])
         groups.append(([by_name[n] for n in names], triton_server_name(pool) if index == 0 else
                        triton_server_name(pool, anchor)))
-    servers = own + [packed_server(members, sizings, asks, env, instance, name) for members, name in groups[len(own):]]
+    servers = own + [packed_server(ms, sizings, asks, env, instance, name, ram) for ms, name in groups[len(own):]]
     rejected = next((s for s in servers if isinstance(s, Rejection)), None)
     return rejected or servers  # type: ignore[return-value]
+
+
+def split_units(models: list[ClassicModelSpec], sizings: dict[str, ClassicSizing], asks: Asks,
+                together: tuple[tuple[str, ...], ...] = ()) -> tuple[list[list[ClassicModelSpec]], list[list[ClassicModelSpec]]]:
+    """(units that go alone, units packed together) of one pool. A unit with a member that needs a GPU of its
+    own goes alone (all of a pipeline's steps with it); a unit of small models is packed like one, however much
+    compute it sums to (the packing sets its replicas)."""
+    units = _units(models, together, asks)
+    alone = [u for u in units if any(sizings[m.name].gpu_demand > 1.0 or m.overrides.dedicated_gpu for m in u)]
+    apart = {id(u) for u in alone}
+    return alone, [u for u in units if id(u) not in apart]
 
 
 def capacity_of(instance: InstanceType) -> float:
@@ -383,17 +398,3 @@ def _nodes(replicas: list[int], servers: list[PackedServer], instance: InstanceT
     pods = sum(replicas)  # every Triton pod takes one GPU
     spread = max((r for r, s in zip(replicas, servers) if s.spread_zones), default=1)
     return max(nodes_for_pods({1: pods}, instance.gpus), spread) if pods else 0
-
-
-def gpu_placements(models: list[ClassicModelSpec], pipelines: tuple[PipelineSpec, ...], env: EnvironmentSpec,
-                   catalogue: InstanceCatalogue, in_use: dict[str, tuple[int, int]],
-                   sizing_cache: dict | None = None) -> tuple[list[ClassicPlacement], list]:
-    """Every allowed GPU type's packing of ``models``, cheapest first (then fewer GPUs, then the name), and the
-    results of all of them (Rejections say why a type cannot host them). ``sizing_cache``: per GPU model, for
-    this very set of models and pipelines only."""
-    cache: dict = {} if sizing_cache is None else sizing_cache
-    results = [pack_on(models, env, catalogue, inst, in_use.get(inst.name, (0, 0)), cache, pipelines)
-               for inst in catalogue.in_families(env.instance_families)]
-    fits = sorted((r for r in results if isinstance(r, ClassicPlacement)),
-                  key=lambda p: (p.usd_per_hour, p.instance.gpus, p.instance.name))
-    return fits, results

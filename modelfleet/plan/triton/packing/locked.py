@@ -19,9 +19,10 @@ from ...names import triton_server_name
 from ...rejection import Rejection
 from ..pipelines import PipelineSizing, together
 from ...types import Warning_
-from .gpu import (Asks, ClassicPlacement, capacity_of, checked_on, gpu_placements, host_capacity_gib, pack_bins,
+from .gpu import (Asks, ClassicPlacement, capacity_of, checked_on, host_capacity_gib, pack_bins,
                   packed_server, placement_of, pool_of, server_replicas)
 from .binpacking import Objective
+from .choice import gpu_placements
 
 
 def pack_locked(kept: dict[str, list[ClassicModelSpec]], fresh: list[ClassicModelSpec], env: EnvironmentSpec,
@@ -168,7 +169,7 @@ def locked_gpu_placements(models: list[ClassicModelSpec], pipelines: tuple[Pipel
             return None
         out.append(placed)
     if misfits:
-        fits, _ = gpu_placements(misfits, _within(pipelines, misfits), env, catalogue, in_use)
+        fits, _ = gpu_placements(misfits, _within(pipelines, misfits), env, catalogue, in_use, exact=1)
         if not fits:
             return None
         out.append(fits[0])
