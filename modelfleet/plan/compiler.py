@@ -21,7 +21,7 @@ from .hardware.instances import InstanceCatalogue
 from .hardware.kubelet import memory_share_gib
 from .capacity.node_groups import size_node_groups
 from .llm.search import LlmCandidate, replica_bounds
-from .llm.precision_choice import choose_precision
+from .llm.precision_choice import Precise, as_searched, choose_precision, search_key
 from .llm.explain import architecture_decision, kept_tpot, kept_ttft
 from .llm.measured import with_measurement
 from .llm.speed.load import Fit
@@ -75,9 +75,16 @@ def compile_fleet(fleet: FleetSpec, env: EnvironmentSpec, catalogue: InstanceCat
     pin_issues(models, env, issues, warnings)
     vllm_plans = []
     unreserved = env  # the reservations the models placed so far have not taken (capacity/reservations.py)
+    searched: dict[tuple[str, tuple], Precise] = {}  # by search_key and the reservations left: one search each
     for index, model in reservation_order(llms, env):
         entry = lock.llms.get(model.name) if lock and model.name not in fresh else None
-        chosen = _locked_precision(model, entry, unreserved, catalogue, index, warnings)
+        key = (search_key(model), unreserved.capacity_reservations)
+        if entry is None and key in searched:
+            chosen: Precise | Issue = as_searched(model, searched[key])
+        else:
+            chosen = _locked_precision(model, entry, unreserved, catalogue, index, warnings)
+            if entry is None and not isinstance(chosen, Issue):
+                searched[key] = chosen
         if isinstance(chosen, Issue):
             issues.append(chosen)
             continue

@@ -13,19 +13,16 @@ name, artifact or revision search once (``distinct_searches``).
 
 from __future__ import annotations
 
-import json
-
 from ..spec.environment import EnvironmentSpec
 from ..spec.models import FleetSpec, LlmModelSpec
 from .compiler import models_in
 from .forked import can_fork, forked_pool, shared
 from .hardware.instances import InstanceCatalogue
-from .llm.precision_choice import choose_precision
+from .llm.precision_choice import choose_precision, search_key
 from .llm.speed.peak import SIMULATIONS, SimulationKey, result_values
 from .llm.speed.simulation import SimulationResult
 
 Found = list[tuple[SimulationKey, SimulationResult | None]]
-SEARCH_IRRELEVANT = frozenset({"name", "artifact", "revision"})  # distinct_searches: which checkpoint, by name
 Sent = list[tuple[SimulationKey, dict[str, float | int] | None]]  # results as peak.result_values
 
 
@@ -58,7 +55,7 @@ def distinct_searches(models: list[tuple[int, LlmModelSpec]]) -> list[tuple[int,
     seen: set[str] = set()
     kept = []
     for index, model in models:
-        key = json.dumps(model.model_dump(mode="json", exclude=SEARCH_IRRELEVANT), sort_keys=True)
+        key = search_key(model)
         if key not in seen:
             seen.add(key)
             kept.append((index, model))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from modelfleet.errors import CompileError, SpecError
 from modelfleet.plan.compiler import compile_fleet
+from modelfleet.plan.llm.precision_choice import search_key
 from modelfleet.plan.prewarm import distinct_searches, llms_of, prewarm_simulations
 from modelfleet.plan.llm.speed import peak
 from modelfleet.plan.llm.speed.calibration import gpu_for
@@ -21,7 +22,7 @@ from modelfleet.plan.llm.speed.performance import Layout, shape_from_fields
 from modelfleet.plan.llm.speed.workload import Lengths
 from modelfleet.program.main import MAX_WORKERS, workers_from
 from modelfleet.render.fleet import to_json
-from modelfleet.spec.models import FleetSpec
+from modelfleet.spec.models import FleetSpec, LlmModelSpec
 from modelfleet.spec.presets import LLM_PRESETS
 
 from tests.cost.fleets import capacity_environments, fleets
@@ -161,3 +162,39 @@ def test_a_bad_worker_count_is_a_located_error_with_the_fix(value):
     issue = caught.value.issues[0]
     assert issue.file == "MODELFLEET_WORKERS" and repr(value.strip()) in issue.message
     assert "MODELFLEET_WORKERS=4" in issue.fix
+
+
+def _without_team(value):
+    """A plan as JSON data with every ``team`` left out (the one field the twins below differ in)."""
+    if isinstance(value, dict):
+        return {k: _without_team(v) for k, v in value.items() if k != "team"}
+    if isinstance(value, list):
+        return [_without_team(v) for v in value]
+    return value
+
+
+def _plan_data(fleet, env, catalogue):
+    try:
+        return _without_team(compile_fleet(fleet, env, catalogue).model_dump(mode="json"))
+    except CompileError as error:
+        return [str(issue) for issue in error.issues]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(models=fleets(max_models=3), env=capacity_environments(), auto=st.booleans())
+def test_a_copy_planned_from_its_twins_search_is_planned_as_by_its_own(catalogue, models, env, auto):
+    """The compile searches each search_key once (compiler.compile_fleet): a copy of an LLM under another name,
+    artifact and revision takes its twin's layout. The same copies under another team (a field the search does
+    not read, but the key holds) are searched on their own: every plan is the same, reservations and
+    ``precision: auto`` included."""
+    llms = [m for m in models if isinstance(m, LlmModelSpec)]
+    if auto:
+        models = [m.model_copy(update={"precision": "auto"}) if isinstance(m, LlmModelSpec) else m for m in models]
+        llms = [m for m in models if isinstance(m, LlmModelSpec)]
+    copies = [m.model_copy(update={"name": f"{m.name}-copy", "artifact": f"org/{m.name}-copy", "revision": "f" * 40})
+              for m in llms]
+    own = [c.model_copy(update={"team": "another-team"}) for c in copies]
+    assert all(search_key(c) == search_key(m) for c, m in zip(copies, llms))
+    assert all(search_key(o) != search_key(m) for o, m in zip(own, llms))
+    assert _plan_data(FleetSpec(models=[*models, *copies]), env, catalogue) == \
+        _plan_data(FleetSpec(models=[*models, *own]), env, catalogue)

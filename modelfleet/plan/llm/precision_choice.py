@@ -8,6 +8,8 @@ quality given up for nothing). Without ``precision`` the model is planned at its
 
 from __future__ import annotations
 
+import json
+
 from ...errors import Issue
 from ...spec.environment import EnvironmentSpec
 from ...spec.load import with_fields
@@ -19,10 +21,30 @@ from .precision import weights_changes
 from .search import choose_llm_layout
 
 Chosen = tuple[LlmCandidate, Decision, dict[str, list[Outcome]]]
+Precise = tuple[LlmModelSpec, Chosen, Decision | None]  # choose_precision's answer
+SEARCH_IRRELEVANT = frozenset({"name", "artifact", "revision"})  # which checkpoint, by name: not its shape
+
+
+def search_key(model: LlmModelSpec) -> str:
+    """What choose_precision reads of ``model``: every field but which checkpoint it names (its name, artifact
+    and revision; the simulations are seeded from the traffic, not the name). Models of one key, in one
+    environment, get the same layouts, decisions and simulations (tests/plan/test_prewarm.py)."""
+    return json.dumps(model.model_dump(mode="json", exclude=SEARCH_IRRELEVANT), sort_keys=True)
+
+
+def as_searched(model: LlmModelSpec, searched: Precise) -> Precise:
+    """choose_precision's answer for ``model``, from its answer for another model of the same ``search_key``:
+    the layout and the decisions as they were; the model as planned is ``model`` at the precision chosen."""
+    variant, chosen, picked = searched
+    if model.precision is None:
+        return model, chosen, picked
+    planned = with_fields(model, weights_changes(model, variant.size.dtype))
+    assert isinstance(planned, LlmModelSpec)
+    return planned, chosen, picked
 
 
 def choose_precision(model: LlmModelSpec, env: EnvironmentSpec, catalogue: InstanceCatalogue,
-                     index: int) -> tuple[LlmModelSpec, Chosen, Decision | None] | Issue:
+                     index: int) -> Precise | Issue:
     """The model as planned (its size.dtype the chosen precision), the planner's choice, and why this
     precision (None when the model allows one only). An Issue when no precision meets the SLA: the
     checkpoint's own precision's."""
