@@ -1,8 +1,8 @@
 """Choosing the GPU instance type the classic models are packed onto: the allowed types, cheapest first.
 
-Packing is most of a Triton compile's time (1,000 models: about 0.05 s per instance type, and prod allows 27).
-A type whose packing cannot rank among the cheapest few need not be packed. ``usd_floor`` is what *any*
-packing of the models on a type costs at least, from what no server can escape:
+Packing is most of a Triton compile's time (1,000 models: a few hundredths of a second per instance type, and
+prod allows 27). A type whose packing cannot rank among the cheapest few need not be packed. ``usd_floor`` is
+what *any* packing of the models on a type costs at least, from what no server can escape:
 
 - a server of one unit that needs a GPU of its own (``dedicated_gpu``, or more than one GPU of compute) runs the
   replicas ``packed_server`` gives it: worked out here exactly as the packing does;
@@ -37,8 +37,7 @@ from ..pipelines import PipelineSizing, together
 from ..policy import ClassicSizing
 from .binpacking import Objective
 from .gpu import (Asks, ClassicPlacement, PackedServer, capacity_of, checked_on, host_capacity_gib, loading_gib,
-                  pack_checked, packed_server, pools, server_ram_gib,
-                  split_units)
+                  pack_checked, packed_server, pools, server_ram_gib, split_units)
 
 # How much dearer than the last needed packing a floor must be to skip its type: floors and prices are summed
 # in different orders, so a type whose floor is its price must not be skipped by a rounding difference.
@@ -71,7 +70,8 @@ Result = ClassicPlacement | Rejection | Unpacked
 
 def gpu_placements(models: list[ClassicModelSpec], pipelines: tuple[PipelineSpec, ...], env: EnvironmentSpec,
                    catalogue: InstanceCatalogue, in_use: dict[str, tuple[int, int]],
-                   sizing_cache: dict | None = None, exact: int | None = None) -> tuple[list[ClassicPlacement], list[Result]]:
+                   sizing_cache: dict | None = None,
+                   exact: int | None = None) -> tuple[list[ClassicPlacement], list[Result]]:
     """The allowed GPU types' packings of ``models``, cheapest first (then fewer GPUs, then the name), and what
     became of every type, in the catalogue's order (a Rejection says why a type cannot host them).
 
