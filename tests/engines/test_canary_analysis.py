@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.engines.client_threads import ClientThreads
 from tests.engines.conftest import engine_import, make_artifact_root, require_tritonserver, served
 
 require_tritonserver()
@@ -122,25 +121,22 @@ def send_requests(triton, burst: int = 1) -> tuple[float, int]:
     """REQUESTS requests, ``burst`` at a time from as many threads, spread over several scrapes (rate() needs a
     slope): the slowest answered round trip in ms, and how many were rejected (503)."""
     url = triton.http_url.removeprefix("http://")
-    local = threading.local()  # tritonclient.http's gevent client lives in the thread that made it
 
-    def one(i: int) -> float | None:
-        if not hasattr(local, "client"):
-            local.client = httpclient.InferenceServerClient(url)
+    def one(client, i: int) -> float | None:  # each thread's own client (client_threads.py)
         features = httpclient.InferInput("features", [4, 64], "FP32")
         features.set_data_from_numpy(np.random.default_rng(i).random((4, 64), dtype=np.float32))
         started = time.perf_counter()
         try:
-            local.client.infer(MODEL, [features])
+            client.infer(MODEL, [features])
         except InferenceServerException as error:
             assert "timeout" in str(error).lower(), error
             return None
         return (time.perf_counter() - started) * 1000
 
     times: list[float | None] = []
-    with ThreadPoolExecutor(burst) as pool:
+    with ClientThreads(burst, lambda: httpclient.InferenceServerClient(url)) as threads:
         for start in range(0, REQUESTS, burst):
-            times += pool.map(one, range(start, min(start + burst, REQUESTS)))
+            times += threads.map(one, range(start, min(start + burst, REQUESTS)))
             time.sleep(0.1 * burst)
     answered = [t for t in times if t is not None]
     return max(answered, default=0.0), len(times) - len(answered)

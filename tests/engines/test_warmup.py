@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.engines.client_threads import ClientThreads
 from tests.engines.conftest import engine_import, load_module, make_artifact_root, require_tritonserver
 
 require_tritonserver()
@@ -47,15 +46,10 @@ MAX_SERVERS = 12  # fresh servers tried per arm for them (about 8 s each)
 
 def readme_burst(client_module, url: str, seed: int) -> int:
     """The README's example, as written there: one client per thread, 100 batches of 4; the rejections."""
-    local = threading.local()
-
-    def score(features):
-        if not hasattr(local, "client"):
-            local.client = httpclient.InferenceServerClient(url)
+    def score(client, features):
         request = client_module.FraudScorer.request(features, caller="warmup-test")
         try:
-            result = local.client.infer(request.model_name, request.inputs, outputs=request.outputs,
-                                        **request.options)
+            result = client.infer(request.model_name, request.inputs, outputs=request.outputs, **request.options)
         except InferenceServerException as error:
             assert "timeout" in str(error).lower(), error  # a rejection; anything else is a failure
             return None
@@ -63,8 +57,8 @@ def readme_burst(client_module, url: str, seed: int) -> int:
 
     rng = np.random.default_rng(seed)
     batches = [rng.random((4, 64), dtype=np.float32) for _ in range(100)]
-    with ThreadPoolExecutor(8) as pool:
-        scores = list(pool.map(score, batches))
+    with ClientThreads(8, lambda: httpclient.InferenceServerClient(url)) as threads:
+        scores = threads.map(score, batches)
     return sum(s is None for s in scores)
 
 
@@ -95,11 +89,8 @@ def warm_the_client(url: str) -> None:
     health endpoint: the server's model stays cold. On 2 cores a cold client competes with the server for the
     first burst's milliseconds (seen: all 8 threads' first requests rejected together), which is the test's
     machine, not the server's cold start."""
-    def ping(_: int) -> bool:
-        return httpclient.InferenceServerClient(url).is_server_live()
-
-    with ThreadPoolExecutor(8) as pool:
-        assert all(pool.map(ping, range(8)))
+    with ClientThreads(8, lambda: httpclient.InferenceServerClient(url)) as threads:
+        assert all(threads.map(lambda client, _: client.is_server_live(), range(8)))
 
 
 def counted(runs: list[list[int]]) -> list[list[int]]:
