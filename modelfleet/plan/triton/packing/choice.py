@@ -23,6 +23,7 @@ floor is a bound, not a price, and the plan says so ("costs at least").
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -35,9 +36,9 @@ from ...hardware.node_price import ranking_usd_per_hour
 from ...rejection import Rejection
 from ..pipelines import PipelineSizing, together
 from ..policy import ClassicSizing
-from .binpacking import Objective
-from .gpu import (Asks, ClassicPlacement, PackedServer, capacity_of, checked_on, host_capacity_gib, loading_gib,
-                  pack_checked, packed_server, pools, server_ram_gib, split_units)
+from .binpacking import COMPUTE, HOST, MEMORY, Objective
+from .gpu import (Asks, ClassicPlacement, PackedServer, capacity_of, checked_on, host_capacity_gib, host_room,
+                  pack_checked, packed_server, pools, server_ram_gib, split_units, unit_items)
 
 # How much dearer than the last needed packing a floor must be to skip its type: floors and prices are summed
 # in different orders, so a type whose floor is its price must not be skipped by a rounding difference.
@@ -100,7 +101,7 @@ def gpu_placements(models: list[ClassicModelSpec], pipelines: tuple[PipelineSpec
         placed = pack_checked(models, checked, env, catalogue, instance, held, pipelines)
         results[instance.name] = placed
         if isinstance(placed, ClassicPlacement):
-            fits = sorted([*fits, placed], key=_rank)
+            bisect.insort(fits, placed, key=_rank)
     return fits, [results[i.name] for i in instances]
 
 
@@ -149,19 +150,19 @@ def shared_pods_floor(shared: list[list[ClassicModelSpec]], sizings: dict[str, C
     unit over a limit sits alone on its server: its share counts as one server's."""
     if not shared:
         return 0
-    host_room = host_capacity - loading_gib([m.name for unit in shared for m in unit], sizings)
+    room = host_room(shared, sizings, host_capacity)
     memory = host = compute = 0.0
     most = large = 0
-    for unit in shared:
-        need = max(asks.need[m.name] for m in unit)
+    for unit, item in zip(shared, unit_items(shared, sizings, asks)):
+        need = item.need
         most = max(most, need)
-        gpu_share = min(1.0, sum(sizings[m.name].gpu_memory_gib for m in unit) / capacity)
-        host_share = min(1.0, sum(sizings[m.name].host_gib for m in unit) / host_room) if host_room > 0 else 0.0
+        gpu_share = min(1.0, item.size[MEMORY] / capacity)
+        host_share = min(1.0, item.size[HOST] / room) if room > 0 else 0.0
         memory += gpu_share * need
         host += host_share * need
         if max(gpu_share, host_share) > 0.5 + 1e-9:  # no two such units share a server: each is on one of its own
             large += need
         if not (len(unit) == 1 and unit[0].overrides.replicas):  # a pinned model alone runs its pin
-            compute += min(max_replicas, sum(sizings[m.name].gpu_demand for m in unit))
+            compute += min(max_replicas, item.size[COMPUTE])
     # sums of floats: a total that is a whole number of servers must not round up to one more
     return max(most, large, math.ceil(max(memory, host, compute) - 1e-6 * len(shared)))

@@ -107,9 +107,7 @@ def host_capacity_gib(instance: InstanceType, env: EnvironmentSpec) -> float:
 
 def _need(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
     """Replicas a model asks of any server it is on: its pin, else its availability floor."""
-    if env.replicas.single_replica:
-        return 1
-    return model.overrides.replicas or _floor(model, env)
+    return 1 if env.replicas.single_replica else model.overrides.replicas or _floor(model, env)
 
 
 def _floor(model: ClassicModelSpec, env: EnvironmentSpec) -> int:
@@ -140,26 +138,27 @@ class Asks:
 
 def pack_bins(units: list[list[ClassicModelSpec]], sizings: dict[str, ClassicSizing], asks: Asks, capacity: float,
           host_capacity: float, objective: Objective) -> list[list[str]]:
-    """Shared servers, packed optimally (triton/packing/binpacking.py: GPU memory and host RAM bound a server, its compute
-    sets its replicas; first-fit decreasing is not monotone, so adding a model could lower the cost).
-
-    A unit is one model, or the steps of a pipeline (they must share a server): it is packed as one item,
-    named after its anchor, with its members' sizes summed. Units that need more replicas come first, so
-    they share servers among themselves and units needing fewer fill the room left (riding along costs no
-    GPU)."""
-    order = sorted(units, key=lambda u: asks.rank[u[0].name])
-    items = [Item(u[0].name, tuple(sum(s) for s in zip(*(_sizes(sizings[m.name]) for m in u))),  # type: ignore[arg-type]
-                  max(asks.need[m.name] for m in u), max(asks.floor[m.name] for m in u)) for u in order]
+    """Shared servers, packed optimally (binpacking.py: GPU memory and host RAM bound a server, its compute sets
+    its replicas). A unit is one model, or a pipeline's steps (they share a server), packed as one item
+    (unit_items). Units needing more replicas come first, so they share servers among themselves and units
+    needing fewer fill the room left (riding along costs no GPU)."""
+    items = unit_items(sorted(units, key=lambda u: asks.rank[u[0].name]), sizings, asks)
     members = {u[0].name: [m.name for m in u] for u in units}
-    # Room for the load-time copies of the largest models is kept on every server, whatever it holds.
-    host_room = host_capacity - loading_gib([m.name for u in units for m in u], sizings)
     # Compute per replica is one GPU: the sizings already hold it to the environment's target utilisation.
     return [sorted(n for anchor in names for n in members[anchor])
-            for names in pack_optimally(items, (capacity, 1.0, host_room), objective)]
+            for names in pack_optimally(items, (capacity, 1.0, host_room(units, sizings, host_capacity)), objective)]
 
 
-def _sizes(sizing: ClassicSizing) -> tuple[float, float, float]:
-    return sizing.gpu_memory_gib, sizing.gpu_demand, sizing.host_gib
+def unit_items(units: list[list[ClassicModelSpec]], sizings: dict[str, ClassicSizing], asks: Asks) -> list[Item]:
+    """Each unit as the packing's item, in the given order: named after its anchor, its members' sizes summed."""
+    return [Item(u[0].name, (sum(sizings[m.name].gpu_memory_gib for m in u), sum(sizings[m.name].gpu_demand for m in u),
+                             sum(sizings[m.name].host_gib for m in u)),
+                 max(asks.need[m.name] for m in u), max(asks.floor[m.name] for m in u)) for u in units]
+
+
+def host_room(units: list[list[ClassicModelSpec]], sizings: dict[str, ClassicSizing], host_capacity: float) -> float:
+    """Host RAM a shared server may fill: room for the load-time copies of the largest models kept on each."""
+    return host_capacity - loading_gib([m.name for u in units for m in u], sizings)
 
 
 def _units(models: list[ClassicModelSpec], together: tuple[tuple[str, ...], ...],
